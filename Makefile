@@ -1,0 +1,90 @@
+# phaselab build.
+#   make          builds ./train and ./tokenize (CPU backend; CUDA backend too wherever nvcc exists)
+#   make test     builds and runs the whole test suite; last line "N passed, M failed, K skipped"
+#   make run      the default job: synthetic corpus + configs/demo.ini on the CPU
+#   make bench    CPU training-step benchmark (tokens/s, GFLOP/s, sgemm peak)
+# Dependencies are installed by tools/install-deps when a marker of one is missing.
+#
+# Layout of the build: every .c under model/ kernels/cpu/ train/ data/ except *main.c goes
+# into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when nvcc exists.
+# tests/test_*.c each become build/tests/test_* linked against that archive.
+
+CC      ?= gcc
+CUDA_HOME ?= /usr/local/cuda
+NVCC    ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
+CUDA_ARCHS ?= 80 90
+MPI_INC := $(shell pkg-config --cflags-only-I ompi-c 2>/dev/null)
+MPI_LIB := $(shell pkg-config --libs ompi-c 2>/dev/null)
+HDF5_INC := -I/usr/include/hdf5/serial
+HDF5_LIB := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5_serial -lhdf5_serial_hl
+
+CFLAGS  ?= -O3 -march=x86-64-v3 -g
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+           -I. $(MPI_INC) $(HDF5_INC) -I/usr/include/openblas -MMD -MP
+LDLIBS  := -fopenmp -lopenblas $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc -lz -lzstd $(MPI_LIB) -lm -lpthread
+
+ifneq ($(NVCC),)
+  HAVE_CUDA := 1
+  CFLAGS  += -DPHASELAB_CUDA -I$(CUDA_HOME)/include
+  NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -DPHASELAB_CUDA $(MPI_INC) \
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -fPIC
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
+endif
+
+LIB_SRC  := $(filter-out %main.c,$(wildcard model/*.c kernels/cpu/*.c train/*.c data/*.c kernels/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=build/%.o)
+CU_SRC   := $(if $(HAVE_CUDA),$(wildcard kernels/cuda/*.cu))
+CU_OBJ   := $(CU_SRC:%.cu=build/%.cu.o)
+TEST_SRC := $(wildcard tests/test_*.c tests/gpu/test_*.c)
+TEST_BIN := $(TEST_SRC:%.c=build/%)
+PROGRAMS := train tokenize
+
+DEPS_STAMP := build/.deps-ok
+
+.PHONY: all test run bench clean deps
+all: $(PROGRAMS)
+
+# Re-run tools/install-deps whenever a header or tool we need is missing.
+$(DEPS_STAMP): tools/install-deps
+	@missing=0; for f in /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h /usr/include/ini.h /usr/include/cjson/cJSON.h \
+	  /usr/include/hdf5/serial/hdf5.h /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/zstd.h /usr/bin/mpirun; do \
+	  [ -e $$f ] || missing=1; done; \
+	python3 -c "import numpy, h5py, matplotlib" 2>/dev/null || missing=1; \
+	if [ $$missing = 1 ]; then tools/install-deps; fi
+	@mkdir -p build && touch $@
+deps: ; @tools/install-deps
+
+build/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/%.cu.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVFLAGS) -c $< -o $@
+
+build/libphaselab.a: $(LIB_OBJ) $(CU_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+train: build/train/main.o build/libphaselab.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+tokenize: build/data/tokenize_main.o build/libphaselab.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+build/tests/%: build/tests/%.o build/libphaselab.a
+	$(CC) -o $@ $^ $(LDLIBS)
+
+test: $(PROGRAMS) $(TEST_BIN)
+	@tests/run_tests.sh
+
+run: $(PROGRAMS)
+	@tools/demo-run
+
+bench: $(PROGRAMS)
+	./train --bench
+
+clean:
+	rm -rf build $(PROGRAMS)
+
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,0 +1,178 @@
+/* The chunked KV compressor on the CPU, one branch (key or value) per call (SPEC.md section 2).
+ *
+ * Window j covers positions jS .. jS+W-1 (j < nW). For KV head g and offset i (map m = i, or
+ * deepseek: m = 0 for i < S else 1), with a_p the normed input row of position p:
+ *   gate logit   s_{j,i}   = Z_{g,m} a_{jS+i} + b_{g,i}      [c]   (c = 1 scalar, d vector)
+ *   weights      alpha_{j,.} = softmax_i s_{j,.}  (per channel)     (uniform: 1/W)
+ *   payload      p_{j,i}   = C_{g,m} a_{jS+i}                [d]
+ *   post-norm    p'_{j,i}  = RMSNorm(p_{j,i}) * w_pn              (optional)
+ *   entry        E_j       = sum_i alpha_{j,i} * p'_{j,i}     [d]
+ * All windows at once: for each (b, g, i) the rows a_{jS+i}, j = 0..nW-1, are a strided matrix
+ * (leading dimension S*D), so every projection is one sgemm of nW rows.
+ *
+ * Backward, from dE_j:
+ *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
+ *   ds_{j,i}  = alpha_{j,i} (dalpha_{j,i} - sum_k alpha_{j,k} dalpha_{j,k})
+ *   post-norm backward dp'->dp;  dC_{g,m} += dp^T a;  dZ_{g,m} += ds^T a;  db_{g,i} += sum_j ds
+ *   da_{jS+i} += dp C_{g,m} + ds Z_{g,m}
+ * Buffers: alpha [B,nW,G,W,c], payload [B,nW,G,W,d] (raw p), pn_rstd [B,nW,G,W]. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cpu/cpu_internal.h"
+
+/* offsets into the [B,nW,G,W,X] buffers */
+static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
+    return (((size_t)b * s->n_windows + j) * s->G + g) * s->window + i;
+}
+
+void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
+                        const act_t *a_, const act_t *gate_w_, const act_t *gate_b_,
+                        const act_t *payload_w_, const act_t *post_w_) {
+    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
+    const int nW = s->n_windows, c = s->channels, M = s->n_maps;
+    float *entry = entry_, *payload = payload_;
+    const float *a = a_, *gate_w = gate_w_, *gate_b = gate_b_, *payload_w = payload_w_, *post_w = post_w_;
+    if (nW == 0) return;
+    /* projections: one sgemm per (b, g, i) over all windows */
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++)
+            for (int i = 0; i < W; i++) {
+                int m = comp_map_index(s, i);
+                const float *rows = a + ((size_t)b * T + i) * D;        /* a_{jS+i}, stride S*D */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nW, d, D, 1.0f, rows, S * D,
+                            payload_w + ((size_t)g * M + m) * d * D, D, 0.0f,
+                            payload + slot(s, b, 0, g, i) * d, G * W * d);
+                if (s->gate != GATEK_UNIFORM)
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nW, c, D, 1.0f, rows, S * D,
+                                gate_w + ((size_t)g * M + m) * c * D, D, 0.0f,
+                                alpha + slot(s, b, 0, g, i) * c, G * W * c);
+            }
+    /* softmax over offsets, post-norm, pooling: independent per (b, j, g) */
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < nW; j++)
+            for (int g = 0; g < G; g++) {
+                float *al = alpha + slot(s, b, j, g, 0) * c;          /* [W, c] */
+                if (s->gate == GATEK_UNIFORM) {
+                    for (int x = 0; x < W * c; x++) al[x] = 1.0f / W;
+                } else {
+                    if (gate_b)
+                        for (int x = 0; x < W * c; x++) al[x] += gate_b[(size_t)g * W * c + x];
+                    for (int ch = 0; ch < c; ch++) {
+                        float mx = -INFINITY, sum = 0.0f;
+                        for (int i = 0; i < W; i++) if (al[i * c + ch] > mx) mx = al[i * c + ch];
+                        for (int i = 0; i < W; i++) { al[i * c + ch] = expf(al[i * c + ch] - mx); sum += al[i * c + ch]; }
+                        for (int i = 0; i < W; i++) al[i * c + ch] /= sum;
+                    }
+                }
+                float *e = entry + (((size_t)b * nW + j) * G + g) * d;
+                memset(e, 0, sizeof(float) * d);
+                for (int i = 0; i < W; i++) {
+                    const float *p = payload + slot(s, b, j, g, i) * d;
+                    float rs = 1.0f;
+                    const float *w = NULL;
+                    if (post_w) {
+                        float ss = 0.0f;
+                        for (int x = 0; x < d; x++) ss += p[x] * p[x];
+                        rs = 1.0f / sqrtf(ss / d + s->eps);
+                        pn_rstd[slot(s, b, j, g, i)] = rs;
+                        w = post_w;
+                    }
+                    const float *ai = al + i * c;
+                    for (int x = 0; x < d; x++)
+                        e[x] += ai[c == 1 ? 0 : x] * p[x] * rs * (w ? w[x] : 1.0f);
+                }
+            }
+}
+
+void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
+                        float *dpost_w, const act_t *dentry_, const float *alpha, const act_t *payload_,
+                        const float *pn_rstd, const act_t *a_, const act_t *gate_w_,
+                        const act_t *payload_w_, const act_t *post_w_) {
+    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
+    const int nW = s->n_windows, c = s->channels, M = s->n_maps;
+    float *da = da_;
+    const float *dentry = dentry_, *payload = payload_, *a = a_, *gate_w = gate_w_, *payload_w = payload_w_,
+                *post_w = post_w_;
+    if (nW == 0) return;
+    size_t n_slots = (size_t)B * nW * G * W;
+    float *dp = malloc(sizeof(float) * n_slots * d);                 /* d payload (raw) [B,nW,G,W,d] */
+    float *ds = s->gate != GATEK_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
+    float *dpost_part = post_w ? calloc((size_t)B * nW * G * d, sizeof(float)) : NULL;
+    #pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < nW; j++)
+            for (int g = 0; g < G; g++) {
+                const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
+                const float *al = alpha + slot(s, b, j, g, 0) * c;
+                float dal[W * c > 0 ? W * c : 1];
+                for (int i = 0; i < W; i++) {
+                    size_t sl = slot(s, b, j, g, i);
+                    const float *p = payload + sl * d;
+                    float *dpi = dp + sl * d;
+                    float rs = post_w ? pn_rstd[sl] : 1.0f;
+                    const float *ai = al + i * c;
+                    /* p' = p * rs * w; dalpha = dE . p'; dp' = alpha dE */
+                    for (int ch = 0; ch < c; ch++) dal[i * c + ch] = 0.0f;
+                    for (int x = 0; x < d; x++) {
+                        float pn = p[x] * rs * (post_w ? post_w[x] : 1.0f);
+                        dal[i * c + (c == 1 ? 0 : x)] += de[x] * pn;
+                        dpi[x] = ai[c == 1 ? 0 : x] * de[x];       /* dp' for now */
+                    }
+                    if (post_w) {
+                        /* RMSNorm backward: dp = rs (dp'w - p rs mean(dp'w p rs)) ; dw += dp' p rs */
+                        float *dpw = dpost_part + (((size_t)b * nW + j) * G + g) * d;
+                        float dot = 0.0f;
+                        for (int x = 0; x < d; x++) {
+                            dpw[x] += dpi[x] * p[x] * rs;
+                            dot += dpi[x] * post_w[x] * p[x] * rs;
+                        }
+                        dot /= d;
+                        for (int x = 0; x < d; x++) dpi[x] = rs * (dpi[x] * post_w[x] - p[x] * rs * dot);
+                    }
+                }
+                if (ds) {
+                    float *dsj = ds + slot(s, b, j, g, 0) * c;
+                    for (int ch = 0; ch < c; ch++) {
+                        float sum = 0.0f;
+                        for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
+                        for (int i = 0; i < W; i++) dsj[i * c + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
+                    }
+                }
+            }
+    /* bias and post-norm weight gradients: fixed-order sums */
+    if (dgate_b && ds)
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < nW; j++)
+                for (int g = 0; g < G; g++)
+                    for (int x = 0; x < W * c; x++) dgate_b[(size_t)g * W * c + x] += ds[slot(s, b, j, g, 0) * c + x];
+    if (dpost_w) {
+        for (size_t r = 0; r < (size_t)B * nW * G; r++)
+            for (int x = 0; x < d; x++) dpost_w[x] += dpost_part[r * d + x];
+    }
+    /* projection gradients: one sgemm pair per (b, g, i) */
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < G; g++)
+            for (int i = 0; i < W; i++) {
+                int m = comp_map_index(s, i);
+                const float *rows = a + ((size_t)b * T + i) * D;
+                float *drows = da + ((size_t)b * T + i) * D;
+                const float *dpi = dp + slot(s, b, 0, g, i) * d;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, nW, 1.0f, dpi, G * W * d,
+                            rows, S * D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nW, D, d, 1.0f, dpi, G * W * d,
+                            payload_w + ((size_t)g * M + m) * d * D, D, 1.0f, drows, S * D);
+                if (ds) {
+                    const float *dsi = ds + slot(s, b, 0, g, i) * c;
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, nW, 1.0f, dsi, G * W * c,
+                                rows, S * D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nW, D, c, 1.0f, dsi, G * W * c,
+                                gate_w + ((size_t)g * M + m) * c * D, D, 1.0f, drows, S * D);
+                }
+            }
+    free(dp);
+    free(ds);
+    free(dpost_part);
+}

@@ -1,0 +1,67 @@
+/* RMSNorm over the last dimension of [rows, C] (SPEC.md section 1), fp32:
+ *   rstd = 1 / sqrt(mean(x^2) + eps),  y = x * rstd * w
+ * Backward, with xhat = x * rstd and gy = dy * w:
+ *   dx = rstd * (gy - xhat * mean(gy * xhat)),   dw += sum_rows dy * xhat
+ * Used for the block norms (C = D), the per-head q/k norms (rows = tokens x heads, C = d) and
+ * the compressor's ck-norm and post-norm. The weight gradient is reduced per thread over a
+ * fixed row partition, then summed in thread order: deterministic for a fixed thread count. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+#include "kernels/cpu/cpu_internal.h"
+
+void cpu_rmsnorm_fwd(act_t *out_, float *rstd, const act_t *in_, const act_t *w_, int rows, int C, float eps) {
+    float *out = out_;
+    const float *in = in_, *w = w_;
+    #pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++) {
+        const float *x = in + (size_t)r * C;
+        float *y = out + (size_t)r * C;
+        float ss = 0.0f;
+        #pragma omp simd reduction(+:ss)
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float rs = 1.0f / sqrtf(ss / C + eps);
+        if (rstd) rstd[r] = rs;
+        #pragma omp simd
+        for (int c = 0; c < C; c++) y[c] = x[c] * rs * w[c];
+    }
+}
+
+void cpu_rmsnorm_bwd(act_t *din_, float *dw, const act_t *dout_, const act_t *in_, const act_t *w_,
+                     const float *rstd, int rows, int C, int accumulate) {
+    float *din = din_;
+    const float *dout = dout_, *in = in_, *w = w_;
+    int nthreads = omp_get_max_threads();
+    float *dw_part = dw ? calloc((size_t)nthreads * C, sizeof(float)) : NULL;
+    #pragma omp parallel
+    {
+        int tid = omp_get_thread_num();
+        float *dwp = dw_part ? dw_part + (size_t)tid * C : NULL;
+        #pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            const float *x = in + (size_t)r * C, *dy = dout + (size_t)r * C;
+            float *dx = din + (size_t)r * C;
+            float rs = rstd[r], dot = 0.0f;
+            #pragma omp simd reduction(+:dot)
+            for (int c = 0; c < C; c++) dot += dy[c] * w[c] * x[c] * rs;
+            float mean_dot = dot / C;
+            if (accumulate) {
+                #pragma omp simd
+                for (int c = 0; c < C; c++) dx[c] += rs * (dy[c] * w[c] - x[c] * rs * mean_dot);
+            } else {
+                #pragma omp simd
+                for (int c = 0; c < C; c++) dx[c] = rs * (dy[c] * w[c] - x[c] * rs * mean_dot);
+            }
+            if (dwp) {
+                #pragma omp simd
+                for (int c = 0; c < C; c++) dwp[c] += dy[c] * x[c] * rs;
+            }
+        }
+    }
+    if (dw) {
+        for (int t = 0; t < nthreads; t++)
+            for (int c = 0; c < C; c++) dw[c] += dw_part[(size_t)t * C + c];
+        free(dw_part);
+    }
+}

@@ -1,0 +1,107 @@
+/* Run configuration: the INI sections [model] [data] [train] [eval] [checkpoint] [run].
+ *
+ * Parsed with inih (model/config.c); `section.key=value` command-line overrides win over the
+ * file. Every key has a default (the [model] defaults are the Qwen3-0.6B shape and the
+ * variant defaults of SPEC.md section 2), a help line (`./train --help`), and validation that
+ * names the file, line and key of a bad value. config_keys() exposes the table. */
+#ifndef PHASELAB_CONFIG_H
+#define PHASELAB_CONFIG_H
+#include <stdint.h>
+#include <stddef.h>
+
+enum { ATTN_FULL = 0, ATTN_COMPRESSED = 1 };
+enum { GATE_SCALAR = 0, GATE_VECTOR = 1, GATE_UNIFORM = 2 };
+enum { LOCAL_WINDOW = 0, LOCAL_TAIL = 1 };
+enum { COMPRESSOR_PAPER = 0, COMPRESSOR_DEEPSEEK = 1 };
+
+typedef struct {
+    int d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, vocab_size;
+    double rope_theta, norm_eps;
+    int tie_embeddings;
+    int attention;           /* ATTN_FULL | ATTN_COMPRESSED */
+    int window, stride;      /* W, S (compressed only) */
+    int gate;                /* GATE_* */
+    int gate_bias, kv_tied, post_norm, qk_norm;
+    int rope_dims;           /* r: the LAST r dims of each head are rotated; 0 = no RoPE */
+    int local;               /* LOCAL_* */
+    int n_local;
+    int compressor;          /* COMPRESSOR_* */
+    int attn_sink;
+} ModelConfig;
+
+typedef struct {
+    char train[1024];        /* glob of training shards */
+    char val[1024];          /* glob of validation shards */
+    int seq_len;             /* T */
+} DataConfig;
+
+typedef struct {
+    long steps;
+    long batch_tokens;       /* tokens per optimizer step (all ranks together) */
+    int micro_batch;         /* sequences per forward pass per rank */
+    double lr, min_lr;
+    long warmup_steps;
+    double weight_decay, grad_clip;
+    double beta1, beta2, eps;
+    uint64_t seed;
+    int max_bad_steps;       /* consecutive NaN/Inf steps before the run stops */
+} TrainConfig;
+
+typedef struct {
+    long every;              /* steps between evaluations; 0 = only at the end */
+    long val_tokens;
+    int residues;            /* P */
+    char probe[1024];        /* probe-set file, "" = none */
+} EvalConfig;
+
+typedef struct {
+    long every;              /* steps between checkpoints; 0 = only at the end */
+    int keep;
+} CheckpointConfig;
+
+typedef struct {
+    char name[256];
+    char dir[1024];
+    char device[16];         /* auto | cpu | cuda */
+    int threads;             /* 0 = all cores */
+    long log_every;
+} RunConfig;
+
+typedef struct {
+    ModelConfig model;
+    DataConfig data;
+    TrainConfig train;
+    EvalConfig eval;
+    CheckpointConfig checkpoint;
+    RunConfig run;
+    char source[1024];       /* path of the INI file it came from ("" = defaults only) */
+} Config;
+
+/* One key of the table: where it lives, its default, what it means. */
+typedef struct {
+    const char *section, *key;
+    const char *def;         /* default value as written in an INI */
+    const char *help;
+} ConfigKeyInfo;
+
+/* All keys, in --help order; *n receives their count. */
+const ConfigKeyInfo *config_keys(int *n);
+
+/* Fills cfg with every default. */
+void config_defaults(Config *cfg);
+
+/* Loads path (may be NULL: defaults only), then applies overrides "section.key=value".
+ * Validates everything; on error returns non-zero with "FILE:LINE: [section] key: ..." in err. */
+int config_load(Config *cfg, const char *path, int n_overrides, char **overrides, char *err);
+
+/* Writes the resolved config as an INI (every key, including defaults). */
+int config_write(const Config *cfg, const char *path, char *err);
+/* Same, into a malloc'd string. */
+char *config_to_string(const Config *cfg);
+
+/* Derived sizes. */
+static inline int config_n_windows(const ModelConfig *m, int T) {
+    /* windows j with jS + W - 1 <= T - 1 */
+    return (m->attention == ATTN_COMPRESSED && T >= m->window) ? (T - m->window) / m->stride + 1 : 0;
+}
+#endif

@@ -1,0 +1,464 @@
+/* The model (SPEC.md sections 1-2), written once against the op API (kernels/kernels.h).
+ *
+ * Forward, N = B*T rows:
+ *   x = embed[tok]                                             [N, D]
+ *   per layer:
+ *     a = RMSNorm_in(x)                                        [N, D]
+ *     q = RoPE(qnorm(a Wq^T)), k = RoPE(knorm(a Wk^T)), v = a Wv^T      [N, H*d], [N, G*d]
+ *     compressed: per branch E = compressor(a) [B, nW, G, d];
+ *                 ck = RoPE(cknorm(E^K), jS), cv = E^V (or ck when keys and values are tied)
+ *     x_mid = x + attention(q, k, v, ck, cv) Wo^T
+ *     m = RMSNorm_post(x_mid);  x = x_mid + (silu(m Wg^T) * m Wu^T) Wd^T
+ *   logits = RMSNorm_final(x) E_out^T  (E_out = embed when tied, else lm_head), fused with the
+ *   cross-entropy, which also produces d(final norm output) in the same pass.
+ * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
+ * norm. compressor = deepseek implies tied keys and values (SPEC.md: "keys and values tied").
+ *
+ * Memory: every activation the backward pass needs lives in one arena allocated at creation
+ * for (max_batch, T); gradient scratch is shared between layers. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/model.h"
+#include "model/errors.h"
+#include "kernels/kernels.h"
+
+typedef struct {               /* tensor-table indices of one layer (-1 = absent) */
+    int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
+    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
+} LayerIdx;
+
+typedef struct {               /* saved activations of one layer */
+    act_t *x_in, *a;           /* [N, D] */
+    float *rstd_in;            /* [N] */
+    act_t *q_raw, *q;          /* [N, H*d] (q_raw: before qnorm, only with qk_norm) */
+    act_t *k_raw, *k, *v;      /* [N, G*d] */
+    float *rstd_q, *rstd_k;    /* [N*H], [N*G] */
+    act_t *entry[2];           /* [B, nW, G, d] compressor output per branch (before cknorm) */
+    act_t *payload[2];         /* [B, nW, G, W, d] */
+    float *alpha[2];           /* [B, nW, G, W, c] */
+    float *pn_rstd[2];         /* [B, nW, G, W] */
+    act_t *ck;                 /* [B, nW, G, d] keys after cknorm + RoPE */
+    float *rstd_ck;            /* [B*nW*G] */
+    act_t *attn;               /* [N, H*d] */
+    float *lse;                /* [N*H] */
+    act_t *x_mid, *mn;         /* [N, D] */
+    float *rstd_post;          /* [N] */
+    act_t *g, *u, *h;          /* [N, F] */
+} LayerActs;
+
+struct Model {
+    ModelConfig cfg;
+    const Backend *be;
+    TensorTable tt;
+    int max_batch, T, nW, tied_kv, channels, n_maps;
+    float *params, *grads;     /* [n_floats] fp32 */
+    act_t *work;               /* working weights (== params on the CPU) */
+    LayerIdx *li;
+    LayerActs *la;
+    int emb, final_norm, lm_head;
+    /* arena */
+    void *arena;
+    size_t arena_bytes;
+    act_t *x_final, *xf;       /* [N, D] */
+    float *rstd_final;         /* [N] */
+    int32_t *tokens, *targets; /* [N] */
+    float *losses;             /* [N] */
+    /* gradient scratch */
+    act_t *dx, *dD, *dxf;      /* [N, D] */
+    act_t *dq, *dq_raw, *dattn;/* [N, H*d] */
+    act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
+    act_t *dg, *du, *dh;       /* [N, F] */
+    act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
+    float *rope_tab;           /* [T, r/2, 2] */
+    float *host_losses;        /* [N] */
+};
+
+/* ---- arena: a sizing pass then a carving pass over the same calls ---- */
+typedef struct { char *base; size_t used; } Carver;
+static void *carve(Carver *c, size_t bytes) {
+    size_t at = c->used;
+    c->used += (bytes + 255) & ~(size_t)255;
+    return c->base ? c->base + at : NULL;
+}
+
+static int idx(const TensorTable *tt, const char *fmt, int L, const char *b) {
+    char name[TENSOR_NAME_LEN];
+    snprintf(name, sizeof name, fmt, L, b ? b : "");
+    return tensor_table_find(tt, name);
+}
+
+static void lay_out(Model *m, Carver *c) {
+    const ModelConfig *g = &m->cfg;
+    size_t N = (size_t)m->max_batch * m->T, D = g->d_model, Hd = (size_t)g->n_heads * g->head_dim,
+           Gd = (size_t)g->n_kv_heads * g->head_dim, F = g->d_ff, A = m->be->act_bytes;
+    size_t E = (size_t)m->max_batch * m->nW * Gd;                     /* entries */
+    size_t slots = (size_t)m->max_batch * m->nW * g->n_kv_heads * g->window;
+    for (int L = 0; L < g->n_layers; L++) {
+        LayerActs *a = &m->la[L];
+        a->x_in = carve(c, N * D * A); a->a = carve(c, N * D * A); a->rstd_in = carve(c, N * 4);
+        a->q = carve(c, N * Hd * A); a->k = carve(c, N * Gd * A); a->v = carve(c, N * Gd * A);
+        if (g->qk_norm) {
+            a->q_raw = carve(c, N * Hd * A); a->k_raw = carve(c, N * Gd * A);
+            a->rstd_q = carve(c, N * g->n_heads * 4); a->rstd_k = carve(c, N * g->n_kv_heads * 4);
+        }
+        if (m->nW > 0) {
+            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
+                a->entry[br] = carve(c, E * A);
+                a->payload[br] = carve(c, slots * g->head_dim * A);
+                a->alpha[br] = carve(c, slots * m->channels * 4);
+                if (g->post_norm) a->pn_rstd[br] = carve(c, slots * 4);
+            }
+            a->ck = carve(c, E * A);
+            a->rstd_ck = carve(c, (size_t)m->max_batch * m->nW * g->n_kv_heads * 4);
+        }
+        a->attn = carve(c, N * Hd * A); a->lse = carve(c, N * g->n_heads * 4);
+        a->x_mid = carve(c, N * D * A); a->mn = carve(c, N * D * A); a->rstd_post = carve(c, N * 4);
+        a->g = carve(c, N * F * A); a->u = carve(c, N * F * A); a->h = carve(c, N * F * A);
+    }
+    m->x_final = carve(c, N * D * A); m->xf = carve(c, N * D * A); m->rstd_final = carve(c, N * 4);
+    m->tokens = carve(c, N * 4); m->targets = carve(c, N * 4); m->losses = carve(c, N * 4);
+    m->dx = carve(c, N * D * A); m->dD = carve(c, N * D * A); m->dxf = carve(c, N * D * A);
+    m->dq = carve(c, N * Hd * A); m->dq_raw = carve(c, N * Hd * A); m->dattn = carve(c, N * Hd * A);
+    m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
+    m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
+    if (m->nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
+    m->rope_tab = carve(c, (size_t)m->T * (g->rope_dims / 2 + 1) * 2 * 4);
+}
+
+Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
+    Model *m = calloc(1, sizeof *m);
+    m->cfg = *cfg;
+    m->be = be;
+    m->max_batch = max_batch;
+    m->T = T;
+    if (tensor_table_build(&m->tt, cfg, err)) { free(m); return NULL; }
+    m->nW = config_n_windows(cfg, T);
+    if (cfg->attention == ATTN_COMPRESSED && m->nW == 0) {
+        set_err(err, "seq_len %d is shorter than one compression window (window %d)", T, cfg->window);
+        tensor_table_free(&m->tt); free(m); return NULL;
+    }
+    m->tied_kv = cfg->kv_tied || cfg->compressor == COMPRESSOR_DEEPSEEK;
+    m->channels = cfg->gate == GATE_VECTOR ? cfg->head_dim : 1;
+    m->n_maps = cfg->compressor == COMPRESSOR_DEEPSEEK ? 2 : cfg->window;
+    m->li = calloc(cfg->n_layers, sizeof(LayerIdx));
+    m->la = calloc(cfg->n_layers, sizeof(LayerActs));
+    const TensorTable *tt = &m->tt;
+    for (int L = 0; L < cfg->n_layers; L++) {
+        LayerIdx *x = &m->li[L];
+        x->in_norm = idx(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
+        x->q = idx(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
+        x->k = idx(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
+        x->v = idx(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
+        x->o = idx(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
+        x->q_norm = idx(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
+        x->k_norm = idx(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
+        x->ck_norm = idx(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
+        x->sink = idx(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
+        x->post_norm = idx(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
+        x->gate = idx(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
+        x->up = idx(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
+        x->down = idx(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
+        for (int br = 0; br < 2; br++) {
+            const char *b = br == 0 ? "k" : "v";
+            x->gate_w[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
+            x->gate_b[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
+            x->payload[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
+            x->pn[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
+        }
+    }
+    m->emb = tensor_table_find(tt, "model.embed_tokens.weight");
+    m->final_norm = tensor_table_find(tt, "model.norm.weight");
+    m->lm_head = cfg->tie_embeddings ? m->emb : tensor_table_find(tt, "lm_head.weight");
+
+    m->params = be->alloc(tt->n_floats * sizeof(float));
+    m->grads = be->alloc(tt->n_floats * sizeof(float));
+    m->work = be->act_bytes == sizeof(float) ? (act_t *)m->params : be->alloc(tt->n_floats * be->act_bytes);
+    Carver c = {0};
+    lay_out(m, &c);
+    m->arena_bytes = c.used;
+    m->arena = be->alloc(c.used);
+    m->host_losses = malloc(sizeof(float) * (size_t)max_batch * T);
+    if (!m->params || !m->grads || !m->work || !m->arena) {
+        set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
+                be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
+        model_free(m);
+        return NULL;
+    }
+    c = (Carver){.base = m->arena};
+    lay_out(m, &c);
+    if (cfg->rope_dims > 0) {
+        float *tab = rope_table(T, cfg->rope_dims, cfg->rope_theta);
+        be->upload(m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
+        free(tab);
+    }
+    return m;
+}
+
+void model_free(Model *m) {
+    if (!m) return;
+    const Backend *be = m->be;
+    if (m->work && (void *)m->work != (void *)m->params) be->free(m->work);
+    if (m->params) be->free(m->params);
+    if (m->grads) be->free(m->grads);
+    if (m->arena) be->free(m->arena);
+    free(m->host_losses);
+    free(m->li);
+    free(m->la);
+    tensor_table_free(&m->tt);
+    free(m);
+}
+
+const TensorTable *model_tensors(const Model *m) { return &m->tt; }
+float *model_params(Model *m) { return m->params; }
+float *model_grads(Model *m) { return m->grads; }
+size_t model_arena_bytes(const Model *m) { return m->arena_bytes; }
+
+void model_zero_grads(Model *m) { m->be->zero(m->grads, m->tt.n_floats * sizeof(float)); }
+
+void model_params_updated(Model *m) {
+    if ((void *)m->work != (void *)m->params) m->be->cast_params(m->work, m->params, m->tt.n_floats);
+}
+
+/* SplitMix64 -> Box-Muller normals: the init is reproducible from the seed alone. */
+static uint64_t splitmix64(uint64_t *s) {
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static double uniform01(uint64_t *s) { return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+void model_init_params(Model *m, uint64_t seed) {
+    float *host = calloc(m->tt.n_floats, sizeof(float));
+    for (int i = 0; i < m->tt.n; i++) {
+        const TensorInfo *t = &m->tt.t[i];
+        uint64_t s = seed * 0x100000001B3ull + (uint64_t)i * 0x9E3779B97F4A7C15ull;
+        float *p = host + t->offset;
+        for (size_t j = 0; j < t->numel; j++) {
+            if (t->init == TENSOR_INIT_ONES) p[j] = 1.0f;
+            else if (t->init == TENSOR_INIT_ZEROS) p[j] = 0.0f;
+            else {
+                double u1 = uniform01(&s), u2 = uniform01(&s);
+                p[j] = (float)(0.02 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+            }
+        }
+    }
+    m->be->upload(m->params, host, m->tt.n_floats * sizeof(float));
+    free(host);
+    model_params_updated(m);
+}
+
+/* working weight / master weight / gradient of tensor i (NULL when absent) */
+static const act_t *Wt(const Model *m, int i) {
+    return i < 0 ? NULL : (const char *)m->work + m->tt.t[i].offset * m->be->act_bytes;
+}
+static float *Pm(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
+static float *Gr(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt.t[i].offset; }
+
+static AttnShape attn_shape(const Model *m, int B) {
+    const ModelConfig *c = &m->cfg;
+    AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
+                   .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local};
+    s.visibility = c->attention == ATTN_FULL ? VIS_FULL : (c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW);
+    return s;
+}
+
+static CompShape comp_shape(const Model *m, int B) {
+    const ModelConfig *c = &m->cfg;
+    CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
+                   .window = c->window, .stride = c->stride, .n_windows = m->nW,
+                   .channels = m->channels, .n_maps = m->n_maps, .eps = (float)c->norm_eps};
+    s.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+    return s;
+}
+
+/* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
+static void forward_layers(Model *m, int B) {
+    const Backend *be = m->be;
+    const ModelConfig *c = &m->cfg;
+    const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
+    const float eps = (float)c->norm_eps;
+    const int r = c->rope_dims;
+    AttnShape as = attn_shape(m, B);
+    CompShape cs = comp_shape(m, B);
+    be->embedding_fwd(m->la[0].x_in, m->tokens, Wt(m, m->emb), N, D);
+    for (int L = 0; L < c->n_layers; L++) {
+        const LayerIdx *x = &m->li[L];
+        LayerActs *a = &m->la[L];
+        be->rmsnorm_fwd(a->a, a->rstd_in, a->x_in, Wt(m, x->in_norm), N, D, eps);
+        if (c->qk_norm) {
+            be->matmul_fwd(a->q_raw, a->a, Wt(m, x->q), N, H * d, D, 0);
+            be->matmul_fwd(a->k_raw, a->a, Wt(m, x->k), N, G * d, D, 0);
+            be->rmsnorm_fwd(a->q, a->rstd_q, a->q_raw, Wt(m, x->q_norm), N * H, d, eps);
+            be->rmsnorm_fwd(a->k, a->rstd_k, a->k_raw, Wt(m, x->k_norm), N * G, d, eps);
+        } else {
+            be->matmul_fwd(a->q, a->a, Wt(m, x->q), N, H * d, D, 0);
+            be->matmul_fwd(a->k, a->a, Wt(m, x->k), N, G * d, D, 0);
+        }
+        be->matmul_fwd(a->v, a->a, Wt(m, x->v), N, G * d, D, 0);
+        if (r > 0) {
+            be->rope(a->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
+            be->rope(a->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
+        }
+        const act_t *cv = NULL;
+        if (m->nW > 0) {
+            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++)
+                be->compressor_fwd(&cs, a->entry[br], a->alpha[br], a->payload[br], a->pn_rstd[br], a->a,
+                                   Wt(m, x->gate_w[br]), Wt(m, x->gate_b[br]), Wt(m, x->payload[br]),
+                                   Wt(m, x->pn[br]));
+            size_t E = (size_t)B * m->nW * G * d;
+            if (c->qk_norm) be->rmsnorm_fwd(a->ck, a->rstd_ck, a->entry[0], Wt(m, x->ck_norm), B * m->nW * G, d, eps);
+            else be->copy(a->ck, a->entry[0], E * be->act_bytes);
+            if (r > 0) be->rope(a->ck, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, 0);
+            cv = m->tied_kv ? a->ck : a->entry[1];
+        }
+        be->attention_fwd(&as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
+        act_t *x_next = L + 1 < c->n_layers ? m->la[L + 1].x_in : m->x_final;
+        be->copy(a->x_mid, a->x_in, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(a->x_mid, a->attn, Wt(m, x->o), N, D, H * d, 1);
+        be->rmsnorm_fwd(a->mn, a->rstd_post, a->x_mid, Wt(m, x->post_norm), N, D, eps);
+        be->matmul_fwd(a->g, a->mn, Wt(m, x->gate), N, F, D, 0);
+        be->matmul_fwd(a->u, a->mn, Wt(m, x->up), N, F, D, 0);
+        be->swiglu_fwd(a->h, a->g, a->u, (size_t)N * F);
+        be->copy(x_next, a->x_mid, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(x_next, a->h, Wt(m, x->down), N, D, F, 1);
+    }
+    be->rmsnorm_fwd(m->xf, m->rstd_final, m->x_final, Wt(m, m->final_norm), N, D, eps);
+}
+
+static void backward_layers(Model *m, int B) {
+    const Backend *be = m->be;
+    const ModelConfig *c = &m->cfg;
+    const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
+    const int r = c->rope_dims;
+    AttnShape as = attn_shape(m, B);
+    CompShape cs = comp_shape(m, B);
+    /* dx = d loss / d x_final */
+    be->rmsnorm_bwd(m->dx, Gr(m, m->final_norm), m->dxf, m->x_final, Wt(m, m->final_norm), m->rstd_final, N, D, 0);
+    for (int L = c->n_layers - 1; L >= 0; L--) {
+        const LayerIdx *x = &m->li[L];
+        LayerActs *a = &m->la[L];
+        /* MLP: x_out = x_mid + down(h) */
+        be->matmul_bwd(m->dh, Gr(m, x->down), m->dx, a->h, Wt(m, x->down), N, D, F, 0);
+        be->swiglu_bwd(m->dg, m->du, m->dh, a->g, a->u, (size_t)N * F);
+        be->matmul_bwd(m->dD, Gr(m, x->gate), m->dg, a->mn, Wt(m, x->gate), N, F, D, 0);
+        be->matmul_bwd(m->dD, Gr(m, x->up), m->du, a->mn, Wt(m, x->up), N, F, D, 1);
+        be->rmsnorm_bwd(m->dx, Gr(m, x->post_norm), m->dD, a->x_mid, Wt(m, x->post_norm), a->rstd_post, N, D, 1);
+        /* attention: x_mid = x_in + o(attn) */
+        be->matmul_bwd(m->dattn, Gr(m, x->o), m->dx, a->attn, Wt(m, x->o), N, D, H * d, 0);
+        const act_t *cv = m->nW ? (m->tied_kv ? a->ck : a->entry[1]) : NULL;
+        be->attention_bwd(&as, m->dq, m->dk, m->dv, m->dck, m->dcv, Gr(m, x->sink), m->dattn, a->attn, a->lse,
+                          a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
+        if (r > 0) {
+            be->rope(m->dq, m->rope_tab, N, H, d, r, m->T, 1, 1);
+            be->rope(m->dk, m->rope_tab, N, G, d, r, m->T, 1, 1);
+        }
+        act_t *dq = m->dq, *dk = m->dk;
+        if (c->qk_norm) {
+            be->rmsnorm_bwd(m->dq_raw, Gr(m, x->q_norm), m->dq, a->q_raw, Wt(m, x->q_norm), a->rstd_q, N * H, d, 0);
+            be->rmsnorm_bwd(m->dk_raw, Gr(m, x->k_norm), m->dk, a->k_raw, Wt(m, x->k_norm), a->rstd_k, N * G, d, 0);
+            dq = m->dq_raw;
+            dk = m->dk_raw;
+        }
+        be->matmul_bwd(m->dD, Gr(m, x->q), dq, a->a, Wt(m, x->q), N, H * d, D, 0);
+        be->matmul_bwd(m->dD, Gr(m, x->k), dk, a->a, Wt(m, x->k), N, G * d, D, 1);
+        be->matmul_bwd(m->dD, Gr(m, x->v), m->dv, a->a, Wt(m, x->v), N, G * d, D, 1);
+        if (m->nW > 0) {
+            size_t E = (size_t)B * m->nW * G * d;
+            if (m->tied_kv) be->add(m->dck, m->dcv, E);       /* cv == ck */
+            if (r > 0) be->rope(m->dck, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, 1);
+            const act_t *dentry_k = m->dck;
+            if (c->qk_norm) {
+                be->rmsnorm_bwd(m->dentry, Gr(m, x->ck_norm), m->dck, a->entry[0], Wt(m, x->ck_norm), a->rstd_ck,
+                                B * m->nW * G, d, 0);
+                dentry_k = m->dentry;
+            }
+            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++)
+                be->compressor_bwd(&cs, m->dD, Gr(m, x->gate_w[br]), Gr(m, x->gate_b[br]), Gr(m, x->payload[br]),
+                                   Gr(m, x->pn[br]), br == 0 ? dentry_k : m->dcv, a->alpha[br], a->payload[br],
+                                   a->pn_rstd[br], a->a, Wt(m, x->gate_w[br]), Wt(m, x->payload[br]), Wt(m, x->pn[br]));
+        }
+        be->rmsnorm_bwd(m->dx, Gr(m, x->in_norm), m->dD, a->x_in, Wt(m, x->in_norm), a->rstd_in, N, D, 1);
+    }
+    be->embedding_bwd(Gr(m, m->emb), m->tokens, m->dx, N, D);
+}
+
+static double run_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses,
+                          int with_grad, double loss_scale) {
+    const Backend *be = m->be;
+    const int N = B * m->T, D = m->cfg.d_model, V = m->cfg.vocab_size;
+    be->upload(m->tokens, tokens, sizeof(int32_t) * N);
+    forward_layers(m, B);
+    if (!targets) return 0.0;
+    be->upload(m->targets, targets, sizeof(int32_t) * N);
+    be->classifier(m->xf, Wt(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
+                   with_grad ? Gr(m, m->lm_head) : NULL, (float)loss_scale);
+    if (with_grad) backward_layers(m, B);
+    be->download(m->host_losses, m->losses, sizeof(float) * N);
+    double sum = 0.0;
+    long count = 0;
+    for (int i = 0; i < N; i++)
+        if (targets[i] >= 0) { sum += m->host_losses[i]; count++; }
+    if (token_losses) memcpy(token_losses, m->host_losses, sizeof(float) * N);
+    return count ? sum / count : 0.0;
+}
+
+double model_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses) {
+    return run_forward(m, tokens, targets, B, token_losses, 0, 0.0);
+}
+
+double model_forward_backward(Model *m, const int32_t *tokens, const int32_t *targets, int B, double loss_scale,
+                              float *token_losses) {
+    return run_forward(m, tokens, targets, B, token_losses, 1, loss_scale);
+}
+
+void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out) {
+    const Backend *be = m->be;
+    const int D = m->cfg.d_model;
+    be->upload(m->tokens, tokens, sizeof(int32_t) * B * m->T);
+    forward_layers(m, B);
+    /* gather the B requested rows into dD, then one argmax call */
+    for (int b = 0; b < B; b++)
+        be->copy((char *)m->dD + (size_t)b * D * be->act_bytes,
+                 (const char *)m->xf + ((size_t)b * m->T + positions[b]) * D * be->act_bytes, D * be->act_bytes);
+    int32_t *dev_out = (int32_t *)m->targets;
+    be->logits_argmax(m->dD, Wt(m, m->lm_head), B, D, m->cfg.vocab_size, dev_out);
+    be->download(out, dev_out, sizeof(int32_t) * B);
+}
+
+int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
+    if (m->nW == 0) return 0;
+    LayerActs *a = &m->la[layer];
+    const float *src = a->alpha[m->tied_kv ? 0 : branch];
+    m->be->download(out, src, sizeof(float) * (size_t)B * m->nW * m->cfg.n_kv_heads * m->cfg.window * m->channels);
+    return m->nW;
+}
+
+/* Visible keys of query t (compressed entries + raw tokens), as the attention kernels count them. */
+static long visible_keys(const ModelConfig *c, int T, int t) {
+    if (c->attention == ATTN_FULL) return t + 1;
+    int nW = config_n_windows(c, T), n = 0;
+    if (t >= c->window - 1) { n = (t - c->window + 1) / c->stride + 1; if (n > nW) n = nW; }
+    int lo;
+    if (c->local == LOCAL_TAIL) lo = n > 0 ? (n - 1) * c->stride + c->window : 0;
+    else { lo = t - c->n_local + 1; if (lo < 0) lo = 0; }
+    return n + (t - lo + 1);
+}
+
+double model_flops_per_token(const ModelConfig *c, int T) {
+    double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, V = c->vocab_size;
+    double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */
+    double vis = 0;
+    for (int t = 0; t < T; t++) vis += visible_keys(c, T, t);
+    double attn = 2.0 * H * d * vis / T;                             /* QK and PV */
+    double comp = 0;
+    if (c->attention == ATTN_COMPRESSED) {
+        int nW = config_n_windows(c, T);
+        double per_window = (double)c->window * G * D * (d + (c->gate == GATE_VECTOR ? d : c->gate == GATE_SCALAR ? 1 : 0));
+        int branches = (c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK) ? 1 : 2;
+        comp = branches * per_window * nW / T;
+    }
+    double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
+    return 3.0 * fwd;
+}

@@ -1,0 +1,52 @@
+/* The model: the Qwen3 decoder of SPEC.md section 1 with the compressed attention of section 2,
+ * written once as a sequence of calls to the op API of kernels/kernels.h, so that the same code
+ * runs on every backend.
+ *
+ * Parameters live in one flat fp32 buffer carved by the tensor table (model/tensors.h);
+ * gradients in a second buffer with the same layout. Activations live in one arena sized at
+ * creation from (max_batch, T), so an out-of-memory shows at start-up. */
+#ifndef PHASELAB_MODEL_H
+#define PHASELAB_MODEL_H
+#include <stdint.h>
+#include "model/config.h"
+#include "model/tensors.h"
+
+struct Backend;
+typedef struct Model Model;
+
+/* Creates the model for batches of up to max_batch sequences of T tokens. */
+Model *model_create(const ModelConfig *cfg, const struct Backend *be, int max_batch, int T, char *err);
+void model_free(Model *m);
+
+const TensorTable *model_tensors(const Model *m);
+float *model_params(Model *m);            /* [n_params] fp32, backend memory */
+float *model_grads(Model *m);             /* [n_params] fp32, backend memory */
+/* Normal(0, 0.02) matrices and embedding, norms 1, gates and biases 0, sinks 0 (SPEC.md). */
+void model_init_params(Model *m, uint64_t seed);
+/* Call after the fp32 parameters changed (optimizer step, load): refreshes working copies. */
+void model_params_updated(Model *m);
+
+/* Forward pass over tokens [B, T] (host int32). targets [B, T] (host, negative = ignored) may
+ * be NULL (no loss). Returns the mean loss over non-ignored targets. token_losses [B, T]
+ * (host, may be NULL) receives each position's loss (0 where ignored). */
+double model_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses);
+/* Forward and backward in one pass (the classifier's gradient is fused into its forward):
+ * returns the mean loss like model_forward and ACCUMULATES into the gradient buffer the gradient
+ * of (sum of token losses) * loss_scale. targets must not be NULL. */
+double model_forward_backward(Model *m, const int32_t *tokens, const int32_t *targets, int B,
+                              double loss_scale, float *token_losses);
+/* Sets the gradient buffer to zero. */
+void model_zero_grads(Model *m);
+
+/* Forward without loss; argmax over the vocabulary of the logit at positions[b] of each
+ * sequence b (host arrays: tokens [B, T], positions [B], out [B]). */
+void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out);
+
+/* Gate weights of the last forward, for gate statistics: alpha of layer l, branch (0 = key,
+ * 1 = value), host copy [B, n_windows, G, W, c] with c = 1 (scalar, uniform) or head_dim
+ * (vector). Returns the number of windows, 0 for full attention. */
+int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
+
+/* FLOPs of one training step per token (forward + backward, 6N-style plus attention). */
+double model_flops_per_token(const ModelConfig *cfg, int T);
+#endif

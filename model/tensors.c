@@ -1,0 +1,102 @@
+/* Builds the tensor table of a config: the HuggingFace Qwen3 names and shapes for the backbone
+ * and the compressor names of SPEC.md section 2. Tensors a variant switches off do not exist:
+ * no q_norm/k_norm/ck_norm without qk_norm, no value branch when keys and values are tied
+ * (kv_tied, or compressor = deepseek), no gate tensors for uniform gates, no bias without
+ * gate_bias, no lm_head with tied embeddings. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/tensors.h"
+#include "model/errors.h"
+
+static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init, int ndim, const int64_t *shape,
+                      const char *fmt, ...) {
+    if (tt->n == *cap) {
+        *cap = *cap ? *cap * 2 : 64;
+        tt->t = realloc(tt->t, sizeof(TensorInfo) * *cap);
+    }
+    TensorInfo *t = &tt->t[tt->n++];
+    memset(t, 0, sizeof *t);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->name, TENSOR_NAME_LEN, fmt, ap);
+    va_end(ap);
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = shape[i]; t->numel *= (size_t)shape[i]; }
+    t->offset = tt->n_floats;
+    t->decay = decay;
+    t->layer = layer;
+    t->init = init;
+    tt->n_params += t->numel;
+    tt->n_floats += (t->numel + 15) & ~(size_t)15;
+    return tt->n - 1;
+}
+
+#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
+#define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
+#define ADD(layer, decay, init, name_fmt, ...) \
+    add_tensor(tt, &cap, layer, decay, init, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), name_fmt
+
+int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
+    memset(tt, 0, sizeof *tt);
+    int cap = 0;
+    const int64_t D = m->d_model, H = m->n_heads, G = m->n_kv_heads, d = m->head_dim, F = m->d_ff, V = m->vocab_size;
+    if (D <= 0 || H <= 0 || G <= 0 || d <= 0 || F <= 0 || V <= 0 || m->n_layers <= 0)
+        return set_err(err, "tensor table: every dimension must be positive");
+    const int N_ = TENSOR_INIT_NORMAL, ONE = TENSOR_INIT_ONES, ZERO = TENSOR_INIT_ZEROS;
+    ADD(-1, 1, N_, "model.embed_tokens.weight", V, D));
+    for (int L = 0; L < m->n_layers; L++) {
+        const char *p = "model.layers";
+        ADD(L, 0, ONE, "%s.%d.input_layernorm.weight", D), p, L);
+        ADD(L, 1, N_, "%s.%d.self_attn.q_proj.weight", H * d, D), p, L);
+        ADD(L, 1, N_, "%s.%d.self_attn.k_proj.weight", G * d, D), p, L);
+        ADD(L, 1, N_, "%s.%d.self_attn.v_proj.weight", G * d, D), p, L);
+        ADD(L, 1, N_, "%s.%d.self_attn.o_proj.weight", D, H * d), p, L);
+        if (m->qk_norm) {
+            ADD(L, 0, ONE, "%s.%d.self_attn.q_norm.weight", d), p, L);
+            ADD(L, 0, ONE, "%s.%d.self_attn.k_norm.weight", d), p, L);
+        }
+        if (m->attention == ATTN_COMPRESSED) {
+            int64_t W = m->window;
+            int64_t maps = m->compressor == COMPRESSOR_DEEPSEEK ? 2 : W;
+            int64_t c = m->gate == GATE_VECTOR ? d : 1;
+            int tied = m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK;
+            for (int br = 0; br < (tied ? 1 : 2); br++) {
+                const char *b = br == 0 ? "k" : "v";
+                if (m->gate != GATE_UNIFORM) {
+                    ADD(L, 1, ZERO, "%s.%d.self_attn.compressor.%s_gate.weight", G, maps, c, D), p, L, b);
+                    if (m->gate_bias)
+                        ADD(L, 0, ZERO, "%s.%d.self_attn.compressor.%s_gate.bias", G, W, c), p, L, b);
+                }
+                ADD(L, 1, N_, "%s.%d.self_attn.compressor.%s_payload.weight", G, maps, d, D), p, L, b);
+                if (m->post_norm)
+                    ADD(L, 0, ONE, "%s.%d.self_attn.compressor.%s_post_norm.weight", d), p, L, b);
+            }
+            if (m->qk_norm)
+                ADD(L, 0, ONE, "%s.%d.self_attn.compressor.ck_norm.weight", d), p, L);
+        }
+        if (m->attn_sink)
+            ADD(L, 0, ZERO, "%s.%d.self_attn.attn_sink", H), p, L);
+        ADD(L, 0, ONE, "%s.%d.post_attention_layernorm.weight", D), p, L);
+        ADD(L, 1, N_, "%s.%d.mlp.gate_proj.weight", F, D), p, L);
+        ADD(L, 1, N_, "%s.%d.mlp.up_proj.weight", F, D), p, L);
+        ADD(L, 1, N_, "%s.%d.mlp.down_proj.weight", D, F), p, L);
+    }
+    ADD(-1, 0, ONE, "model.norm.weight", D));
+    if (!m->tie_embeddings)
+        ADD(-1, 1, N_, "lm_head.weight", V, D));
+    return 0;
+}
+
+void tensor_table_free(TensorTable *tt) {
+    free(tt->t);
+    memset(tt, 0, sizeof *tt);
+}
+
+int tensor_table_find(const TensorTable *tt, const char *name) {
+    for (int i = 0; i < tt->n; i++)
+        if (strcmp(tt->t[i].name, name) == 0) return i;
+    return -1;
+}

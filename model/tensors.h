@@ -1,0 +1,38 @@
+/* The tensor table: every trainable tensor of a config, with its HuggingFace / SPEC.md name,
+ * shape and offset into the flat fp32 parameter buffer. It is the single source of truth for
+ * checkpoint I/O, gradient reduction, optimizer sharding, weight decay, gradient norms and the
+ * parameter count. Tensors are laid out in table order, each offset aligned to 16 floats. */
+#ifndef PHASELAB_TENSORS_H
+#define PHASELAB_TENSORS_H
+#include <stddef.h>
+#include <stdint.h>
+#include "model/config.h"
+
+#define TENSOR_NAME_LEN 96
+#define TENSOR_MAX_DIMS 4
+
+typedef struct {
+    char name[TENSOR_NAME_LEN];
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    size_t numel;
+    size_t offset;        /* in floats, into the flat buffer */
+    int decay;            /* 1: weight decay applies (matrices, embeddings); 0: norms, biases, sinks */
+    int layer;            /* -1 for embedding / final norm / lm_head */
+    int init;             /* TENSOR_INIT_* */
+} TensorInfo;
+
+enum { TENSOR_INIT_NORMAL = 0, TENSOR_INIT_ONES = 1, TENSOR_INIT_ZEROS = 2 };
+
+typedef struct {
+    TensorInfo *t;
+    int n;
+    size_t n_params;      /* sum of numel (distinct trainable parameters) */
+    size_t n_floats;      /* buffer length including alignment padding */
+} TensorTable;
+
+int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err);
+void tensor_table_free(TensorTable *tt);
+/* Index of the tensor with that name, or -1. */
+int tensor_table_find(const TensorTable *tt, const char *name);
+#endif

@@ -1,0 +1,37 @@
+/* Minimal test reporting shared by every C test binary.
+ * Each check prints one line that tests/run_tests.sh counts:
+ *   "ok - NAME"                  passed
+ *   "not ok - NAME: WHY"         failed
+ *   "skip - NAME: skipped: WHY"  skipped (e.g. "skipped: no GPU")
+ * A test binary exits 1 when any of its checks failed. */
+#ifndef PHASELAB_TESTS_CHECK_H
+#define PHASELAB_TESTS_CHECK_H
+#include <stdarg.h>
+#include <stdio.h>
+
+static int check_failures;
+
+/* Reports a check; fmt describes the failure and is printed only when ok is false. */
+static inline int check(int ok, const char *name, const char *fmt, ...) {
+    if (ok) {
+        printf("ok - %s\n", name);
+    } else {
+        va_list ap;
+        printf("not ok - %s: ", name);
+        va_start(ap, fmt);
+        vprintf(fmt, ap);
+        va_end(ap);
+        printf("\n");
+        check_failures++;
+    }
+    fflush(stdout);
+    return ok;
+}
+
+static inline void check_skip(const char *name, const char *why) {
+    printf("skip - %s: skipped: %s\n", name, why);
+    fflush(stdout);
+}
+
+static inline int check_exit_code(void) { return check_failures ? 1 : 0; }
+#endif

@@ -1,0 +1,57 @@
+/* Helpers shared by the model tests: tiny configs of every SPEC.md variant, and random
+ * parameters large enough that every term of the model matters (the SPEC init has zero gates,
+ * which would hide gate-gradient mistakes). */
+#ifndef PHASELAB_TESTS_MODEL_TESTUTIL_H
+#define PHASELAB_TESTS_MODEL_TESTUTIL_H
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/config.h"
+#include "model/model.h"
+#include "kernels/kernels.h"
+#include "model/errors.h"
+
+static inline double tu_uniform(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return ((*s >> 11) + 0.5) / 9007199254740992.0;
+}
+static inline double tu_normal(uint64_t *s) {
+    double u1 = tu_uniform(s), u2 = tu_uniform(s);
+    return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
+}
+
+/* A tiny full-attention config: V 23, D 16, H 4, G 2, d 8, F 24, 2 layers. */
+static inline ModelConfig tu_tiny_config(void) {
+    ModelConfig c;
+    memset(&c, 0, sizeof c);
+    c.d_model = 16; c.n_layers = 2; c.n_heads = 4; c.n_kv_heads = 2; c.head_dim = 8; c.d_ff = 24;
+    c.vocab_size = 23; c.rope_theta = 10000.0; c.norm_eps = 1e-6; c.tie_embeddings = 1;
+    c.attention = ATTN_FULL; c.window = 4; c.stride = 4; c.gate = GATE_SCALAR; c.gate_bias = 1;
+    c.kv_tied = 0; c.post_norm = 0; c.qk_norm = 1; c.rope_dims = 8; c.local = LOCAL_WINDOW; c.n_local = 3;
+    c.compressor = COMPRESSOR_PAPER; c.attn_sink = 0;
+    return c;
+}
+
+/* Fills every parameter: matrices N(0, std), norm weights 1 + N(0, 0.2), gate biases and sinks N(0, 1). */
+static inline void tu_random_params(Model *m, uint64_t seed, double std) {
+    const TensorTable *tt = model_tensors(m);
+    float *p = model_params(m);
+    uint64_t s = seed * 2654435761u + 1;
+    for (int i = 0; i < tt->n; i++) {
+        const TensorInfo *t = &tt->t[i];
+        int is_norm = strstr(t->name, "norm") != NULL;
+        int is_bias = strstr(t->name, "bias") != NULL || strstr(t->name, "attn_sink") != NULL;
+        for (size_t j = 0; j < t->numel; j++) {
+            double z = tu_normal(&s);
+            p[t->offset + j] = (float)(is_norm ? 1.0 + 0.2 * z : is_bias ? z : std * z);
+        }
+    }
+    model_params_updated(m);
+}
+
+static inline void tu_random_tokens(int32_t *tok, int n, int V, uint64_t seed) {
+    uint64_t s = seed * 7919 + 3;
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)(tu_uniform(&s) * V) % V;
+}
+#endif
