@@ -36,7 +36,7 @@ LIB_OBJ  := $(LIB_SRC:%.c=build/%.o)
 CU_SRC   := $(if $(HAVE_CUDA),$(wildcard kernels/cuda/*.cu))
 CU_OBJ   := $(CU_SRC:%.cu=build/%.cu.o)
 TEST_SRC := $(wildcard tests/test_*.c tests/gpu/test_*.c)
-TEST_BIN := $(TEST_SRC:%.c=build/%)
+TEST_BIN := $(TEST_SRC:%.c=build/%) build/tests/ref_forward
 PROGRAMS := train tokenize
 
 DEPS_STAMP := build/.deps-ok

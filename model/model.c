@@ -462,3 +462,11 @@ double model_flops_per_token(const ModelConfig *c, int T) {
     double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
     return 3.0 * fwd;
 }
+
+/* Test hook: the final-norm output [B, T, D] of a forward pass, as host fp32. */
+int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out) {
+    m->be->upload(m->tokens, tokens, sizeof(int32_t) * B * m->T);
+    forward_layers(m, B);
+    m->be->download_act(out, m->xf, (size_t)B * m->T * m->cfg.d_model);
+    return 0;
+}

@@ -1,0 +1,360 @@
+"""Reference forward pass of SPEC.md sections 1-2 in NumPy float64, written from the spec alone.
+
+It checks the C forward pass (tests/test_reference_model.py): same config keys as the [model]
+section of an INI (model/config.h), same parameter names and shapes as the checkpoints,
+logits [B, T, V].
+
+    x = embed[tok]
+    per layer:  a = RMSNorm_in(x);  x += Attn(a);  m = RMSNorm_post(x);
+                x += W_down(silu(W_gate m) * W_up m)
+    logits = RMSNorm_final(x) @ (embed or lm_head)^T
+
+Attention is full causal (attention = full) or the chunked compressed attention of SPEC.md
+section 2 (attention = compressed): per KV head g and branch B in {K, V}, window j covers
+positions jS .. jS+W-1 (exists when jS+W-1 <= T-1); offset i has gate logit
+s_{j,i} = Z_{g,i} . a_{jS+i} + b_{g,i}, alpha = softmax over i, payload p_{j,i} = C_{g,i} a_{jS+i},
+entry E_j = sum_i alpha_{j,i} p_{j,i}; Khat_j = RoPE(cknorm(E^K_j), jS), Vhat_j = E^V_j.
+A query at t attends, in one softmax, to the complete windows (jS+W-1 <= t) and to its raw
+local tokens (the last n_local positions, or everything after the last visible window).
+
+Choices where SPEC.md leaves room (each also marked where it is implemented):
+  * attn_sink: the sink logit sink_h is NOT scaled by 1/sqrt(d) and only adds exp(sink_h) to
+    the softmax denominator (no value attached). It applies to whatever attention the layer
+    runs (full or compressed).
+  * qk_norm = false skips qnorm, knorm and cknorm; post_norm does not depend on qk_norm.
+  * post_norm: RMSNorm of every payload p_{j,i} with the branch's own weight, before pooling.
+  * kv_tied (and compressor = deepseek, which ties keys and values): Vhat_j = Khat_j literally,
+    i.e. the value of an entry is the cknorm'ed and RoPE'd key entry.
+  * vector gates: the softmax over offsets is taken per channel.
+  * compressor = deepseek: Z and C have 2 maps (offset i uses map i // S), the bias keeps W.
+  * a raw token inside a visible window is still attended raw (local = window).
+  * rope_dims = r: the last r dims of each head rotate, pairs (d-r+i, d-r+i+r/2), i < r/2.
+  * window / stride have no default here: a compressed config must give them.
+
+Also a command-line tool with the contract of the C tool build/tests/ref_forward:
+    python3 tests/ref/spec_model.py CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32
+"""
+import configparser
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+# [model] keys (model/config.h) with the SPEC.md defaults. rope_dims None = head_dim.
+DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, d_ff=3072,
+                vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
+                attention="full", window=None, stride=None, gate="scalar", gate_bias=True,
+                kv_tied=False, post_norm=False, qk_norm=True, rope_dims=None, local="window",
+                n_local=16, compressor="paper", attn_sink=False)
+INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
+            "window", "stride", "rope_dims", "n_local")
+FLOAT_KEYS = ("rope_theta", "norm_eps")
+BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink")
+ENUM_KEYS = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
+                 local=("window", "tail"), compressor=("paper", "deepseek"))
+
+
+def make_config(**overrides):
+    """A complete, validated [model] config dict: DEFAULTS updated with overrides."""
+    unknown = set(overrides) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"unknown [model] keys {sorted(unknown)}")
+    c = dict(DEFAULTS)
+    c.update(overrides)
+    if c["rope_dims"] is None:
+        c["rope_dims"] = c["head_dim"]
+    for k, allowed in ENUM_KEYS.items():
+        if c[k] not in allowed:
+            raise ValueError(f"[model] {k} = {c[k]!r}, expected one of {allowed}")
+    if c["n_heads"] % c["n_kv_heads"]:
+        raise ValueError("n_heads must be a multiple of n_kv_heads")
+    r = c["rope_dims"]
+    if r < 0 or r > c["head_dim"] or r % 2:
+        raise ValueError("rope_dims must be even and in 0..head_dim")
+    if c["attention"] == "compressed":
+        if c["window"] is None or c["stride"] is None or c["window"] < 1 or c["stride"] < 1:
+            raise ValueError("compressed attention needs window >= 1 and stride >= 1")
+        if c["compressor"] == "deepseek" and c["window"] != 2 * c["stride"]:
+            raise ValueError("compressor = deepseek requires window = 2 * stride")
+    return c
+
+
+def ini_text(c):
+    """The [model] section of an INI for config c (every key, booleans as true/false)."""
+    lines = ["[model]"]
+    for k in DEFAULTS:
+        v = c[k]
+        if v is None:
+            continue
+        if isinstance(v, bool):
+            v = "true" if v else "false"
+        lines.append(f"{k} = {v}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_ini(path):
+    """Reads the [model] section of an INI (other sections ignored) into a config dict."""
+    cp = configparser.ConfigParser(inline_comment_prefixes=("#", ";"))
+    with open(path) as f:
+        cp.read_file(f)
+    sec = cp["model"] if cp.has_section("model") else {}
+    kw = {}
+    for k, v in sec.items():
+        if k not in DEFAULTS:
+            raise ValueError(f"{path}: [model] unknown key {k}")
+        v = v.strip()
+        if k in INT_KEYS:
+            kw[k] = int(v)
+        elif k in FLOAT_KEYS:
+            kw[k] = float(v)
+        elif k in BOOL_KEYS:
+            if v.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"{path}: [model] {k} = {v}, expected true or false")
+            kw[k] = v.lower() in ("true", "1")
+        else:
+            kw[k] = v
+    return make_config(**kw)
+
+
+def param_shapes(c):
+    """Every parameter of config c as an ordered {name: shape} (HuggingFace Qwen3 + SPEC.md 2)."""
+    D, H, G, d, F, V = (c[k] for k in ("d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"))
+    shapes = {"model.embed_tokens.weight": (V, D)}
+    for L in range(c["n_layers"]):
+        p = f"model.layers.{L}."
+        shapes[p + "input_layernorm.weight"] = (D,)
+        shapes[p + "self_attn.q_proj.weight"] = (H * d, D)
+        shapes[p + "self_attn.k_proj.weight"] = (G * d, D)
+        shapes[p + "self_attn.v_proj.weight"] = (G * d, D)
+        shapes[p + "self_attn.o_proj.weight"] = (D, H * d)
+        if c["qk_norm"]:
+            shapes[p + "self_attn.q_norm.weight"] = (d,)
+            shapes[p + "self_attn.k_norm.weight"] = (d,)
+        if c["attention"] == "compressed":
+            W = c["window"]
+            n_maps = 2 if c["compressor"] == "deepseek" else W
+            ch = d if c["gate"] == "vector" else 1
+            tied = c["kv_tied"] or c["compressor"] == "deepseek"
+            cp = p + "self_attn.compressor."
+            for br in ("k",) if tied else ("k", "v"):
+                if c["gate"] != "uniform":
+                    shapes[cp + f"{br}_gate.weight"] = (G, n_maps, ch, D)
+                    if c["gate_bias"]:
+                        shapes[cp + f"{br}_gate.bias"] = (G, W, ch)
+                shapes[cp + f"{br}_payload.weight"] = (G, n_maps, d, D)
+                if c["post_norm"]:
+                    shapes[cp + f"{br}_post_norm.weight"] = (d,)
+            if c["qk_norm"]:
+                shapes[cp + "ck_norm.weight"] = (d,)
+        if c["attn_sink"]:
+            shapes[p + "self_attn.attn_sink"] = (H,)
+        shapes[p + "post_attention_layernorm.weight"] = (D,)
+        shapes[p + "mlp.gate_proj.weight"] = (F, D)
+        shapes[p + "mlp.up_proj.weight"] = (F, D)
+        shapes[p + "mlp.down_proj.weight"] = (D, F)
+    shapes["model.norm.weight"] = (D,)
+    if not c["tie_embeddings"]:
+        shapes["lm_head.weight"] = (V, D)
+    return shapes
+
+
+def check_params(c, params):
+    """Raises ValueError on a missing or unexpected tensor or a wrong shape."""
+    shapes = param_shapes(c)
+    missing = [n for n in shapes if n not in params]
+    extra = [n for n in params if n not in shapes]
+    if missing or extra:
+        raise ValueError(f"missing tensors {missing}, unexpected tensors {extra}")
+    for n, s in shapes.items():
+        if tuple(np.shape(params[n])) != tuple(s):
+            raise ValueError(f"tensor {n}: shape {list(np.shape(params[n]))}, expected {list(s)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Building blocks
+
+def rmsnorm(x, w, eps):
+    """x / sqrt(mean(x^2) + eps) * w over the last axis."""
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rope(x, pos, r, theta):
+    """Rotate-half RoPE over the LAST r dims of x [..., N, heads, d] at positions pos [N]:
+    with half = r/2, u = x[d-r+i], w = x[d-r+half+i], angle = pos * theta^(-2i/r):
+    u' = u cos - w sin, w' = w cos + u sin (HuggingFace rotate_half). r = 0: identity."""
+    if r == 0:
+        return x
+    d = x.shape[-1]
+    half = r // 2
+    inv_freq = theta ** (-2.0 * np.arange(half) / r)                   # [half]
+    ang = np.asarray(pos, dtype=np.float64)[:, None] * inv_freq[None, :]  # [N, half]
+    cos = np.cos(ang)[:, None, :]                                       # [N, 1, half]
+    sin = np.sin(ang)[:, None, :]
+    u = x[..., d - r:d - half]
+    w = x[..., d - half:]
+    out = x.copy()
+    out[..., d - r:d - half] = u * cos - w * sin
+    out[..., d - half:] = w * cos + u * sin
+    return out
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def n_windows(c, T):
+    """Windows j with jS + W - 1 <= T - 1."""
+    if c["attention"] != "compressed" or T < c["window"]:
+        return 0
+    return (T - c["window"]) // c["stride"] + 1
+
+
+def visibility(c, T):
+    """Boolean masks for the queries t = 0..T-1: entry [T, n_windows] (compressed entry j
+    visible at t) and raw [T, T] (raw token s visible at t), straight from SPEC.md 2."""
+    W, S = c["window"], c["stride"]
+    nw = n_windows(c, T)
+    t = np.arange(T)[:, None]
+    s = np.arange(T)[None, :]
+    if c["attention"] == "full":
+        return np.zeros((T, 0), bool), s <= t
+    j = np.arange(nw)[None, :]
+    entry = j * S + W - 1 <= t                                          # [T, nw]
+    if c["local"] == "window":
+        raw = (t - c["n_local"] + 1 <= s) & (s <= t)
+    else:
+        # e_t = last position covered by a visible entry, -1 when none
+        e = np.array([max([jj * S + W - 1 for jj in range(nw) if jj * S + W - 1 <= tt], default=-1)
+                      for tt in range(T)])[:, None]
+        raw = (e < s) & (s <= t)
+    return entry, raw
+
+
+def compressor_branch(c, params, prefix, br, a):
+    """Pooled entries E^B [B, n_windows, G, d] of branch br ('k' or 'v') from a [B, T, D]."""
+    B, T, D = a.shape
+    G, d, W, S, eps = c["n_kv_heads"], c["head_dim"], c["window"], c["stride"], c["norm_eps"]
+    nw = n_windows(c, T)
+    cp = prefix + "self_attn.compressor."
+    offsets = np.arange(W)
+    # map used at offset i: i itself (paper) or i // S (deepseek: two half-window maps)
+    map_of = offsets // S if c["compressor"] == "deepseek" else offsets
+    pos = np.arange(nw)[:, None] * S + offsets[None, :]                 # [nw, W]
+    a_win = a[:, pos]                                                   # [B, nw, W, D]
+    C = params[cp + f"{br}_payload.weight"][:, map_of]                  # [G, W, d, D]
+    payload = np.einsum("bjie,gide->bjigd", a_win, C)                   # [B, nw, W, G, d]
+    if c["post_norm"]:
+        # choice: RMSNorm of each payload, branch's own weight, before pooling
+        payload = rmsnorm(payload, params[cp + f"{br}_post_norm.weight"], eps)
+    if c["gate"] == "uniform":
+        alpha = np.full((1, 1, W, 1, 1), 1.0 / W)
+    else:
+        Z = params[cp + f"{br}_gate.weight"][:, map_of]                 # [G, W, ch, D]
+        score = np.einsum("bjie,gice->bjigc", a_win, Z)                 # [B, nw, W, G, ch]
+        if c["gate_bias"]:
+            score = score + np.transpose(params[cp + f"{br}_gate.bias"], (1, 0, 2))  # [W, G, ch]
+        score = score - score.max(axis=2, keepdims=True)
+        alpha = np.exp(score)
+        alpha = alpha / alpha.sum(axis=2, keepdims=True)               # softmax over offsets (per channel)
+    return (alpha * payload).sum(axis=2)                               # [B, nw, G, d]
+
+
+def attention(c, params, prefix, a):
+    """Attention block output [B, T, D] for a = RMSNorm_in(x) [B, T, D]."""
+    B, T, D = a.shape
+    H, G, d, eps = c["n_heads"], c["n_kv_heads"], c["head_dim"], c["norm_eps"]
+    r, theta = c["rope_dims"], c["rope_theta"]
+    sa = prefix + "self_attn."
+    q = (a @ params[sa + "q_proj.weight"].T).reshape(B, T, H, d)
+    k = (a @ params[sa + "k_proj.weight"].T).reshape(B, T, G, d)
+    v = (a @ params[sa + "v_proj.weight"].T).reshape(B, T, G, d)
+    if c["qk_norm"]:
+        q = rmsnorm(q, params[sa + "q_norm.weight"], eps)
+        k = rmsnorm(k, params[sa + "k_norm.weight"], eps)
+    t_pos = np.arange(T)
+    q = rope(q, t_pos, r, theta)
+    k = rope(k, t_pos, r, theta)
+
+    nw = n_windows(c, T)
+    if nw > 0:
+        ek = compressor_branch(c, params, prefix, "k", a)
+        if c["qk_norm"]:
+            ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
+        khat = rope(ek, np.arange(nw) * c["stride"], r, theta)          # RoPE at window start jS
+        if c["kv_tied"] or c["compressor"] == "deepseek":
+            vhat = khat                                                 # choice: Vhat = Khat literally
+        else:
+            vhat = compressor_branch(c, params, prefix, "v", a)
+    else:
+        khat = np.zeros((B, 0, G, d))
+        vhat = np.zeros((B, 0, G, d))
+
+    # keys / values in softmax order: compressed entries first, then raw tokens
+    keys = np.concatenate([khat, k], axis=1)                            # [B, nw+T, G, d]
+    vals = np.concatenate([vhat, v], axis=1)
+    entry_vis, raw_vis = visibility(c, T)
+    vis = np.concatenate([entry_vis, raw_vis], axis=1)                  # [T, nw+T]
+    kv_head = np.arange(H) // (H // G)                                  # GQA: head h reads floor(h/(H/G))
+    keys_h = keys[:, :, kv_head]                                        # [B, nw+T, H, d]
+    vals_h = vals[:, :, kv_head]
+    scores = np.einsum("bthd,bshd->bhts", q, keys_h) / np.sqrt(d)       # [B, H, T, nw+T]
+    scores = np.where(vis[None, None], scores, -np.inf)
+    m = scores.max(axis=-1, keepdims=True)
+    if c["attn_sink"]:
+        # choice: unscaled sink logit, adds exp(sink_h) to the denominator only
+        sink = params[sa + "attn_sink"][None, :, None, None]            # [1, H, 1, 1]
+        m = np.maximum(m, sink)
+        e = np.exp(scores - m)
+        p = e / (e.sum(axis=-1, keepdims=True) + np.exp(sink - m))
+    else:
+        e = np.exp(scores - m)
+        p = e / e.sum(axis=-1, keepdims=True)
+    o = np.einsum("bhts,bshd->bthd", p, vals_h).reshape(B, T, H * d)
+    return o @ params[sa + "o_proj.weight"].T
+
+
+def forward(c, params, tokens):
+    """Logits [B, T, V] (float64) of config c, parameters {name: array}, tokens [B, T]."""
+    check_params(c, params)
+    params = {n: np.asarray(w, dtype=np.float64) for n, w in params.items()}
+    tokens = np.asarray(tokens)
+    if tokens.ndim != 2:
+        raise ValueError("tokens must be [B, T]")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= c["vocab_size"]):
+        raise ValueError("token id out of range")
+    eps = c["norm_eps"]
+    x = params["model.embed_tokens.weight"][tokens]                    # [B, T, D]
+    for L in range(c["n_layers"]):
+        p = f"model.layers.{L}."
+        a = rmsnorm(x, params[p + "input_layernorm.weight"], eps)
+        x = x + attention(c, params, p, a)
+        m = rmsnorm(x, params[p + "post_attention_layernorm.weight"], eps)
+        g = m @ params[p + "mlp.gate_proj.weight"].T
+        u = m @ params[p + "mlp.up_proj.weight"].T
+        x = x + (silu(g) * u) @ params[p + "mlp.down_proj.weight"].T
+    h = rmsnorm(x, params["model.norm.weight"], eps)
+    head = params["model.embed_tokens.weight" if c["tie_embeddings"] else "lm_head.weight"]
+    return h @ head.T
+
+
+def main(argv):
+    if len(argv) != 7:
+        print("usage: spec_model.py CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32", file=sys.stderr)
+        return 2
+    cfg_path, w_path, tok_path, B, T, out_path = argv[1], argv[2], argv[3], int(argv[4]), int(argv[5]), argv[6]
+    c = parse_ini(cfg_path)
+    params, _ = safetensors_io.load(w_path)
+    tokens = np.fromfile(tok_path, dtype="<i4")
+    if tokens.size != B * T:
+        print(f"phaselab: {tok_path}: {tokens.size} tokens, expected B*T = {B * T}", file=sys.stderr)
+        return 1
+    logits = forward(c, params, tokens.reshape(B, T))
+    logits.astype("<f4").tofile(out_path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,46 @@
+/* Communication between data-parallel ranks (processes): MPI for bootstrap and, on the CPU
+ * backend, for the collectives; NCCL for the collectives on the CUDA backend (its unique id is
+ * broadcast over MPI). A plain ./train without mpirun/srun is a world of one and never touches
+ * MPI. Local rank (GPU index) comes from an MPI shared-memory communicator split.
+ *
+ * Collectives work on flat fp32 buffers in the backend's memory, with EQUAL shards: the
+ * gradient/parameter buffers are padded to world * shard floats. They are deterministic for a
+ * fixed world size. A collective that does not finish within the timeout aborts the whole job
+ * with a message naming this rank and the operation. */
+#ifndef PHASELAB_COMM_H
+#define PHASELAB_COMM_H
+#include <stddef.h>
+
+struct Backend;
+
+typedef struct Comm {
+    int rank, world;             /* global */
+    int local_rank, local_world; /* within the node */
+    int using_mpi;               /* launched by mpirun / srun with more than one rank, or MPI forced */
+    double timeout_s;            /* collective watchdog; <= 0 disables */
+    void *impl;                  /* private */
+} Comm;
+
+/* Detects the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, SLURM_NTASKS ...) and
+ * initialises MPI only when there is more than one rank. */
+int comm_init(Comm *c, int *argc, char ***argv, char *err);
+/* After the backend is chosen: on CUDA creates the NCCL communicator (unique id over MPI). */
+int comm_attach_backend(Comm *c, const struct Backend *be, char *err);
+void comm_finalize(Comm *c);
+/* Aborts every rank (exit code), e.g. after a fatal error on one rank. */
+void comm_abort(Comm *c, int code);
+
+void comm_barrier(Comm *c);
+/* In-place sum over ranks of n doubles in HOST memory (losses, norms, counters). */
+void comm_allreduce_sum_host(Comm *c, double *x, int n);
+/* Max over ranks of n ints (host) — e.g. "did any rank see a signal". */
+void comm_allreduce_max_int(Comm *c, int *x, int n);
+/* Broadcast of bytes in host memory from rank 0. */
+void comm_bcast_host(Comm *c, void *buf, size_t bytes);
+/* Backend memory: send [world * shard] -> recv [shard] = sum over ranks of this rank's shard. */
+void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t shard);
+/* Backend memory: in-place all-gather: buf [world * shard], this rank's shard at rank*shard. */
+void comm_allgather(Comm *c, float *buf, size_t shard);
+/* Backend memory: in-place sum over ranks of n floats. */
+void comm_allreduce_sum(Comm *c, float *buf, size_t n);
+#endif

@@ -1,0 +1,708 @@
+/* metrics.h5 writer (layout and units: train/metrics.h, DESIGN.md "File formats").
+ *
+ * How the file is built (HDF5 1.10 SWMR rules: no object or attribute may be created and no
+ * dataset may shrink once SWMR writing has started):
+ *   1. create the file (H5F_ACC_TRUNC), or on resume open it read-write and shrink every
+ *      dataset of each group to the rows whose step is <= resume_step, creating any group
+ *      that is missing; both with libver bounds LATEST (superblock v3, needed by SWMR);
+ *   2. (re)write the root attributes; each new group gets its datasets (chunked, first
+ *      dimension unlimited, NaN / -1 fill), the `step` dimension scale attached to dim 0 of
+ *      every other dataset, dimension labels, NeXus and long_name/units attributes;
+ *   3. close every object, H5Fstart_swmr_write, reopen the datasets and keep them open;
+ *   4. each append: per dataset H5Dset_extent(rows + 1) + write the new row + H5Dflush, the
+ *      group's `step` dataset last, so a reader that trusts len(step) never sees half a row.
+ * A file left by a killed writer still carries the SWMR "open for writing" superblock flags;
+ * reopening it for resume retries with the "clear_status_flags" file-access property (what
+ * the h5clear tool does) and moves the end-of-allocation to the end of the file
+ * (H5Fincrement_filesize, h5clear --increment=0), as the killed writer never stored it. */
+#include "train/metrics.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <hdf5.h>
+#include <hdf5_hl.h>
+
+#include "model/errors.h"
+
+#define NO_HID ((hid_t)-1)
+
+enum { MAX_RANK = 5, MAX_COLUMNS = 11, N_TABLES = 4, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
+enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES };
+
+typedef enum { KIND_INT64, KIND_FLOAT64, KIND_FLOAT32 } ColumnKind;
+
+/* One dataset of a group: a row is dims[1..rank-1] values of its kind. */
+typedef struct {
+    const char *name;
+    ColumnKind kind;
+    int rank;                     /* including the row dimension */
+    hsize_t dims[MAX_RANK];       /* dims[0] unused (rows grow) */
+    const char *labels[MAX_RANK]; /* dimension labels, labels[0] = "step" */
+    const char *long_name;
+    const char *units;            /* NULL: dimensionless, no attribute */
+    hid_t id;                     /* open while the file is in SWMR mode */
+} Column;
+
+/* One group: columns[0] is `step`, the dimension scale of the others. */
+typedef struct {
+    const char *name;
+    const char *signal; /* NeXus default plot */
+    int enabled;        /* this run writes the group */
+    int n_columns;
+    Column columns[MAX_COLUMNS];
+    hsize_t n_rows;
+    long last_step; /* valid when n_rows > 0 */
+} Table;
+
+struct Metrics {
+    char *path;
+    MetricsShape shape;
+    hid_t file;
+    Table tables[N_TABLES];
+};
+
+/* ---- error handling ---------------------------------------------------------------------- */
+
+typedef struct {
+    H5E_auto2_t func;
+    void *data;
+} SavedErrorHandler;
+
+/* Silences HDF5's automatic error-stack printing for the duration of one API call. */
+static SavedErrorHandler quiet_hdf5(void) {
+    SavedErrorHandler saved = {NULL, NULL};
+    H5Eget_auto2(H5E_DEFAULT, &saved.func, &saved.data);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    return saved;
+}
+
+static void restore_hdf5(SavedErrorHandler saved) { H5Eset_auto2(H5E_DEFAULT, saved.func, saved.data); }
+
+static herr_t keep_innermost_error(unsigned n, const H5E_error2_t *e, void *out) {
+    if (n == 0 && e->desc) snprintf((char *)out, 256, "%s", e->desc);
+    return 0;
+}
+
+/* Fills err with "PATH: message (HDF5: innermost error)" and returns -1. */
+static int fail(const char *path, char *err, const char *fmt, ...) {
+    char message[ERR_LEN / 2], detail[256] = "";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(message, sizeof message, fmt, ap);
+    va_end(ap);
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost_error, detail);
+    if (detail[0])
+        return set_err(err, "%s: %s (HDF5: %s)", path, message, detail);
+    return set_err(err, "%s: %s", path, message);
+}
+
+/* ---- schema ------------------------------------------------------------------------------ */
+
+static Column *add_column(Table *t, const char *name, ColumnKind kind, const char *long_name,
+                          const char *units) {
+    Column *c = &t->columns[t->n_columns++];
+    memset(c, 0, sizeof *c);
+    c->name = name;
+    c->kind = kind;
+    c->rank = 1;
+    c->labels[0] = "step";
+    c->long_name = long_name;
+    c->units = units;
+    c->id = NO_HID;
+    return c;
+}
+
+static void add_dim(Column *c, int size, const char *label) {
+    c->dims[c->rank] = (hsize_t)size;
+    c->labels[c->rank] = label;
+    c->rank++;
+}
+
+static void add_gate_dims(Column *c, const MetricsShape *s) {
+    add_dim(c, s->n_layers, "layer");
+    add_dim(c, s->n_kv_heads, "kv_head");
+    add_dim(c, 2, "branch (0 key, 1 value)");
+}
+
+static void build_schema(Metrics *m) {
+    const MetricsShape *s = &m->shape;
+    Table *t;
+    Column *c;
+
+    t = &m->tables[TABLE_TRAIN];
+    t->name = "train", t->signal = "loss", t->enabled = 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    add_column(t, "tokens", KIND_INT64, "training tokens seen (all ranks)", "tokens");
+    add_column(t, "loss", KIND_FLOAT64, "training cross-entropy", "nats");
+    add_column(t, "lr", KIND_FLOAT64, "learning rate", NULL);
+    add_column(t, "grad_norm", KIND_FLOAT64, "global gradient L2 norm", NULL);
+    add_column(t, "tokens_per_sec", KIND_FLOAT64, "training throughput", "tokens/s");
+    add_column(t, "mfu", KIND_FLOAT64, "model FLOPs utilization (fraction of peak, 0..1)", NULL);
+
+    t = &m->tables[TABLE_VAL];
+    t->name = "val", t->signal = "loss", t->enabled = 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    add_column(t, "loss", KIND_FLOAT64, "validation cross-entropy", "nats");
+    c = add_column(t, "loss_by_residue", KIND_FLOAT64,
+                   "validation cross-entropy by residue of the predicting position (t mod P)",
+                   "nats");
+    add_dim(c, s->residues, "residue");
+
+    t = &m->tables[TABLE_PROBE];
+    t->name = "probe", t->signal = "mean_pp", t->enabled = 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    c = add_column(t, "acc_pp", KIND_FLOAT64,
+                   "lookup-probe top-1 accuracy by residue of the target key, prefix padding", "%");
+    add_dim(c, s->residues, "residue");
+    c = add_column(t, "acc_ip", KIND_FLOAT64,
+                   "lookup-probe top-1 accuracy by residue of the target key, in-sequence padding",
+                   "%");
+    add_dim(c, s->residues, "residue");
+    add_column(t, "mean_pp", KIND_FLOAT64, "probe accuracy, mean over residues, prefix padding", "%");
+    add_column(t, "worst_pp", KIND_FLOAT64, "probe accuracy, worst residue, prefix padding", "%");
+    add_column(t, "best_pp", KIND_FLOAT64, "probe accuracy, best residue, prefix padding", "%");
+    add_column(t, "gap_pp", KIND_FLOAT64, "probe accuracy gap best - worst, prefix padding",
+               "percentage points");
+    add_column(t, "mean_ip", KIND_FLOAT64, "probe accuracy, mean over residues, in-sequence padding",
+               "%");
+    add_column(t, "worst_ip", KIND_FLOAT64, "probe accuracy, worst residue, in-sequence padding", "%");
+    add_column(t, "best_ip", KIND_FLOAT64, "probe accuracy, best residue, in-sequence padding", "%");
+    add_column(t, "gap_ip", KIND_FLOAT64, "probe accuracy gap best - worst, in-sequence padding",
+               "percentage points");
+
+    t = &m->tables[TABLE_GATES];
+    t->name = "gates", t->signal = "eff_static", t->enabled = s->has_gates;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    c = add_column(t, "eff_static", KIND_FLOAT32,
+                   "static effective number of offsets exp(H(E[alpha]))", "offsets");
+    add_gate_dims(c, s);
+    c = add_column(t, "eff_window", KIND_FLOAT32,
+                   "per-window effective number of offsets E[exp(H(alpha))]", "offsets");
+    add_gate_dims(c, s);
+    c = add_column(t, "profile", KIND_FLOAT32, "gate profile g(i) = E[alpha_i] * W", NULL);
+    add_gate_dims(c, s);
+    add_dim(c, s->window, "offset");
+}
+
+static hid_t file_type(ColumnKind k) {
+    return k == KIND_INT64 ? H5T_STD_I64LE : k == KIND_FLOAT64 ? H5T_IEEE_F64LE : H5T_IEEE_F32LE;
+}
+
+static hid_t memory_type(ColumnKind k) {
+    return k == KIND_INT64 ? H5T_NATIVE_INT64 : k == KIND_FLOAT64 ? H5T_NATIVE_DOUBLE : H5T_NATIVE_FLOAT;
+}
+
+static size_t kind_size(ColumnKind k) { return k == KIND_FLOAT32 ? 4 : 8; }
+
+static Table *find_table(Metrics *m, const char *name) {
+    for (int i = 0; i < N_TABLES; i++)
+        if (strcmp(m->tables[i].name, name) == 0) return &m->tables[i];
+    return NULL;
+}
+
+/* ---- attributes -------------------------------------------------------------------------- */
+
+static hid_t utf8_string_type(void) {
+    hid_t type = H5Tcopy(H5T_C_S1);
+    if (type < 0) return type;
+    if (H5Tset_size(type, H5T_VARIABLE) < 0 || H5Tset_cset(type, H5T_CSET_UTF8) < 0) {
+        H5Tclose(type);
+        return NO_HID;
+    }
+    return type;
+}
+
+/* Writes a variable-length UTF-8 string attribute (an array of n strings when n > 0, a scalar
+ * when n == 0), replacing any attribute of that name. */
+static int write_strings_attr(hid_t obj, const char *name, const char *const *values, int n) {
+    if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0) return -1;
+    hsize_t count = (hsize_t)n;
+    hid_t type = utf8_string_type();
+    hid_t space = n > 0 ? H5Screate_simple(1, &count, NULL) : H5Screate(H5S_SCALAR);
+    hid_t attr = (type < 0 || space < 0) ? NO_HID
+                                         : H5Acreate2(obj, name, type, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = (attr < 0 || H5Awrite(attr, type, values) < 0) ? -1 : 0;
+    if (attr >= 0) H5Aclose(attr);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    return rc;
+}
+
+static int write_string_attr(hid_t obj, const char *name, const char *value) {
+    return write_strings_attr(obj, name, &value, 0);
+}
+
+static int write_int_attr(hid_t obj, const char *name, int value) {
+    if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0) return -1;
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t attr = space < 0 ? NO_HID
+                           : H5Acreate2(obj, name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = (attr < 0 || H5Awrite(attr, H5T_NATIVE_INT, &value) < 0) ? -1 : 0;
+    if (attr >= 0) H5Aclose(attr);
+    if (space >= 0) H5Sclose(space);
+    return rc;
+}
+
+/* ---- creating groups --------------------------------------------------------------------- */
+
+static hid_t create_column(hid_t group, const Column *c) {
+    hsize_t current[MAX_RANK], maximum[MAX_RANK], chunk[MAX_RANK];
+    size_t row_bytes = kind_size(c->kind);
+    for (int d = 1; d < c->rank; d++) {
+        current[d] = maximum[d] = chunk[d] = c->dims[d];
+        row_bytes *= (size_t)c->dims[d];
+    }
+    size_t chunk_rows = CHUNK_BYTES / row_bytes;
+    current[0] = 0;
+    maximum[0] = H5S_UNLIMITED;
+    chunk[0] = chunk_rows < 1 ? 1 : chunk_rows > MAX_CHUNK_ROWS ? MAX_CHUNK_ROWS : chunk_rows;
+
+    double fill_f64 = NAN;
+    float fill_f32 = NAN;
+    int64_t fill_i64 = -1;
+    const void *fill = c->kind == KIND_INT64 ? (const void *)&fill_i64
+                       : c->kind == KIND_FLOAT64 ? (const void *)&fill_f64 : (const void *)&fill_f32;
+
+    hid_t space = H5Screate_simple(c->rank, current, maximum);
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    hid_t dset = NO_HID;
+    if (space >= 0 && dcpl >= 0 && H5Pset_chunk(dcpl, c->rank, chunk) >= 0 &&
+        H5Pset_fill_value(dcpl, memory_type(c->kind), fill) >= 0)
+        dset = H5Dcreate2(group, c->name, file_type(c->kind), space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (space >= 0) H5Sclose(space);
+    return dset;
+}
+
+/* Creates one group with its datasets, dimension scale, labels and NeXus attributes. */
+static int create_table(Metrics *m, Table *t, char *err) {
+    hid_t group = H5Gcreate2(m->file, t->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (group < 0) return fail(m->path, err, "cannot create group /%s", t->name);
+    int rc = 0;
+    for (int i = 0; i < t->n_columns && rc == 0; i++) {
+        Column *c = &t->columns[i];
+        c->id = create_column(group, c);
+        if (c->id < 0) {
+            rc = fail(m->path, err, "cannot create dataset /%s/%s", t->name, c->name);
+            break;
+        }
+        if (write_string_attr(c->id, "long_name", c->long_name) < 0 ||
+            (c->units && write_string_attr(c->id, "units", c->units) < 0))
+            rc = fail(m->path, err, "cannot write attributes of /%s/%s", t->name, c->name);
+    }
+    hid_t step = t->columns[0].id;
+    if (rc == 0 && H5DSset_scale(step, "step") < 0)
+        rc = fail(m->path, err, "cannot make /%s/step a dimension scale", t->name);
+    for (int i = 1; i < t->n_columns && rc == 0; i++) {
+        Column *c = &t->columns[i];
+        if (H5DSattach_scale(c->id, step, 0) < 0) {
+            rc = fail(m->path, err, "cannot attach /%s/step to dim 0 of /%s/%s", t->name, t->name, c->name);
+            break;
+        }
+        for (int d = 0; d < c->rank && rc == 0; d++)
+            if (H5DSset_label(c->id, (unsigned)d, c->labels[d]) < 0)
+                rc = fail(m->path, err, "cannot label dim %d of /%s/%s", d, t->name, c->name);
+    }
+
+    /* NeXus NXdata: signal, axes (one entry per signal dimension, "." = no axis), the index of
+     * the step axis, and the other datasets shaped like the signal as auxiliary signals. */
+    const Column *signal = NULL;
+    for (int i = 1; i < t->n_columns; i++)
+        if (strcmp(t->columns[i].name, t->signal) == 0) signal = &t->columns[i];
+    const char *axes[MAX_RANK], *auxiliary[MAX_COLUMNS];
+    int n_auxiliary = 0;
+    for (int d = 0; d < signal->rank; d++) axes[d] = d == 0 ? "step" : ".";
+    for (int i = 1; i < t->n_columns; i++) {
+        const Column *c = &t->columns[i];
+        if (c == signal || c->rank != signal->rank) continue;
+        if (memcmp(c->dims + 1, signal->dims + 1, sizeof(hsize_t) * (size_t)(c->rank - 1)) != 0) continue;
+        auxiliary[n_auxiliary++] = c->name;
+    }
+    if (rc == 0 && (write_string_attr(group, "NX_class", "NXdata") < 0 ||
+                    write_string_attr(group, "signal", t->signal) < 0 ||
+                    write_strings_attr(group, "axes", axes, signal->rank) < 0 ||
+                    write_int_attr(group, "step_indices", 0) < 0 ||
+                    (n_auxiliary > 0 && write_strings_attr(group, "auxiliary_signals", auxiliary, n_auxiliary) < 0)))
+        rc = fail(m->path, err, "cannot write the NeXus attributes of /%s", t->name);
+
+    for (int i = 0; i < t->n_columns; i++) {
+        if (t->columns[i].id >= 0) H5Dclose(t->columns[i].id);
+        t->columns[i].id = NO_HID;
+    }
+    H5Gclose(group);
+    t->n_rows = 0;
+    return rc;
+}
+
+/* ---- resuming ---------------------------------------------------------------------------- */
+
+/* Opens an existing group, checks that its datasets have this run's shapes (when the run
+ * writes it), and shrinks every dataset to the rows whose step is <= resume_step. */
+static int truncate_table(Metrics *m, Table *t, long resume_step, char *err) {
+    hid_t group = H5Gopen2(m->file, t->name, H5P_DEFAULT);
+    if (group < 0) return fail(m->path, err, "cannot open group /%s", t->name);
+    int rc = 0;
+    hsize_t keep = 0;
+    int64_t *steps = NULL;
+    for (int i = 0; i < t->n_columns && rc == 0; i++) {
+        Column *c = &t->columns[i];
+        if (H5Lexists(group, c->name, H5P_DEFAULT) <= 0) {
+            rc = set_err(err, "%s: /%s has no dataset '%s', expected the layout of train/metrics.h "
+                              "(start a new run or move the old metrics file away)",
+                         m->path, t->name, c->name);
+            break;
+        }
+        c->id = H5Dopen2(group, c->name, H5P_DEFAULT);
+        hid_t space = c->id < 0 ? NO_HID : H5Dget_space(c->id);
+        hid_t type = c->id < 0 ? NO_HID : H5Dget_type(c->id);
+        hsize_t dims[MAX_RANK] = {0};
+        int rank = space < 0 ? -1 : H5Sget_simple_extent_ndims(space);
+        if (rank >= 1 && rank <= MAX_RANK) H5Sget_simple_extent_dims(space, dims, NULL);
+        H5T_class_t type_class = type < 0 ? H5T_NO_CLASS : H5Tget_class(type);
+        if (space >= 0) H5Sclose(space);
+        if (type >= 0) H5Tclose(type);
+        if (c->id < 0 || rank < 0) {
+            rc = fail(m->path, err, "cannot open dataset /%s/%s", t->name, c->name);
+            break;
+        }
+        if (t->enabled) {
+            int same = rank == c->rank &&
+                       type_class == (c->kind == KIND_INT64 ? H5T_INTEGER : H5T_FLOAT);
+            for (int d = 1; same && d < rank; d++) same = dims[d] == c->dims[d];
+            if (!same) {
+                char want[128] = "n", have[128] = "n";
+                for (int d = 1; d < c->rank; d++)
+                    snprintf(want + strlen(want), sizeof want - strlen(want), ",%llu", (unsigned long long)c->dims[d]);
+                for (int d = 1; d < rank && d < MAX_RANK; d++)
+                    snprintf(have + strlen(have), sizeof have - strlen(have), ",%llu", (unsigned long long)dims[d]);
+                rc = set_err(err, "%s: /%s/%s has shape [%s] (%s), expected [%s] (%s) for this "
+                                  "run's model and eval.residues",
+                             m->path, t->name, c->name, have, type_class == H5T_INTEGER ? "integer" : "float",
+                             want, c->kind == KIND_INT64 ? "integer" : "float");
+                break;
+            }
+        }
+        if (i == 0) {
+            /* keep = the rows before the first step above resume_step */
+            steps = malloc(sizeof(int64_t) * (dims[0] ? dims[0] : 1));
+            if (!steps) {
+                rc = set_err(err, "%s: out of memory reading /%s/step", m->path, t->name);
+                break;
+            }
+            if (dims[0] > 0 && H5Dread(c->id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0) {
+                rc = fail(m->path, err, "cannot read /%s/step", t->name);
+                break;
+            }
+            while (keep < dims[0] && steps[keep] <= resume_step) keep++;
+        } else if (dims[0] < keep) {
+            keep = dims[0]; /* a dataset shorter than step: keep only complete rows */
+        }
+    }
+    for (int i = 0; i < t->n_columns && rc == 0; i++) {
+        Column *c = &t->columns[i];
+        hsize_t size[MAX_RANK];
+        hid_t space = H5Dget_space(c->id);
+        int rank = H5Sget_simple_extent_ndims(space);
+        H5Sget_simple_extent_dims(space, size, NULL);
+        H5Sclose(space);
+        if (rank < 1) continue;
+        size[0] = keep;
+        if (H5Dset_extent(c->id, size) < 0)
+            rc = fail(m->path, err, "cannot truncate /%s/%s to %llu rows", t->name, c->name,
+                      (unsigned long long)keep);
+    }
+    if (rc == 0) {
+        t->n_rows = keep;
+        t->last_step = keep > 0 ? (long)steps[keep - 1] : LONG_MIN;
+    }
+    free(steps);
+    for (int i = 0; i < t->n_columns; i++) {
+        if (t->columns[i].id >= 0) H5Dclose(t->columns[i].id);
+        t->columns[i].id = NO_HID;
+    }
+    H5Gclose(group);
+    return rc;
+}
+
+/* Opens an existing file read-write; when a killed SWMR writer left the superblock's
+ * "open for writing" flags set, retries clearing them as h5clear does. */
+static hid_t open_for_resume(const char *path, hid_t fapl) {
+    hid_t file = H5Fopen(path, H5F_ACC_RDWR, fapl);
+    if (file >= 0) return file;
+    hid_t clearing = H5Pcopy(fapl);
+    hbool_t clear = 1;
+    if (clearing >= 0 && H5Pexist(clearing, "clear_status_flags") > 0 &&
+        H5Pset(clearing, "clear_status_flags", &clear) >= 0) {
+        file = H5Fopen(path, H5F_ACC_RDWR, clearing);
+        /* the killed writer never updated the superblock's end-of-allocation: take the file's
+         * real end, so that metadata it flushed past the old end is readable */
+        if (file >= 0 && H5Fincrement_filesize(file, 0) < 0) {
+            H5Fclose(file);
+            file = NO_HID;
+        }
+    }
+    if (clearing >= 0) H5Pclose(clearing);
+    if (file < 0) {
+        /* leave the plain cause (not an HDF5 file, locked, ...) on the error stack for fail() */
+        hid_t again = H5Fopen(path, H5F_ACC_RDWR, fapl);
+        if (again >= 0) H5Fclose(again);
+    }
+    return file;
+}
+
+/* ---- open / close ------------------------------------------------------------------------ */
+
+static void close_all(Metrics *m) {
+    for (int t = 0; t < N_TABLES; t++)
+        for (int i = 0; i < m->tables[t].n_columns; i++) {
+            Column *c = &m->tables[t].columns[i];
+            if (c->id >= 0) H5Dclose(c->id);
+            c->id = NO_HID;
+        }
+}
+
+static int check_shape(const char *path, const MetricsShape *s, char *err) {
+    if (s->residues < 1)
+        return set_err(err, "%s: metrics shape has residues = %d, expected >= 1 (eval.residues)", path, s->residues);
+    if (s->has_gates && (s->n_layers < 1 || s->n_kv_heads < 1 || s->window < 1))
+        return set_err(err, "%s: metrics shape has n_layers = %d, n_kv_heads = %d, window = %d, "
+                            "expected all >= 1 for a model with compressed attention",
+                       path, s->n_layers, s->n_kv_heads, s->window);
+    return 0;
+}
+
+static int setup_file(Metrics *m, const char *config_text, const char *code_version,
+                      long resume_step, char *err) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl < 0 || H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) < 0) {
+        if (fapl >= 0) H5Pclose(fapl);
+        return fail(m->path, err, "cannot set up HDF5 file access properties");
+    }
+    int resume = resume_step >= 0 && access(m->path, F_OK) == 0;
+    if (resume) {
+        m->file = open_for_resume(m->path, fapl);
+        if (m->file < 0) {
+            int rc = fail(m->path, err, "cannot reopen the metrics file for resume (expected an HDF5 "
+                                        "file written by phaselab, not open in another writer)");
+            H5Pclose(fapl);
+            return rc;
+        }
+    } else {
+        errno = 0;
+        m->file = H5Fcreate(m->path, H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+        if (m->file < 0) {
+            int saved_errno = errno;
+            int rc = saved_errno
+                         ? set_err(err, "%s: cannot create the metrics file (%s), expected a writable path",
+                                   m->path, strerror(saved_errno))
+                         : fail(m->path, err, "cannot create the metrics file, expected a writable path");
+            H5Pclose(fapl);
+            return rc;
+        }
+    }
+    H5Pclose(fapl);
+
+    for (int t = 0; t < N_TABLES; t++) {
+        Table *table = &m->tables[t];
+        int exists = resume && H5Lexists(m->file, table->name, H5P_DEFAULT) > 0;
+        int rc = exists ? truncate_table(m, table, resume_step, err)
+                 : table->enabled ? create_table(m, table, err) : 0;
+        if (rc) return rc;
+    }
+    if (write_string_attr(m->file, "NX_class", "NXroot") < 0 ||
+        write_string_attr(m->file, "default", "train") < 0 ||
+        write_string_attr(m->file, "creator", "phaselab") < 0 ||
+        write_string_attr(m->file, "config", config_text ? config_text : "") < 0 ||
+        write_string_attr(m->file, "code_version", code_version ? code_version : "unknown") < 0)
+        return fail(m->path, err, "cannot write the root attributes");
+
+    if (H5Fstart_swmr_write(m->file) < 0)
+        return fail(m->path, err, "cannot start SWMR writing (expected a file with the latest "
+                                  "HDF5 format and no other writer)");
+    for (int t = 0; t < N_TABLES; t++) {
+        Table *table = &m->tables[t];
+        if (!table->enabled) continue;
+        for (int i = 0; i < table->n_columns; i++) {
+            char name[64];
+            snprintf(name, sizeof name, "/%s/%s", table->name, table->columns[i].name);
+            table->columns[i].id = H5Dopen2(m->file, name, H5P_DEFAULT);
+            if (table->columns[i].id < 0) return fail(m->path, err, "cannot open dataset %s", name);
+        }
+    }
+    return 0;
+}
+
+Metrics *metrics_open(const char *path, const MetricsShape *shape, const char *config_text,
+                      const char *code_version, long resume_step, char *err) {
+    if (!path || !shape) {
+        set_err(err, "metrics_open: expected a path and a shape");
+        return NULL;
+    }
+    if (check_shape(path, shape, err)) return NULL;
+    Metrics *m = calloc(1, sizeof *m);
+    if (!m || !(m->path = strdup(path))) {
+        free(m);
+        set_err(err, "%s: out of memory opening the metrics file", path);
+        return NULL;
+    }
+    m->shape = *shape;
+    m->file = NO_HID;
+    build_schema(m);
+
+    SavedErrorHandler saved = quiet_hdf5();
+    int rc = setup_file(m, config_text, code_version, resume_step, err);
+    if (rc) {
+        close_all(m);
+        if (m->file >= 0) H5Fclose(m->file);
+        free(m->path);
+        free(m);
+        m = NULL;
+    }
+    restore_hdf5(saved);
+    return m;
+}
+
+int metrics_close(Metrics *m) {
+    if (!m) return 0;
+    SavedErrorHandler saved = quiet_hdf5();
+    close_all(m);
+    int rc = m->file >= 0 && H5Fclose(m->file) < 0 ? -1 : 0;
+    restore_hdf5(saved);
+    free(m->path);
+    free(m);
+    return rc;
+}
+
+long metrics_rows(const Metrics *m, const char *group) {
+    if (!m || !group) return -1;
+    Table *t = find_table((Metrics *)m, group);
+    return t && t->enabled ? (long)t->n_rows : -1;
+}
+
+/* ---- appending --------------------------------------------------------------------------- */
+
+/* Grows a dataset to row + 1 rows, writes that row and flushes it for SWMR readers. */
+static int write_row(Column *c, hsize_t row, const void *data) {
+    hsize_t size[MAX_RANK], start[MAX_RANK] = {0}, count[MAX_RANK];
+    size[0] = row + 1;
+    start[0] = row;
+    count[0] = 1;
+    for (int d = 1; d < c->rank; d++) size[d] = count[d] = c->dims[d];
+    if (H5Dset_extent(c->id, size) < 0) return -1;
+    hid_t file_space = H5Dget_space(c->id);
+    hid_t memory_space = H5Screate_simple(c->rank, count, NULL);
+    int rc = (file_space < 0 || memory_space < 0 ||
+              H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+              H5Dwrite(c->id, memory_type(c->kind), memory_space, file_space, H5P_DEFAULT, data) < 0 ||
+              H5Dflush(c->id) < 0)
+                 ? -1 : 0;
+    if (memory_space >= 0) H5Sclose(memory_space);
+    if (file_space >= 0) H5Sclose(file_space);
+    return rc;
+}
+
+/* values[i] is the row of columns[i + 1]; step goes last. */
+static int append_row(Metrics *m, Table *t, long step, const void *const *values, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (!t->enabled)
+        return set_err(err, "%s: no /%s group in this file (the model has no compressed attention)",
+                       m->path, t->name);
+    if (t->n_rows > 0 && step <= t->last_step)
+        return set_err(err, "%s: step %ld logged to /%s after step %ld, expected increasing steps",
+                       m->path, step, t->name, t->last_step);
+    SavedErrorHandler saved = quiet_hdf5();
+    int rc = 0;
+    for (int i = 1; i < t->n_columns && rc == 0; i++)
+        if (write_row(&t->columns[i], t->n_rows, values[i - 1]) < 0)
+            rc = fail(m->path, err, "cannot append step %ld to /%s/%s", step, t->name, t->columns[i].name);
+    int64_t step64 = step;
+    if (rc == 0 && write_row(&t->columns[0], t->n_rows, &step64) < 0)
+        rc = fail(m->path, err, "cannot append step %ld to /%s/step", step, t->name);
+    restore_hdf5(saved);
+    if (rc == 0) {
+        t->n_rows++;
+        t->last_step = step;
+    }
+    return rc;
+}
+
+int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr,
+                      double grad_norm, double tokens_per_sec, double mfu, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    int64_t tokens64 = tokens;
+    const void *values[] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
+    return append_row(m, &m->tables[TABLE_TRAIN], step, values, err);
+}
+
+int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (!loss_by_residue) return set_err(err, "%s: /val step %ld: expected loss_by_residue[%d]", m->path, step, m->shape.residues);
+    const void *values[] = {&loss, loss_by_residue};
+    return append_row(m, &m->tables[TABLE_VAL], step, values, err);
+}
+
+/* Summary of one protocol: mean, worst, best over the finite residues; gap = best - worst. */
+typedef struct {
+    double mean, worst, best, gap;
+} ResidueSummary;
+
+static ResidueSummary summarize(const double *acc, int residues) {
+    ResidueSummary s = {NAN, NAN, NAN, NAN};
+    double sum = 0;
+    int n = 0;
+    for (int r = 0; acc && r < residues; r++) {
+        if (!isfinite(acc[r])) continue;
+        sum += acc[r];
+        if (n == 0 || acc[r] < s.worst) s.worst = acc[r];
+        if (n == 0 || acc[r] > s.best) s.best = acc[r];
+        n++;
+    }
+    if (n > 0) {
+        s.mean = sum / n;
+        s.gap = s.best - s.worst;
+    }
+    return s;
+}
+
+/* Accuracies must be percentages; a fraction slipping through would be a silent 100x error. */
+static int check_percent(Metrics *m, long step, const char *name, const double *acc, char *err) {
+    for (int r = 0; acc && r < m->shape.residues; r++)
+        if (!isnan(acc[r]) && !(acc[r] >= 0 && acc[r] <= 100))
+            return set_err(err, "%s: /probe step %ld: %s[%d] = %g, expected a percentage in 0..100 or NaN",
+                           m->path, step, name, r, acc[r]);
+    return 0;
+}
+
+int metrics_log_probe(Metrics *m, long step, const double *acc_pp, const double *acc_ip, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (check_percent(m, step, "acc_pp", acc_pp, err) || check_percent(m, step, "acc_ip", acc_ip, err))
+        return -1;
+    int residues = m->shape.residues;
+    double *nan_row = malloc(sizeof(double) * (size_t)residues);
+    if (!nan_row) return set_err(err, "%s: out of memory logging /probe", m->path);
+    for (int r = 0; r < residues; r++) nan_row[r] = NAN;
+    ResidueSummary pp = summarize(acc_pp, residues), ip = summarize(acc_ip, residues);
+    const void *values[] = {acc_pp ? acc_pp : nan_row, acc_ip ? acc_ip : nan_row,
+                            &pp.mean, &pp.worst, &pp.best, &pp.gap,
+                            &ip.mean, &ip.worst, &ip.best, &ip.gap};
+    int rc = append_row(m, &m->tables[TABLE_PROBE], step, values, err);
+    free(nan_row);
+    return rc;
+}
+
+int metrics_log_gates(Metrics *m, long step, const float *eff_static, const float *eff_window,
+                      const float *profile, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (m->shape.has_gates && (!eff_static || !eff_window || !profile))
+        return set_err(err, "%s: /gates step %ld: expected eff_static, eff_window and profile arrays",
+                       m->path, step);
+    const void *values[] = {eff_static, eff_window, profile};
+    return append_row(m, &m->tables[TABLE_GATES], step, values, err);
+}

@@ -1,0 +1,75 @@
+/* The run's metrics file (runs/NAME/metrics.h5): an HDF5 file written by rank 0 in SWMR
+ * mode, so that h5py.File(path, 'r', swmr=True) can read it while training runs.
+ *
+ * Layout (rows = log or eval events; P = residues, L = layers, G = KV heads,
+ * 2 = key/value branch, W = compressor window; every dataset is chunked with an unlimited
+ * first dimension):
+ *   /                 NX_class=NXroot, default=train, creator=phaselab,
+ *                     config (resolved config text), code_version
+ *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
+ *   /val/{step [n], loss [n], loss_by_residue [n,P]}
+ *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
+ *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip}  [n]
+ *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
+ *          (only when the model has compressed attention)
+ * In each group `step` (int64) is a dimension scale attached to dim 0 of every other dataset;
+ * the other dimensions carry labels (residue, layer, kv_head, branch, offset). Groups carry
+ * NeXus NXdata attributes (NX_class, signal, axes, step_indices, auxiliary_signals), datasets
+ * long_name and, where meaningful, units. tokens is int64, /gates float32, the rest float64.
+ *
+ * Units: losses in nats; accuracies in percent (0..100); gap = best - worst in percentage
+ * points; mean/worst/best are taken over the residues with a finite accuracy (NaN when none);
+ * mfu is a fraction of peak (0..1); tokens_per_sec in tokens/s.
+ *
+ * Consistency for readers: an append extends and writes the data datasets of a group first
+ * and its `step` dataset last, each followed by H5Dflush, so len(step) rows are always
+ * complete in every dataset of the group. Steps are strictly increasing within a group; a
+ * step that is not larger than the last one logged is an error (never logged twice).
+ *
+ * HDF5's own error printing is switched off inside these calls; failures come back as one
+ * line in err (ERR_LEN bytes, model/errors.h) naming the file. */
+#ifndef PHASELAB_TRAIN_METRICS_H
+#define PHASELAB_TRAIN_METRICS_H
+
+typedef struct Metrics Metrics;
+
+typedef struct {
+    int n_layers;   /* L */
+    int n_kv_heads; /* G */
+    int window;     /* W: offsets per compressed block (gate profile length) */
+    int residues;   /* P: eval.residues */
+    int has_gates;  /* the model has compressed attention: create and fill /gates */
+} MetricsShape;
+
+/* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
+ * truncate every group to its rows with step <= resume_step (create the file when missing),
+ * so no step is ever logged twice. The root attributes config and code_version are
+ * (re)written either way. A file left by a killed writer (SWMR flags still set) is reopened.
+ * Returns NULL and fills err on failure. */
+Metrics *metrics_open(const char *path, const MetricsShape *shape, const char *config_text,
+                      const char *code_version, long resume_step, char *err);
+
+int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr,
+                      double grad_norm, double tokens_per_sec, double mfu, char *err);
+
+/* loss_by_residue: [P] */
+int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,
+                    char *err);
+
+/* acc_pp, acc_ip: [P] in percent (0..100); either may be NULL -> a NaN row for that
+ * protocol (its accuracies and its mean/worst/best/gap). */
+int metrics_log_probe(Metrics *m, long step, const double *acc_pp, const double *acc_ip,
+                      char *err);
+
+/* eff_static, eff_window: [L,G,2]; profile: [L,G,2,W]. Error when !shape.has_gates. */
+int metrics_log_gates(Metrics *m, long step, const float *eff_static, const float *eff_window,
+                      const float *profile, char *err);
+
+/* Rows logged so far in a group ("train", "val", "probe", "gates"); -1 for an unknown or
+ * absent group. Lets the training loop and tests see where a resumed file stands. */
+long metrics_rows(const Metrics *m, const char *group);
+
+/* Flushes and closes the file; NULL is a no-op. Returns 0, or -1 when HDF5 failed to close. */
+int metrics_close(Metrics *m);
+
+#endif
