@@ -5,10 +5,11 @@
 #   make bench    CPU training-step benchmark (tokens/s, GFLOP/s, sgemm peak)
 # Dependencies are installed by tools/install-deps when a marker of one is missing.
 #
-# Layout of the build: every .c under model/ kernels/cpu/ train/ data/ except *main.c goes
+# Layout of the build: every .c under model/ kernels/ kernels/cpu/ trainer/ data/ except *main.c goes
 # into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when nvcc exists.
 # tests/test_*.c each become build/tests/test_* linked against that archive.
 
+BUILD   ?= build
 CC      ?= gcc
 CUDA_HOME ?= /usr/local/cuda
 NVCC    ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
@@ -16,12 +17,17 @@ CUDA_ARCHS ?= 80 90
 MPI_INC := $(shell pkg-config --cflags-only-I ompi-c 2>/dev/null)
 MPI_LIB := $(shell pkg-config --libs ompi-c 2>/dev/null)
 HDF5_INC := -I/usr/include/hdf5/serial
+# OpenBLAS built on OpenMP, so that BLAS calls and our OpenMP loops share one thread pool (the
+# pthread build's spinning threads fight OpenMP's on a small machine: 2x slower here).
+BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
+BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
+BLAS_LIB := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
 HDF5_LIB := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5_serial -lhdf5_serial_hl
 
 CFLAGS  ?= -O3 -march=x86-64-v3 -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
-           -I. $(MPI_INC) $(HDF5_INC) -I/usr/include/openblas -MMD -MP
-LDLIBS  := -fopenmp -lopenblas $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc -lz -lzstd $(MPI_LIB) -lm -lpthread
+           -I. $(MPI_INC) $(HDF5_INC) $(BLAS_INC) -MMD -MP
+LDLIBS  := -fopenmp $(BLAS_LIB) $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc -lz -lzstd $(MPI_LIB) -lm -lpthread
 
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
@@ -31,52 +37,54 @@ ifneq ($(NVCC),)
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
 endif
 
-LIB_SRC  := $(filter-out %main.c,$(wildcard model/*.c kernels/cpu/*.c train/*.c data/*.c kernels/*.c))
-LIB_OBJ  := $(LIB_SRC:%.c=build/%.o)
+LIB_SRC  := $(filter-out %main.c,$(wildcard model/*.c kernels/cpu/*.c trainer/*.c data/*.c kernels/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC   := $(if $(HAVE_CUDA),$(wildcard kernels/cuda/*.cu))
-CU_OBJ   := $(CU_SRC:%.cu=build/%.cu.o)
+CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 TEST_SRC := $(wildcard tests/test_*.c tests/gpu/test_*.c)
-TEST_BIN := $(TEST_SRC:%.c=build/%) build/tests/ref_forward
+TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%) $(BUILD)/tests/ref_forward
 PROGRAMS := train tokenize
 
-DEPS_STAMP := build/.deps-ok
+DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all test run bench clean deps
 all: $(PROGRAMS)
 
 # Re-run tools/install-deps whenever a header or tool we need is missing.
 $(DEPS_STAMP): tools/install-deps
-	@missing=0; for f in /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h /usr/include/ini.h /usr/include/cjson/cJSON.h \
+	@missing=0; for f in /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h /usr/include/ini.h /usr/include/cjson/cJSON.h \
 	  /usr/include/hdf5/serial/hdf5.h /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/zstd.h /usr/bin/mpirun; do \
 	  [ -e $$f ] || missing=1; done; \
 	python3 -c "import numpy, h5py, matplotlib" 2>/dev/null || missing=1; \
 	if [ $$missing = 1 ]; then tools/install-deps; fi
-	@mkdir -p build && touch $@
+	@mkdir -p $(BUILD) && touch $@
 deps: ; @tools/install-deps
 
-build/%.o: %.c | $(DEPS_STAMP)
+$(BUILD)/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-build/%.cu.o: %.cu | $(DEPS_STAMP)
+$(BUILD)/%.cu.o: %.cu | $(DEPS_STAMP)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
-build/libphaselab.a: $(LIB_OBJ) $(CU_OBJ)
+$(BUILD)/libphaselab.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-train: build/train/main.o build/libphaselab.a
+# The program is ./train; its sources live in trainer/ (a file and a directory cannot share
+# the name "train").
+train: $(BUILD)/trainer/main.o $(BUILD)/libphaselab.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-tokenize: build/data/tokenize_main.o build/libphaselab.a
+tokenize: $(BUILD)/data/tokenize_main.o $(BUILD)/libphaselab.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
-build/tests/%: build/tests/%.o build/libphaselab.a
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libphaselab.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 test: $(PROGRAMS) $(TEST_BIN)
-	@tests/run_tests.sh
+	@BUILD=$(BUILD) tests/run_tests.sh
 
 run: $(PROGRAMS)
 	@tools/demo-run
@@ -85,6 +93,9 @@ bench: $(PROGRAMS)
 	./train --bench
 
 clean:
-	rm -rf build $(PROGRAMS)
+	rm -rf $(BUILD) tokenize
 
--include $(shell find build -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+
+# The code version recorded in metrics.h5, checkpoints and logs.
+$(BUILD)/trainer/main.o: CFLAGS += -DPHASELAB_VERSION=\"$(shell git describe --always --dirty 2>/dev/null || echo unknown)\"

@@ -15,7 +15,7 @@
  * reopening it for resume retries with the "clear_status_flags" file-access property (what
  * the h5clear tool does) and moves the end-of-allocation to the end of the file
  * (H5Fincrement_filesize, h5clear --increment=0), as the killed writer never stored it. */
-#include "train/metrics.h"
+#include "trainer/metrics.h"
 
 #include <errno.h>
 #include <limits.h>

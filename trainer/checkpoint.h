@@ -1,0 +1,49 @@
+/* Checkpoints: RUN/checkpoints/step_NNNNNNNN/ holding
+ *   model.safetensors         fp32 master weights, HuggingFace Qwen3 names (+ SPEC.md compressor names)
+ *   config.json               HuggingFace config (Qwen3ForCausalLM for plain full attention)
+ *   config.ini                the resolved phaselab config of the run
+ *   optimizer/rank_RRRRR.bin  each rank's AdamW shard: magic "PHLOPTv1", u32 version 1, u32 rank,
+ *                             u32 world, u32 0, u64 lo, u64 count, u64 n_floats, then m[count], v[count]
+ *                             (fp32) for the flat-buffer range [lo, lo + count)
+ *   state.json                step, tokens, samples consumed (the loader position), AdamW updates,
+ *                             skipped steps, world size, seed, data fingerprint, and the size of
+ *                             every other file (written last)
+ * Every rank writes its part into checkpoints/.tmp_step_NNNNNNNN/; after a barrier rank 0
+ * writes state.json, fsyncs and renames the directory to its final name: a directory named
+ * step_* is complete by construction, and a crash leaves only a .tmp_* that is ignored and
+ * removed. The newest `keep` checkpoints are kept. Loading re-shards the optimizer state for
+ * the current world size (the files hold flat-buffer ranges). */
+#ifndef PHASELAB_CHECKPOINT_H
+#define PHASELAB_CHECKPOINT_H
+#include <stddef.h>
+#include <stdint.h>
+#include "model/config.h"
+#include "trainer/optimizer.h"
+
+struct Model;
+struct Comm;
+
+typedef struct {
+    long step;              /* optimizer steps completed */
+    long tokens;            /* training tokens consumed */
+    uint64_t samples;       /* training windows consumed (loader position) */
+    long updates;           /* AdamW updates applied */
+    long skipped_steps;     /* steps skipped for a non-finite loss or gradient norm */
+    int world_size;
+    uint64_t seed;
+    char data_fingerprint[65];
+} TrainState;
+
+/* Collective: every rank calls it. */
+int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg, struct Model *m,
+                    Optimizer *optimizer, struct Comm *comm, const char *code_version, int keep, char *err);
+/* Finds the newest checkpoint. Returns 1 (dir_out, st filled), 0 when there is none, -1 when
+ * the newest one is corrupt (err names the file). Stale .tmp_* directories are ignored. */
+int checkpoint_latest(const char *run_dir, char *dir_out, size_t dir_len, TrainState *st, char *err);
+/* Loads the weights (and, when optimizer is not NULL, this rank's optimizer shard,
+ * re-sharded from the checkpoint's world size). */
+int checkpoint_load(const char *ckpt_dir, struct Model *m, Optimizer *optimizer, const TrainState *st, char *err);
+int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err);
+/* Removes stale .tmp_* directories (rank 0, at start-up). */
+void checkpoint_clean_tmp(const char *run_dir);
+#endif

@@ -1,0 +1,575 @@
+/* Communication between data-parallel ranks (trainer/comm.h): launcher detection, MPI bootstrap,
+ * the collective watchdog, and the collectives (MPI on the CPU backend, NCCL on CUDA).
+ *
+ * Launch detection (first match wins; docs/distributed.md):
+ *   PHASELAB_MPI=0 never MPI; PHASELAB_MPI=1 always MPI_Init (even for one rank);
+ *   OMPI_COMM_WORLD_SIZE (Open MPI mpirun); PMI_SIZE (PMI launchers);
+ *   PMIX_RANK with PMIX_SIZE or SLURM_STEP_NUM_TASKS (PMIx); SLURM_PROCID with
+ *   SLURM_STEP_NUM_TASKS (a task of an srun job step). SLURM_NTASKS alone is NOT a launch (an
+ *   sbatch script sets it too). MPI starts only when the launcher says more than one rank; when
+ *   the launcher's count differs from MPI's world size (srun without PMI: N singletons),
+ *   comm_init fails instead of running N copies that each believe they are rank 0.
+ *   A plain run is a world of one and makes no MPI call at all.
+ *
+ * MPI: MPI_Init_thread(MPI_THREAD_FUNNELED); the collectives run on a private duplicate of
+ * MPI_COMM_WORLD with MPI_ERRORS_RETURN, and any error prints one line naming the rank and the
+ * collective, then aborts the job. local_rank / local_world come from an
+ * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) communicator.
+ *
+ * Watchdog: a thread wakes once a second; each collective records its name and start time and
+ * reads c->timeout_s when it starts. One that runs longer than the timeout (> 0) prints
+ *   phaselab: rank R: collective OP did not complete within N s (a rank died or hangs); aborting
+ * and calls MPI_Abort; alarm(30) ends the process should MPI_Abort itself hang.
+ * Default timeout 300 s; PHASELAB_COMM_TIMEOUT overrides (0 disables).
+ *
+ * CPU collectives (host memory): MPI_Allreduce, MPI_Bcast, MPI_Reduce_scatter_block and an
+ * in-place MPI_Allgather, at most max_count elements per MPI call (2^31 - 1;
+ * PHASELAB_COMM_MAX_COUNT lowers it so tests exercise the chunked paths):
+ *   all-reduce / broadcast: consecutive pieces of max_count elements;
+ *   reduce-scatter of send [W, shard] when W * shard > max_count: pieces of p = max_count / W
+ *     elements of every rank's block, packed into scratch [W, p], reduced into recv + offset;
+ *   all-gather when W * shard > max_count: pieces of p elements of every block, described by a
+ *     datatype of p floats whose extent is one shard, so block r of the piece lies at r * shard.
+ * CUDA collectives (device memory, fp32): ncclReduceScatter / ncclAllGather / ncclAllReduce on
+ * the CUDA backend's stream, synchronised before returning.
+ * With a world of one every collective is an identity and calls nothing (reduce-scatter copies
+ * send's shard to recv with the backend's copy when they differ). */
+#include "trainer/comm.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <mpi.h>
+
+#include "kernels/kernels.h"
+#include "model/errors.h"
+
+#ifdef PHASELAB_CUDA
+#include <cuda_runtime.h>
+#include <nccl.h>
+/* kernels/cuda/cuda_backend.cu: the backend's stream (a cudaStream_t), so that NCCL runs in
+ * order with the ops. */
+void *cuda_backend_stream(void);
+#endif
+
+#define COMM_DEFAULT_TIMEOUT_S 300.0
+#define COMM_ABORT_GRACE_S 30 /* alarm() after the watchdog calls MPI_Abort */
+
+typedef struct CommImpl {
+    const Backend *be;     /* set by comm_attach_backend */
+    int inited_mpi;        /* we called MPI_Init_thread (so we call MPI_Finalize) */
+    int have_comm;         /* comm is a valid duplicate of MPI_COMM_WORLD */
+    MPI_Comm comm;
+    long long max_count;   /* elements per MPI call */
+    float *scratch;        /* host scratch for packed reduce-scatter pieces */
+    size_t scratch_n;
+    int is_cuda;
+#ifdef PHASELAB_CUDA
+    ncclComm_t nccl;
+    int have_nccl;
+#endif
+    /* watchdog */
+    int watchdog_running;
+    pthread_t watchdog;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    const char *op;        /* current collective, NULL when none */
+    double op_start;       /* monotonic seconds */
+    double op_timeout;     /* timeout_s read when the collective started */
+    int rank;
+} CommImpl;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- launcher detection ---- */
+
+/* Parses a positive integer environment value; -1 when absent, 0 when not a positive integer. */
+static long env_count(const char *name) {
+    const char *s = getenv(name);
+    if (!s) return -1;
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end != '\0' || v <= 0 || v > INT_MAX) return 0;
+    return v;
+}
+
+/* The number of ranks the launcher says it started (0 when no launcher was recognised), and the
+ * variable that said so. Returns -1 (err filled) on a malformed value. */
+static int launcher_ranks(const char **source, char *err) {
+    static const char *const plain[] = { "OMPI_COMM_WORLD_SIZE", "PMI_SIZE" };
+    *source = NULL;
+    for (int i = 0; i < 2; i++) {
+        long v = env_count(plain[i]);
+        if (v == 0) return set_err(err, "comm: %s='%s': expected a positive number of ranks", plain[i], getenv(plain[i]));
+        if (v > 0) { *source = plain[i]; return (int)v; }
+    }
+    const char *size_var = NULL;
+    if (getenv("PMIX_RANK"))
+        size_var = getenv("PMIX_SIZE") ? "PMIX_SIZE" : getenv("SLURM_STEP_NUM_TASKS") ? "SLURM_STEP_NUM_TASKS" : NULL;
+    if (!size_var && getenv("SLURM_PROCID") && getenv("SLURM_STEP_NUM_TASKS")) size_var = "SLURM_STEP_NUM_TASKS";
+    if (size_var) {
+        long v = env_count(size_var);
+        if (v <= 0) return set_err(err, "comm: %s='%s': expected a positive number of ranks", size_var, getenv(size_var));
+        *source = size_var;
+        return (int)v;
+    }
+    return 0;
+}
+
+/* ---- fatal errors and the watchdog ---- */
+
+static void abort_job(int code) {
+    fflush(stdout);
+    fflush(stderr);
+    signal(SIGALRM, SIG_DFL);
+    alarm(COMM_ABORT_GRACE_S);   /* should MPI_Abort itself hang */
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+}
+
+static void mpi_check(CommImpl *m, int rc, const char *op) {
+    if (rc == MPI_SUCCESS) return;
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+    fprintf(stderr, "phaselab: rank %d: collective %s failed: %s; aborting\n", m->rank, op, msg);
+    abort_job(1);
+}
+
+static void op_begin(Comm *c, const char *op) {
+    CommImpl *m = c->impl;
+    pthread_mutex_lock(&m->mu);
+    m->op = op;
+    m->op_start = mono_s();
+    m->op_timeout = c->timeout_s;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void op_end(Comm *c) {
+    CommImpl *m = c->impl;
+    pthread_mutex_lock(&m->mu);
+    m->op = NULL;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void *watchdog_main(void *arg) {
+    CommImpl *m = arg;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_sec += 1;
+        pthread_cond_timedwait(&m->cv, &m->mu, &until);
+        if (m->stop) break;
+        if (m->op && m->op_timeout > 0 && mono_s() - m->op_start > m->op_timeout) {
+            fprintf(stderr, "phaselab: rank %d: collective %s did not complete within %g s (a rank died or hangs); aborting\n",
+                    m->rank, m->op, m->op_timeout);
+            pthread_mutex_unlock(&m->mu);
+            abort_job(1);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+static int watchdog_start(CommImpl *m, char *err) {
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&m->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    /* the thread blocks every signal: handlers (SIGUSR1 ...) run on the program's threads */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&m->watchdog, NULL, watchdog_main, m);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        pthread_cond_destroy(&m->cv);
+        return set_err(err, "comm: cannot start the collective watchdog thread: %s", strerror(rc));
+    }
+    m->watchdog_running = 1;
+    return 0;
+}
+
+static void watchdog_stop(CommImpl *m) {
+    if (!m->watchdog_running) return;
+    pthread_mutex_lock(&m->mu);
+    m->stop = 1;
+    pthread_cond_signal(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    pthread_join(m->watchdog, NULL);
+    pthread_cond_destroy(&m->cv);
+    m->watchdog_running = 0;
+}
+
+/* ---- init / finalize ---- */
+
+static int env_settings(Comm *c, CommImpl *m, char *err) {
+    c->timeout_s = COMM_DEFAULT_TIMEOUT_S;
+    const char *t = getenv("PHASELAB_COMM_TIMEOUT");
+    if (t) {
+        char *end;
+        double v = strtod(t, &end);
+        if (end == t || *end != '\0' || v != v)
+            return set_err(err, "comm: PHASELAB_COMM_TIMEOUT='%s': expected a number of seconds (0 disables)", t);
+        c->timeout_s = v;
+    }
+    m->max_count = INT_MAX;
+    const char *mc = getenv("PHASELAB_COMM_MAX_COUNT");
+    if (mc) {
+        char *end;
+        errno = 0;
+        long long v = strtoll(mc, &end, 10);
+        if (errno || end == mc || *end != '\0' || v < 1)
+            return set_err(err, "comm: PHASELAB_COMM_MAX_COUNT='%s': expected a positive number of elements", mc);
+        if (v < m->max_count) m->max_count = v;
+    }
+    return 0;
+}
+
+static void free_impl(Comm *c) {
+    CommImpl *m = c->impl;
+    if (!m) return;
+    free(m->scratch);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+    c->impl = NULL;
+}
+
+int comm_init(Comm *c, int *argc, char ***argv, char *err) {
+    memset(c, 0, sizeof *c);
+    c->rank = 0;
+    c->world = 1;
+    c->local_rank = 0;
+    c->local_world = 1;
+    CommImpl *m = calloc(1, sizeof *m);
+    if (!m) return set_err(err, "comm: out of memory");
+    pthread_mutex_init(&m->mu, NULL);
+    c->impl = m;
+    if (env_settings(c, m, err) != 0) { free_impl(c); return -1; }
+
+    int forced = -1;
+    const char *f = getenv("PHASELAB_MPI");
+    if (f && *f) {
+        if (strcmp(f, "0") == 0) forced = 0;
+        else if (strcmp(f, "1") == 0) forced = 1;
+        else { free_impl(c); return set_err(err, "comm: PHASELAB_MPI='%s': expected 0 (never use MPI) or 1 (always)", f); }
+    }
+    if (forced == 0) return 0;
+    const char *source = NULL;
+    int n_launch = launcher_ranks(&source, err);
+    if (n_launch < 0) { free_impl(c); return -1; }
+    if (forced != 1 && n_launch <= 1) return 0;   /* a plain run: world of one, no MPI */
+
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        int provided = 0;
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+            free_impl(c);
+            return set_err(err, "comm: MPI_Init_thread failed");
+        }
+        m->inited_mpi = 1;
+    }
+    int world = 1, rank = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (n_launch > 0 && n_launch != world) {
+        set_err(err, "comm: the launcher started %d ranks (%s) but MPI sees a world of %d: start the ranks "
+                "with a PMI plugin that the MPI library understands (srun --mpi=pmix or --mpi=pmi2) or with mpirun",
+                n_launch, source, world);
+        if (m->inited_mpi) MPI_Finalize();
+        free_impl(c);
+        return -1;
+    }
+    c->rank = m->rank = rank;
+    c->world = world;
+    if (MPI_Comm_dup(MPI_COMM_WORLD, &m->comm) != MPI_SUCCESS) {
+        set_err(err, "comm: rank %d: MPI_Comm_dup failed", rank);
+        if (m->inited_mpi) MPI_Finalize();
+        free_impl(c);
+        return -1;
+    }
+    m->have_comm = 1;
+    MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &c->local_rank);
+        MPI_Comm_size(node, &c->local_world);
+        MPI_Comm_free(&node);
+    }
+    c->using_mpi = 1;
+    if (watchdog_start(m, err) != 0) {
+        MPI_Comm_free(&m->comm);
+        if (m->inited_mpi) MPI_Finalize();
+        free_impl(c);
+        c->using_mpi = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Collectives talk to other ranks only when MPI is up with more than one rank. */
+static int active(const Comm *c) { return c->impl && c->using_mpi && c->world > 1; }
+
+int comm_attach_backend(Comm *c, const Backend *be, char *err) {
+    CommImpl *m = c->impl;
+    if (!m) return set_err(err, "comm: comm_attach_backend before comm_init");
+    m->be = be;
+    m->is_cuda = be && be->name && strcmp(be->name, "cuda") == 0;
+    if (!active(c)) return 0;
+    /* every rank must have chosen the same backend: a cpu/cuda mix would hang in the collectives */
+    int flags[2] = { m->is_cuda, -m->is_cuda };
+    op_begin(c, "attach_backend");
+    mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, m->comm), "attach_backend");
+    op_end(c);
+    if (flags[0] != -flags[1])
+        return set_err(err, "comm: rank %d: the ranks chose different backends (some cpu, some cuda; this rank %s): "
+                       "set run.device to the same value on every rank", c->rank, m->is_cuda ? "cuda" : "cpu");
+    if (!m->is_cuda) return 0;
+#ifdef PHASELAB_CUDA
+    int n_dev = 0;
+    cudaError_t ce = cudaGetDeviceCount(&n_dev);
+    if (ce != cudaSuccess || n_dev < 1)
+        return set_err(err, "comm: rank %d: no CUDA device: %s", c->rank, ce != cudaSuccess ? cudaGetErrorString(ce) : "count 0");
+    if ((ce = cudaSetDevice(c->local_rank % n_dev)) != cudaSuccess)
+        return set_err(err, "comm: rank %d: cudaSetDevice(%d): %s", c->rank, c->local_rank % n_dev, cudaGetErrorString(ce));
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ncclResult_t nr = ncclSuccess;
+    if (c->rank == 0) nr = ncclGetUniqueId(&id);
+    int bad = nr != ncclSuccess;
+    op_begin(c, "nccl_init");
+    mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m->comm), "nccl_init");
+    if (bad) {
+        op_end(c);
+        return set_err(err, "comm: rank %d: ncclGetUniqueId on rank 0 failed%s%s", c->rank,
+                       c->rank == 0 ? ": " : "", c->rank == 0 ? ncclGetErrorString(nr) : "");
+    }
+    mpi_check(m, MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->comm), "nccl_init");
+    nr = ncclCommInitRank(&m->nccl, c->world, id, c->rank);
+    op_end(c);
+    if (nr != ncclSuccess)
+        return set_err(err, "comm: rank %d: ncclCommInitRank: %s", c->rank, ncclGetErrorString(nr));
+    m->have_nccl = 1;
+    return 0;
+#else
+    return set_err(err, "comm: rank %d: backend cuda, but phaselab was built without CUDA", c->rank);
+#endif
+}
+
+void comm_finalize(Comm *c) {
+    CommImpl *m = c->impl;
+    if (!m) { c->using_mpi = 0; return; }
+    watchdog_stop(m);
+#ifdef PHASELAB_CUDA
+    if (m->have_nccl) ncclCommDestroy(m->nccl);
+    m->have_nccl = 0;
+#endif
+    if (m->have_comm) MPI_Comm_free(&m->comm);
+    if (m->inited_mpi) MPI_Finalize();
+    free_impl(c);
+    c->using_mpi = 0;
+}
+
+void comm_abort(Comm *c, int code) {
+    if (c && c->using_mpi) abort_job(code);
+    fflush(stdout);
+    exit(code);
+}
+
+/* ---- host collectives ---- */
+
+void comm_barrier(Comm *c) {
+    if (!active(c)) return;
+    CommImpl *m = c->impl;
+    op_begin(c, "barrier");
+    mpi_check(m, MPI_Barrier(m->comm), "barrier");
+    op_end(c);
+}
+
+/* In-place MPI_Allreduce of n elements of `size` bytes, in pieces of at most max_count. */
+static void allreduce_pieces(Comm *c, void *buf, size_t n, size_t size, MPI_Datatype type, MPI_Op op, const char *name) {
+    CommImpl *m = c->impl;
+    op_begin(c, name);
+    for (size_t off = 0; off < n;) {
+        size_t len = n - off;
+        if (len > (size_t)m->max_count) len = (size_t)m->max_count;
+        mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * size, (int)len, type, op, m->comm), name);
+        off += len;
+    }
+    op_end(c);
+}
+
+void comm_allreduce_sum_host(Comm *c, double *x, int n) {
+    if (!active(c) || n <= 0) return;
+    allreduce_pieces(c, x, (size_t)n, sizeof(double), MPI_DOUBLE, MPI_SUM, "allreduce_sum_host");
+}
+
+void comm_allreduce_max_int(Comm *c, int *x, int n) {
+    if (!active(c) || n <= 0) return;
+    allreduce_pieces(c, x, (size_t)n, sizeof(int), MPI_INT, MPI_MAX, "allreduce_max_int");
+}
+
+void comm_bcast_host(Comm *c, void *buf, size_t bytes) {
+    if (!active(c) || bytes == 0) return;
+    CommImpl *m = c->impl;
+    op_begin(c, "bcast_host");
+    for (size_t off = 0; off < bytes;) {
+        size_t len = bytes - off;
+        if (len > (size_t)m->max_count) len = (size_t)m->max_count;
+        mpi_check(m, MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, 0, m->comm), "bcast_host");
+        off += len;
+    }
+    op_end(c);
+}
+
+/* ---- backend-memory collectives ---- */
+
+#ifdef PHASELAB_CUDA
+static cudaStream_t comm_stream(void) { return (cudaStream_t)cuda_backend_stream(); }
+
+static void nccl_check(Comm *c, ncclResult_t r, const char *op) {
+    if (r == ncclSuccess) return;
+    fprintf(stderr, "phaselab: rank %d: collective %s failed: NCCL: %s; aborting\n", c->rank, op, ncclGetErrorString(r));
+    abort_job(1);
+}
+
+static void cuda_sync(Comm *c, const char *op) {
+    cudaError_t e = cudaStreamSynchronize(comm_stream());
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "phaselab: rank %d: collective %s failed: CUDA: %s; aborting\n", c->rank, op, cudaGetErrorString(e));
+    abort_job(1);
+}
+
+static int use_nccl(const Comm *c) { return ((const CommImpl *)c->impl)->have_nccl; }
+#endif
+
+static float *scratch(CommImpl *m, size_t n) {
+    if (m->scratch_n < n) {
+        float *p = realloc(m->scratch, n * sizeof(float));
+        if (!p) {
+            fprintf(stderr, "phaselab: rank %d: collective reduce_scatter_sum: out of memory for %zu floats of scratch; aborting\n",
+                    m->rank, n);
+            abort_job(1);
+        }
+        m->scratch = p;
+        m->scratch_n = n;
+    }
+    return m->scratch;
+}
+
+void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t shard) {
+    if (shard == 0) return;
+    if (!active(c)) {
+        /* a world of one: recv = send's (only) shard */
+        const float *mine = send + (size_t)c->rank * shard;
+        if (mine == recv) return;
+        CommImpl *m = c->impl;
+        if (m && m->be && m->be->copy) m->be->copy(recv, mine, shard * sizeof(float));
+        else memmove(recv, mine, shard * sizeof(float));
+        return;
+    }
+    CommImpl *m = c->impl;
+    const char *name = "reduce_scatter_sum";
+    size_t W = (size_t)c->world;
+#ifdef PHASELAB_CUDA
+    if (use_nccl(c)) {
+        op_begin(c, name);
+        nccl_check(c, ncclReduceScatter(send, recv, shard, ncclFloat, ncclSum, m->nccl, comm_stream()), name);
+        cuda_sync(c, name);
+        op_end(c);
+        return;
+    }
+#endif
+    op_begin(c, name);
+    int overlaps = recv < send + W * shard && recv + shard > send;
+    if (W * shard <= (size_t)m->max_count) {
+        if (!overlaps) {
+            mpi_check(m, MPI_Reduce_scatter_block(send, recv, (int)shard, MPI_FLOAT, MPI_SUM, m->comm), name);
+        } else {   /* in place (recv = send + rank*shard): MPI forbids aliased buffers */
+            float *tmp = scratch(m, shard);
+            mpi_check(m, MPI_Reduce_scatter_block(send, tmp, (int)shard, MPI_FLOAT, MPI_SUM, m->comm), name);
+            memcpy(recv, tmp, shard * sizeof(float));
+        }
+    } else {
+        /* pieces [off, off+len) of every block, packed into scratch [W, len]. In place is safe:
+         * a piece writes only recv[off, off+len), which no later piece reads. */
+        size_t piece = (size_t)m->max_count / W;
+        if (piece < 1) piece = 1;
+        float *pack = scratch(m, W * piece);
+        for (size_t off = 0; off < shard; off += piece) {
+            size_t len = shard - off < piece ? shard - off : piece;
+            for (size_t r = 0; r < W; r++) memcpy(pack + r * len, send + r * shard + off, len * sizeof(float));
+            mpi_check(m, MPI_Reduce_scatter_block(pack, recv + off, (int)len, MPI_FLOAT, MPI_SUM, m->comm), name);
+        }
+    }
+    op_end(c);
+}
+
+void comm_allgather(Comm *c, float *buf, size_t shard) {
+    if (!active(c) || shard == 0) return;
+    CommImpl *m = c->impl;
+    const char *name = "allgather";
+    size_t W = (size_t)c->world;
+#ifdef PHASELAB_CUDA
+    if (use_nccl(c)) {
+        op_begin(c, name);
+        nccl_check(c, ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, m->nccl, comm_stream()), name);
+        cuda_sync(c, name);
+        op_end(c);
+        return;
+    }
+#endif
+    op_begin(c, name);
+    if (W * shard <= (size_t)m->max_count) {
+        mpi_check(m, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, m->comm), name);
+    } else {
+        /* pieces [off, off+len) of every block: one element of a type of len floats whose extent
+         * is one shard, so rank r's part of the piece is at buf + off + r*shard */
+        size_t piece = (size_t)m->max_count / W;
+        if (piece < 1) piece = 1;
+        for (size_t off = 0; off < shard; off += piece) {
+            size_t len = shard - off < piece ? shard - off : piece;
+            MPI_Datatype run, strided;
+            mpi_check(m, MPI_Type_contiguous((int)len, MPI_FLOAT, &run), name);
+            mpi_check(m, MPI_Type_create_resized(run, 0, (MPI_Aint)(shard * sizeof(float)), &strided), name);
+            mpi_check(m, MPI_Type_commit(&strided), name);
+            mpi_check(m, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf + off, 1, strided, m->comm), name);
+            MPI_Type_free(&strided);
+            MPI_Type_free(&run);
+        }
+    }
+    op_end(c);
+}
+
+void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
+    if (!active(c) || n == 0) return;
+#ifdef PHASELAB_CUDA
+    if (use_nccl(c)) {
+        CommImpl *m = c->impl;
+        const char *name = "allreduce_sum";
+        op_begin(c, name);
+        nccl_check(c, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->nccl, comm_stream()), name);
+        cuda_sync(c, name);
+        op_end(c);
+        return;
+    }
+#endif
+    allreduce_pieces(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, "allreduce_sum");
+}

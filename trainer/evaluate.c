@@ -1,0 +1,149 @@
+/* Validation loss by residue and gate statistics (definitions in trainer/evaluate.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "trainer/evaluate.h"
+#include "trainer/comm.h"
+#include "model/errors.h"
+#include "model/model.h"
+
+void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < nW; j++)
+            for (int g = 0; g < G; g++) {
+                const float *al = alpha + (((size_t)b * nW + j) * G + g) * W * c;   /* [W, c] */
+                double eff = 0;
+                for (int ch = 0; ch < c; ch++) {
+                    double h = 0;
+                    for (int i = 0; i < W; i++) {
+                        double p = al[i * c + ch];
+                        if (p > 0) h -= p * log(p);
+                        sum_alpha[((size_t)g * W + i) * c + ch] += p;
+                    }
+                    eff += exp(h);
+                }
+                sum_eff[g] += eff / c;
+            }
+}
+
+void gate_stats_finish(const double *sum_alpha, long n, int G, int W, int c, float *eff_static, float *profile) {
+    for (int g = 0; g < G; g++) {
+        double eff = 0;
+        for (int i = 0; i < W; i++) profile[g * W + i] = 0;
+        for (int ch = 0; ch < c; ch++) {
+            double h = 0;
+            for (int i = 0; i < W; i++) {
+                double p = n ? sum_alpha[((size_t)g * W + i) * c + ch] / n : 0;
+                if (p > 0) h -= p * log(p);
+                profile[g * W + i] += (float)(p * W / c);
+            }
+            eff += exp(h);
+        }
+        eff_static[g] = (float)(eff / c);
+    }
+}
+
+void eval_result_free(EvalResult *r) {
+    free(r->loss_by_residue);
+    free(r->eff_static);
+    free(r->eff_window);
+    free(r->profile);
+    memset(r, 0, sizeof *r);
+}
+
+int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch, int residues,
+                        Comm *comm, int show_progress, EvalResult *res, char *err) {
+    memset(res, 0, sizeof *res);
+    const int P = residues, L = mc->n_layers, G = mc->n_kv_heads, W = mc->window;
+    const int c = mc->gate == GATE_VECTOR ? mc->head_dim : 1;
+    const int gates = mc->attention == ATTN_COMPRESSED;
+    const int nW = config_n_windows(mc, T);
+    long n_val = val_set_n_windows(val);
+    /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff, 1 windows] */
+    size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
+    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + 1;
+    double *acc = calloc(n_acc, sizeof(double));
+    double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
+    double *gate_windows = sum_eff + n_eff;
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1) * micro_batch);
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro_batch), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro_batch);
+    float *losses = malloc(sizeof(float) * (size_t)T * micro_batch);
+    float *alpha = gates ? malloc(sizeof(float) * (size_t)micro_batch * nW * G * W * c) : NULL;
+    int rc = 0;
+    long mine = 0, done = 0;
+    for (long k = comm->rank; k < n_val; k += comm->world) mine++;
+    int tty = show_progress && isatty(STDERR_FILENO);
+    long k = comm->rank;
+    while (k < n_val && !rc) {
+        int B = 0;
+        for (; B < micro_batch && k < n_val; B++, k += comm->world) {
+            if (val_set_window(val, k, buf + (size_t)B * (T + 1), err)) { rc = -1; break; }
+            memcpy(tok + (size_t)B * T, buf + (size_t)B * (T + 1), sizeof(int32_t) * T);
+            memcpy(tgt + (size_t)B * T, buf + (size_t)B * (T + 1) + 1, sizeof(int32_t) * T);
+        }
+        if (rc || B == 0) break;
+        model_forward(m, tok, tgt, B, losses);
+        for (int b = 0; b < B; b++)
+            for (int t = 0; t < T; t++) {
+                loss_sum[t % P] += losses[(size_t)b * T + t];
+                count[t % P] += 1;
+            }
+        if (gates) {
+            for (int l = 0; l < L; l++)
+                for (int br = 0; br < 2; br++) {
+                    model_gate_alphas(m, l, br, B, alpha);
+                    size_t o = ((size_t)l * 2 + br);
+                    gate_stats_accumulate(alpha, B, nW, G, W, c, sum_alpha + o * G * W * c, sum_eff + o * G);
+                }
+            gate_windows[0] += (double)B * nW;
+        }
+        done += B;
+        if (tty) fprintf(stderr, "\r  evaluating: %ld/%ld validation windows", done, mine);
+    }
+    if (tty) fprintf(stderr, "\r%60s\r", "");
+    int fail = rc != 0;
+    comm_allreduce_max_int(comm, &fail, 1);
+    if (fail) {
+        if (!rc) set_err(err, "validation failed on another rank");
+        rc = -1;
+    } else {
+        comm_allreduce_sum_host(comm, acc, (int)n_acc);
+        res->residues = P;
+        res->loss_by_residue = calloc(P, sizeof(double));
+        double total = 0, ntok = 0;
+        for (int r = 0; r < P; r++) {
+            res->loss_by_residue[r] = count[r] > 0 ? loss_sum[r] / count[r] : NAN;
+            total += loss_sum[r];
+            ntok += count[r];
+        }
+        res->loss = ntok > 0 ? total / ntok : NAN;
+        res->tokens = (long)ntok;
+        res->windows = (long)(ntok / T);
+        res->has_gates = gates;
+        res->L = L; res->G = G; res->W = W;
+        if (gates) {
+            long nwin = (long)gate_windows[0];
+            res->eff_static = calloc((size_t)L * G * 2, sizeof(float));
+            res->eff_window = calloc((size_t)L * G * 2, sizeof(float));
+            res->profile = calloc((size_t)L * G * 2 * W, sizeof(float));
+            float *es = malloc(sizeof(float) * G), *pr = malloc(sizeof(float) * G * W);
+            for (int l = 0; l < L; l++)
+                for (int br = 0; br < 2; br++) {
+                    size_t o = (size_t)l * 2 + br;
+                    gate_stats_finish(sum_alpha + o * G * W * c, nwin, G, W, c, es, pr);
+                    for (int g = 0; g < G; g++) {          /* metrics layout [L, G, 2(, W)] */
+                        size_t dst = ((size_t)l * G + g) * 2 + br;
+                        res->eff_static[dst] = es[g];
+                        res->eff_window[dst] = nwin ? (float)(sum_eff[o * G + g] / nwin) : NAN;
+                        memcpy(res->profile + dst * W, pr + (size_t)g * W, sizeof(float) * W);
+                    }
+                }
+            free(es);
+            free(pr);
+        }
+    }
+    free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
+    return rc;
+}

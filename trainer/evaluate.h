@@ -1,0 +1,43 @@
+/* Evaluation on the validation set (SPEC.md section 3):
+ * - per-residue validation loss: the mean next-token cross-entropy of the tokens whose
+ *   predicted position t (the logit's position) has t mod P = r, plus the plain mean, over the
+ *   first floor(val_tokens / T) windows of the validation set;
+ * - gate concentration per layer l, KV head g and branch (0 key, 1 value), over the same windows:
+ *     static     exp(H(E[alpha]))        (entropy of the mean gate distribution)
+ *     per-window E[exp(H(alpha))]        (mean effective number of offsets of each window)
+ *     profile    g(i) = E[alpha_i] * W
+ *   H in nats; vector gates: each quantity per channel, then averaged over the channels; with
+ *   tied keys and values the value branch repeats the key branch.
+ * Windows are split round-robin over the ranks and the sums reduced, so every rank ends with
+ * the same result. */
+#ifndef PHASELAB_EVALUATE_H
+#define PHASELAB_EVALUATE_H
+#include "model/config.h"
+#include "data/loader.h"
+
+struct Model;
+struct Comm;
+
+typedef struct {
+    int residues;               /* P */
+    long windows, tokens;
+    double loss;                /* mean over every scored token */
+    double *loss_by_residue;    /* [P] */
+    int has_gates;
+    int L, G, W;
+    float *eff_static;          /* [L, G, 2] */
+    float *eff_window;          /* [L, G, 2] */
+    float *profile;             /* [L, G, 2, W] */
+} EvalResult;
+
+int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch,
+                        int residues, struct Comm *comm, int show_progress, EvalResult *res, char *err);
+void eval_result_free(EvalResult *r);
+
+/* Gate statistics of one batch of gate weights, accumulated into sums (used by
+ * evaluate_validation; exposed for tests). alpha [B, nW, G, W, c]. sum_alpha [G, W, c] +=,
+ * sum_eff [G] += sum over windows of exp(H) averaged over channels. */
+void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff);
+/* From the sums over n windows: eff_static [G], profile [G, W]. */
+void gate_stats_finish(const double *sum_alpha, long n, int G, int W, int c, float *eff_static, float *profile);
+#endif

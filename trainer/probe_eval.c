@@ -1,0 +1,147 @@
+/* Lookup-probe evaluation: batches the prompts of a probe set (data/probe.h) through
+ * model_argmax_at and turns the per-(protocol, residue) counts into accuracies with 95%
+ * Wilson intervals and the mean / worst / best / gap summary of SPEC.md section 3. */
+#include "trainer/probe_eval.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/errors.h"
+#include "model/model.h"
+
+void probe_wilson(long k, long n, double z, double *lo, double *hi) {
+    if (n <= 0) {
+        *lo = *hi = NAN;
+        return;
+    }
+    double p = (double)k / (double)n, z2 = z * z, nn = (double)n;
+    double denom = 1.0 + z2 / nn;
+    double centre = (p + z2 / (2.0 * nn)) / denom;
+    double half = z * sqrt(p * (1.0 - p) / nn + z2 / (4.0 * nn * nn)) / denom;
+    *lo = centre - half < 0.0 ? 0.0 : centre - half;
+    *hi = centre + half > 1.0 ? 1.0 : centre + half;
+}
+
+void probe_result_clear(ProbeResult *res, int residues) {
+    memset(res, 0, sizeof *res);
+    res->residues = residues < 1 ? 1 : residues > PROBE_MAX_RESIDUES ? PROBE_MAX_RESIDUES : residues;
+    probe_result_finalize(res);
+}
+
+void probe_result_finalize(ProbeResult *res) {
+    for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+        double sum = 0.0, worst = NAN, best = NAN;
+        int n = 0, wr = -1, br = -1;
+        for (int r = 0; r < res->residues; r++) {
+            long k = res->correct[p][r], t = res->total[p][r];
+            if (t <= 0) {
+                res->acc[p][r] = res->lo[p][r] = res->hi[p][r] = NAN;
+                continue;
+            }
+            double a = 100.0 * (double)k / (double)t, lo, hi;
+            probe_wilson(k, t, PROBE_Z95, &lo, &hi);
+            res->acc[p][r] = a;
+            res->lo[p][r] = 100.0 * lo;
+            res->hi[p][r] = 100.0 * hi;
+            sum += a;
+            n++;
+            if (wr < 0 || a < worst) worst = a, wr = r;
+            if (br < 0 || a > best) best = a, br = r;
+        }
+        res->present[p] = n > 0;
+        res->mean[p] = n ? sum / n : NAN;
+        res->worst[p] = worst;
+        res->best[p] = best;
+        res->gap[p] = n ? best - worst : NAN;
+        res->worst_residue[p] = wr;
+        res->best_residue[p] = br;
+    }
+}
+
+const double *probe_result_acc(const ProbeResult *res, int protocol) {
+    if (protocol < 0 || protocol >= PROBE_N_PROTOCOLS || !res->present[protocol]) return NULL;
+    return res->acc[protocol];
+}
+
+int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                         ProbeResult *res, char *err) {
+    int P = probe_set_residues(ps);
+    if (P > PROBE_MAX_RESIDUES) return set_err(err, "%s: %d residues, at most %d supported", probe_set_path(ps), P, PROBE_MAX_RESIDUES);
+    if (probe_set_max_length(ps) > T)
+        return set_err(err, "%s: prompts of %d tokens do not fit the sequence length %d", probe_set_path(ps),
+                       probe_set_max_length(ps), T);
+    if (micro_batch < 1 || world < 1 || rank < 0 || rank >= world)
+        return set_err(err, "probe_evaluate: micro_batch %d, rank %d, world %d: expected micro_batch >= 1, 0 <= rank < world",
+                       micro_batch, rank, world);
+    probe_result_clear(res, P);
+    int32_t *tokens = malloc((size_t)micro_batch * T * sizeof *tokens);     /* [B, T] */
+    int *positions = malloc((size_t)micro_batch * sizeof *positions);       /* [B] */
+    int32_t *answers = malloc((size_t)micro_batch * sizeof *answers);       /* [B] */
+    int32_t *argmax = malloc((size_t)micro_batch * sizeof *argmax);         /* [B] */
+    int *proto = malloc((size_t)micro_batch * sizeof *proto);               /* [B] */
+    int *resid = malloc((size_t)micro_batch * sizeof *resid);               /* [B] */
+    if (!tokens || !positions || !answers || !argmax || !proto || !resid) {
+        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
+        return set_err(err, "probe_evaluate: out of memory for %d x %d tokens", micro_batch, T);
+    }
+    int n = probe_set_count(ps), b = 0;
+    for (int i = rank; i < n; i += world) {
+        ProbePrompt pr;
+        probe_set_prompt(ps, i, &pr);
+        int32_t *row = tokens + (size_t)b * T;
+        memcpy(row, pr.tokens, (size_t)pr.length * sizeof *row);
+        memset(row + pr.length, 0, (size_t)(T - pr.length) * sizeof *row);
+        positions[b] = pr.length - 1;
+        answers[b] = pr.answer;
+        proto[b] = pr.protocol;
+        resid[b] = pr.residue;
+        b++;
+        if (b == micro_batch || i + world >= n) {     /* a full batch, or this rank's last prompt */
+            model_argmax_at(m, tokens, b, positions, argmax);
+            for (int j = 0; j < b; j++) {
+                res->total[proto[j]][resid[j]]++;
+                res->correct[proto[j]][resid[j]] += argmax[j] == answers[j];
+            }
+            b = 0;
+        }
+    }
+    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
+    probe_result_finalize(res);
+    return 0;
+}
+
+int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
+    return probe_evaluate_shard(m, ps, T, micro_batch, 0, 1, res, err);
+}
+
+void probe_print_table(FILE *f, const ProbeResult *res) {
+    fprintf(f, "lookup probe: top-1 accuracy A(r) %% by residue r = t_K mod %d, 95%% Wilson interval\n", res->residues);
+    fprintf(f, "%7s", "residue");
+    for (int p = 0; p < PROBE_N_PROTOCOLS; p++)
+        if (res->present[p]) fprintf(f, " | %2s %6s %11s %15s", probe_protocol_name(p), "A(r)", "correct", "95% CI");
+    fprintf(f, "\n");
+    for (int r = 0; r < res->residues; r++) {
+        fprintf(f, "%7d", r);
+        for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+            if (!res->present[p]) continue;
+            if (res->total[p][r] == 0) {
+                fprintf(f, " | %2s %6s %11s %15s", "", "-", "0/0", "-");
+                continue;
+            }
+            char cnt[48], ci[48];
+            snprintf(cnt, sizeof cnt, "%ld/%ld", res->correct[p][r], res->total[p][r]);
+            snprintf(ci, sizeof ci, "[%5.1f, %5.1f]", res->lo[p][r], res->hi[p][r]);
+            fprintf(f, " | %2s %6.1f %11s %15s", "", res->acc[p][r], cnt, ci);
+        }
+        fprintf(f, "\n");
+    }
+    for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+        if (!res->present[p]) {
+            fprintf(f, "%s: no prompts\n", probe_protocol_name(p));
+            continue;
+        }
+        fprintf(f, "%s: mean %.1f  worst %.1f (r=%d)  best %.1f (r=%d)  gap %.1f pp\n", probe_protocol_name(p),
+                res->mean[p], res->worst[p], res->worst_residue[p], res->best[p], res->best_residue[p], res->gap[p]);
+    }
+}

@@ -1,0 +1,59 @@
+/* Lookup-probe evaluation (SPEC.md section 3): runs every prompt of a probe set through the
+ * model (model_argmax_at at the query position, full-vocabulary top-1) and reports, per
+ * protocol (pp, ip) and residue r = t_K mod P, correct/total, the accuracy A(r) in percent
+ * and its 95% Wilson interval, and over the residues the mean, worst = min A(r), best and
+ * gap = best - worst in percentage points.
+ *
+ * Distributed use: probe_evaluate_shard(rank, world) scores the prompts i with
+ * i mod world == rank; sum `correct` and `total` over the ranks (e.g. MPI_Allreduce of the two
+ * long arrays), then call probe_result_finalize to recompute every derived number. */
+#ifndef PHASELAB_PROBE_EVAL_H
+#define PHASELAB_PROBE_EVAL_H
+#include <stdio.h>
+#include "data/probe.h"
+
+struct Model;
+
+#define PROBE_Z95 1.959963984540054   /* standard normal quantile for a two-sided 95% interval */
+
+typedef struct {
+    int residues;                                         /* P */
+    int present[PROBE_N_PROTOCOLS];                       /* protocol has prompts (total > 0) */
+    long correct[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
+    long total[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
+    /* derived by probe_result_finalize; percent; NaN where total = 0 */
+    double acc[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];     /* A(r) = 100 correct / total */
+    double lo[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];      /* 95% Wilson interval */
+    double hi[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
+    /* over the residues with total > 0 (NaN when none): unweighted mean of A(r), min, max,
+     * gap = best - worst in percentage points; worst/best_residue -1 when none */
+    double mean[PROBE_N_PROTOCOLS], worst[PROBE_N_PROTOCOLS], best[PROBE_N_PROTOCOLS], gap[PROBE_N_PROTOCOLS];
+    int worst_residue[PROBE_N_PROTOCOLS], best_residue[PROBE_N_PROTOCOLS];
+} ProbeResult;
+
+/* Wilson score interval for k successes in n trials at normal quantile z, as fractions in
+ * [0, 1]: centre (p + z^2/2n) / (1 + z^2/n), half-width z sqrt(p(1-p)/n + z^2/4n^2) / (1 + z^2/n).
+ * n = 0 gives NaN, NaN. */
+void probe_wilson(long k, long n, double z, double *lo, double *hi);
+
+/* Zeroes the counts for P residues (1..PROBE_MAX_RESIDUES) and finalizes (all NaN). */
+void probe_result_clear(ProbeResult *res, int residues);
+/* Recomputes present, acc, lo, hi, mean, worst, best, gap from correct and total. */
+void probe_result_finalize(ProbeResult *res);
+
+/* Scores every prompt: tokens [micro_batch, T] padded at the end with token 0, argmax at
+ * position length - 1, correct when it equals the answer. T is the model's sequence length
+ * (every prompt must fit); micro_batch <= the model's max_batch. Returns 0, or -1 with err. */
+int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err);
+/* The same over the prompts i with i mod world == rank only (res holds this rank's counts,
+ * finalized as if alone). */
+int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                         ProbeResult *res, char *err);
+
+/* Arrays for metrics_log_probe: acc of a protocol, or NULL when it has no prompts. */
+const double *probe_result_acc(const ProbeResult *res, int protocol);
+
+/* A readable table: one line per residue (A(r), correct/total, Wilson interval for pp and ip),
+ * then mean, worst (residue), best (residue) and gap per protocol. */
+void probe_print_table(FILE *f, const ProbeResult *res);
+#endif

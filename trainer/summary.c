@@ -1,0 +1,94 @@
+/* Model summary (see trainer/summary.h). Memory plan, per rank, for the CPU (fp32 activations)
+ * and CUDA (bf16 activations and working weights) backends:
+ *   weights fp32 + gradients fp32 (full buffers) + AdamW m, v (1/world of the buffer, ZeRO-1)
+ *   (+ bf16 working weights on CUDA) + the activation arena for one micro-batch. The arena size
+ *   is exact: the model is laid out on a backend that only counts bytes. */
+#include <stdio.h>
+#include <string.h>
+#include "trainer/summary.h"
+#include "model/model.h"
+#include "model/tensors.h"
+#include "kernels/kernels.h"
+
+static size_t counted;
+static void *count_alloc(size_t bytes) { counted += bytes; return (void *)64; }
+static void count_free(void *p) { (void)p; }
+static void count_upload(void *d, const void *s, size_t n) { (void)d; (void)s; (void)n; }
+
+/* bytes of the activation arena for micro-batch B of T tokens */
+static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_bytes) {
+    Backend counting;
+    memset(&counting, 0, sizeof counting);
+    counting.name = "count";
+    counting.act_bytes = act_bytes;
+    counting.alloc = count_alloc;
+    counting.free = count_free;
+    counting.upload = count_upload;
+    char err[1024];
+    Model *m = model_create(mc, &counting, B, T, err);
+    if (!m) return 0;
+    size_t bytes = model_arena_bytes(m);
+    model_free(m);
+    return bytes;
+}
+
+static void human(double bytes, char *out, int len) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (bytes >= 1024 && i < 4) { bytes /= 1024; i++; }
+    snprintf(out, len, "%.2f %s", bytes, u[i]);
+}
+
+int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
+    TensorTable tt;
+    if (tensor_table_build(&tt, &cfg->model, err)) return -1;
+    const ModelConfig *m = &cfg->model;
+    const int T = cfg->data.seq_len;
+    fprintf(f, "model: %s attention", m->attention == ATTN_FULL ? "full" : "compressed");
+    if (m->attention == ATTN_COMPRESSED)
+        fprintf(f, " W%d/S%d (%s gate%s, %s%s%s, local %s, compressor %s%s)", m->window, m->stride,
+                m->gate == GATE_SCALAR ? "scalar" : m->gate == GATE_VECTOR ? "vector" : "uniform",
+                m->gate_bias ? "" : " without bias",
+                (m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK) ? "tied K/V" : "separate K/V",
+                m->post_norm ? ", post-norm" : "", m->qk_norm ? "" : ", no QK-norm",
+                m->local == LOCAL_TAIL ? "tail" : "window", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : "paper",
+                m->attn_sink ? ", attention sink" : "");
+    fprintf(f, "\n  d_model %d, %d layers, %d query heads, %d KV heads, head_dim %d, d_ff %d, vocab %d, RoPE on %d dims\n",
+            m->d_model, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->d_ff, m->vocab_size, m->rope_dims);
+    fprintf(f, "\n%-64s %-24s %14s\n", "tensor", "shape", "parameters");
+    for (int i = 0; i < tt.n; i++) {
+        const TensorInfo *t = &tt.t[i];
+        /* layer 0 and the last layer in full; the identical middle layers elided */
+        if (t->layer > 0 && t->layer < m->n_layers - 1) {
+            if (t->layer == 1 && strstr(t->name, "input_layernorm"))
+                fprintf(f, "  ... layers 1..%d hold the same tensors as layer 0 ...\n", m->n_layers - 2);
+            continue;
+        }
+        char shape[64] = "[";
+        for (int k = 0; k < t->ndim; k++)
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%lld", k ? ", " : "", (long long)t->shape[k]);
+        strcat(shape, "]");
+        fprintf(f, "%-64s %-24s %14zu\n", t->name, shape, t->numel);
+    }
+    fprintf(f, "\nparameters: %zu\n", tt.n_params);
+    size_t emb = (size_t)m->vocab_size * m->d_model;
+    fprintf(f, "parameters without the embedding: %zu\n", tt.n_params - emb * (m->tie_embeddings ? 1 : 2));
+    double fpt = model_flops_per_token(m, T);
+    fprintf(f, "FLOPs per token (training, forward + backward) at seq_len %d: %.4g (%.3f GFLOP)\n", T, fpt, fpt / 1e9);
+    long Bg = cfg->train.batch_tokens / T;
+    int micro = cfg->train.micro_batch;
+    fprintf(f, "batch: %ld tokens = %ld sequences per step; micro-batch %d; world %d -> %ld accumulation steps per rank\n",
+            cfg->train.batch_tokens, Bg, micro, world, (Bg / world + micro - 1) / micro);
+    for (int cuda = 0; cuda < 2; cuda++) {
+        char a[32], b[32], c[32], d[32], e[32], wk[32];
+        double w = tt.n_floats * 4.0, g = w, opt = 2.0 * w / world, work = cuda ? tt.n_floats * 2.0 : 0;
+        double arena = (double)arena_estimate(m, micro, T, cuda ? 2 : 4);
+        human(w, a, 32); human(g, b, 32); human(opt, c, 32); human(arena, d, 32); human(work, wk, 32);
+        human(w + g + opt + work + arena, e, 32);
+        fprintf(f, "memory plan per rank, %s: weights %s + gradients %s + AdamW state %s%s%s + activations %s "
+                "(micro-batch %d) = %s\n", cuda ? "CUDA backend (bf16 activations)" : "CPU backend (fp32)", a, b, c,
+                cuda ? " + bf16 working weights " : "", cuda ? wk : "", d, micro, e);
+    }
+    tensor_table_free(&tt);
+    return 0;
+}

@@ -1,0 +1,392 @@
+/* The training loop.
+ *
+ *  1. Run directory RUN = run.dir/run.name: resolved config.ini, log.txt, metrics.h5 (rank 0),
+ *     checkpoints/.
+ *  2. Data: training windows of T+1 tokens from [data] train in a deterministic shuffled order
+ *     (data/loader.h: sample g of the run is a pure function of g and the seed); the global batch
+ *     of step s is samples [s*Bg, (s+1)*Bg), Bg = batch_tokens / T, split into equal contiguous
+ *     parts over the ranks, each processed in micro-batches of train.micro_batch sequences with
+ *     gradient accumulation. The union over ranks of one step is the single-process batch.
+ *  3. Loss scale 1/(Bg*T): the accumulated gradient is that of the global mean loss.
+ *  4. Optimizer step: ZeRO-1 AdamW (trainer/optimizer.h) with the warm-up + cosine schedule and
+ *     global-norm clipping. A non-finite loss or gradient norm skips the update (counted and
+ *     logged); max_bad_steps in a row stop the run with exit status 3, the last checkpoint intact.
+ *  5. Every log_every steps a progress line and a /train row; every eval.every steps (and at
+ *     the end) the per-residue validation loss, gate statistics and lookup probe; every
+ *     checkpoint.every steps (and at the end) a checkpoint.
+ *  6. Resume: the same command on an existing run directory continues from the newest complete
+ *     checkpoint, bit for bit as if never interrupted (CPU, same thread count); a config change
+ *     that breaks this (model, data, batch, seed) is refused. SIGTERM, SIGUSR1 and SIGINT make
+ *     every rank finish the current step, write a checkpoint and exit 0. */
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "trainer/trainer.h"
+#include "trainer/checkpoint.h"
+#include "trainer/comm.h"
+#include "trainer/evaluate.h"
+#include "trainer/fsutil.h"
+#include "trainer/log.h"
+#include "trainer/metrics.h"
+#include "trainer/optimizer.h"
+#include "trainer/probe_eval.h"
+#include "trainer/schedule.h"
+#include "data/loader.h"
+#include "data/probe.h"
+#include "kernels/kernels.h"
+#include "model/errors.h"
+#include "model/model.h"
+
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct {
+    Config *cfg;
+    Comm *comm;
+    const Backend *be;
+    Model *model;
+    Optimizer opt;
+    TrainLoader *loader;
+    ValSet *val;
+    ProbeSet *probe;
+    Metrics *metrics;
+    TrainState st;
+    char run_dir[2048];
+    const char *code_version;
+    double flops_per_token;
+    int micro;
+} Trainer;
+
+/* Refuses a resume whose config would not continue the same run; notes harmless changes. */
+static int check_resume_config(const Config *now, const char *ckpt_dir, const TrainState *st, const char *data_fp,
+                               char *err) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/config.ini", ckpt_dir);
+    Config then;
+    char lerr[ERR_LEN];
+    if (config_load(&then, path, 0, NULL, lerr)) return set_err(err, "cannot read the checkpoint's config: %s", lerr);
+    char why[2048] = "";
+#define DIFF(cond, what) \
+    if (cond) snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", what)
+    DIFF(memcmp(&now->model, &then.model, sizeof now->model) != 0, "[model] differs (shape or variant)");
+    DIFF(now->data.seq_len != then.data.seq_len, "data.seq_len differs");
+    DIFF(now->train.batch_tokens != then.train.batch_tokens, "train.batch_tokens differs");
+    DIFF(now->train.seed != then.train.seed, "train.seed differs");
+    DIFF(strcmp(data_fp, st->data_fingerprint) != 0,
+         "the training data (the files matched by data.train, or their sizes) differ");
+#undef DIFF
+    if (why[0])
+        return set_err(err, "refusing to resume %s: %s. That would not continue the same run: start a new run "
+                       "(run.name=...) or restore the original config", ckpt_dir, why);
+    char notes[1024] = "";
+#define NOTE(cond, what) if (cond) snprintf(notes + strlen(notes), sizeof notes - strlen(notes), " [%s]", what)
+    NOTE(now->train.steps != then.train.steps, "train.steps");
+    NOTE(now->train.lr != then.train.lr || now->train.min_lr != then.train.min_lr ||
+         now->train.warmup_steps != then.train.warmup_steps, "learning-rate schedule");
+    NOTE(now->train.micro_batch != then.train.micro_batch, "train.micro_batch: sums change order, not bitwise identical");
+    NOTE(now->eval.every != then.eval.every || now->eval.val_tokens != then.eval.val_tokens, "eval settings");
+    NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
+    NOTE(now->run.log_every != then.run.log_every, "run.log_every");
+#undef NOTE
+    if (notes[0]) logf_("resume: changed since the checkpoint:%s\n", notes);
+    return 0;
+}
+
+static int run_evaluation(Trainer *tr, char *err) {
+    Config *cfg = tr->cfg;
+    int T = cfg->data.seq_len;
+    if (tr->val) {
+        EvalResult r;
+        double t0 = now_seconds();
+        if (evaluate_validation(tr->model, &cfg->model, tr->val, T, tr->micro, cfg->eval.residues, tr->comm,
+                                tr->comm->rank == 0, &r, err))
+            return -1;
+        double worst = -INFINITY, best = INFINITY;
+        int worst_r = 0, best_r = 0;
+        for (int i = 0; i < r.residues; i++) {
+            if (r.loss_by_residue[i] > worst) { worst = r.loss_by_residue[i]; worst_r = i; }
+            if (r.loss_by_residue[i] < best) { best = r.loss_by_residue[i]; best_r = i; }
+        }
+        logf_("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
+              tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, now_seconds() - t0);
+        int rc = 0;
+        if (tr->metrics) {
+            rc = metrics_log_val(tr->metrics, tr->st.step, r.loss, r.loss_by_residue, err);
+            if (!rc && r.has_gates)
+                rc = metrics_log_gates(tr->metrics, tr->st.step, r.eff_static, r.eff_window, r.profile, err);
+        }
+        eval_result_free(&r);
+        if (rc) return -1;
+    }
+    if (tr->probe) {
+        ProbeResult pr;
+        double t0 = now_seconds();
+        if (probe_evaluate_shard(tr->model, tr->probe, T, tr->micro, tr->comm->rank, tr->comm->world, &pr, err))
+            return -1;
+        int n = PROBE_N_PROTOCOLS * PROBE_MAX_RESIDUES;      /* sum the counts over the ranks */
+        double *sums = malloc(sizeof(double) * 2 * n);
+        long *correct = &pr.correct[0][0], *total = &pr.total[0][0];
+        for (int i = 0; i < n; i++) { sums[i] = (double)correct[i]; sums[n + i] = (double)total[i]; }
+        comm_allreduce_sum_host(tr->comm, sums, 2 * n);
+        for (int i = 0; i < n; i++) { correct[i] = (long)sums[i]; total[i] = (long)sums[n + i]; }
+        free(sums);
+        probe_result_finalize(&pr);
+        logf_("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
+              "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
+              pr.worst[1], pr.gap[1], now_seconds() - t0);
+        if (tr->metrics &&
+            metrics_log_probe(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1), err))
+            return -1;
+    }
+    return 0;
+}
+
+static int save_checkpoint(Trainer *tr, char *err) {
+    double t0 = now_seconds();
+    if (checkpoint_save(tr->run_dir, &tr->st, tr->cfg, tr->model, &tr->opt, tr->comm, tr->code_version,
+                        tr->cfg->checkpoint.keep, err))
+        return -1;
+    logf_("checkpoint step %ld -> %s/checkpoints/step_%08ld (%.1fs)\n", tr->st.step, tr->run_dir, tr->st.step,
+          now_seconds() - t0);
+    return 0;
+}
+
+/* Returns 0, -1 (runtime error) or -2 (bad config / refused resume). */
+static int setup(Trainer *tr, char *err) {
+    Config *cfg = tr->cfg;
+    Comm *comm = tr->comm;
+    const int T = cfg->data.seq_len;
+    snprintf(tr->run_dir, sizeof tr->run_dir, "%s/%s", cfg->run.dir, cfg->run.name);
+    int fail = 0;
+    char lerr[ERR_LEN] = "";
+    if (comm->rank == 0) {
+        char path[4096];
+        if (fs_mkdirs(tr->run_dir, lerr)) fail = 1;
+        snprintf(path, sizeof path, "%s/log.txt", tr->run_dir);
+        if (!fail && log_open(path, lerr)) fail = 1;
+        if (!fail) checkpoint_clean_tmp(tr->run_dir);
+    }
+    comm_allreduce_max_int(comm, &fail, 1);
+    if (fail) return set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not set up the run directory");
+    logf_("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
+
+    long Bg = cfg->train.batch_tokens / T;
+    if (Bg % comm->world) {
+        set_err(err, "%s: [train] batch_tokens: %ld sequences per step do not split evenly over %d ranks; use a "
+                "multiple of %ld tokens", cfg->source, Bg, comm->world, (long)T * comm->world);
+        return -2;
+    }
+    if (!cfg->data.train[0]) {
+        set_err(err, "%s: [data] train: no training data given (a glob of token shards is expected)", cfg->source);
+        return -2;
+    }
+    if (train_loader_open(&tr->loader, cfg->data.train, T, (uint32_t)cfg->model.vocab_size, cfg->train.seed, err))
+        return -1;
+    if (cfg->data.val[0] &&
+        val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
+        return -1;
+    if (cfg->eval.probe[0] && probe_set_load(&tr->probe, cfg->eval.probe, (uint32_t)cfg->model.vocab_size, T, err))
+        return -1;
+    logf_("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
+          (unsigned long long)train_loader_n_windows(tr->loader), T, train_loader_n_files(tr->loader),
+          tr->val ? val_set_n_windows(tr->val) : 0L, tr->probe ? "probe set loaded" : "no probe set");
+
+    TensorTable tt;
+    if (tensor_table_build(&tt, &cfg->model, err)) return -2;
+    size_t padded = optimizer_padded_floats(&tt, comm->world);
+    tensor_table_free(&tt);
+    tr->micro = cfg->train.micro_batch;
+    if (tr->micro > Bg / comm->world) tr->micro = (int)(Bg / comm->world);
+    tr->model = model_create_padded(&cfg->model, tr->be, tr->micro, T, padded, err);
+    if (!tr->model) return -1;
+    const TensorTable *mt = model_tensors(tr->model);
+    if (optimizer_init(&tr->opt, tr->be, comm, mt, cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
+                       cfg->train.weight_decay, cfg->train.grad_clip, err))
+        return -1;
+    tr->flops_per_token = model_flops_per_token(&cfg->model, T);
+    logf_("model: %zu parameters | %.4g FLOPs per token | micro-batch %d x %d | %ld accumulation steps per rank\n",
+          mt->n_params, tr->flops_per_token, tr->micro, T, (Bg / comm->world + tr->micro - 1) / tr->micro);
+
+    memset(&tr->st, 0, sizeof tr->st);
+    char data_fp[LOADER_FINGERPRINT_LEN + 1];
+    train_loader_fingerprint(tr->loader, data_fp);
+    char ckpt[4096];
+    TrainState st;
+    int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
+    if (found < 0) return -1;
+    if (found) {
+        if (check_resume_config(cfg, ckpt, &st, data_fp, err)) return -2;
+        if (checkpoint_load(ckpt, tr->model, &tr->opt, &st, err)) return -1;
+        tr->st = st;
+        logf_("resumed from %s (step %ld, %ld tokens%s)\n", ckpt, st.step, st.tokens,
+              st.world_size != comm->world ? "; optimizer state re-sharded for the new world size" : "");
+    } else {
+        model_init_params(tr->model, cfg->train.seed);
+        tr->st.seed = cfg->train.seed;
+        snprintf(tr->st.data_fingerprint, sizeof tr->st.data_fingerprint, "%s", data_fp);
+    }
+    tr->st.world_size = comm->world;
+    if (comm->rank == 0) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/config.ini", tr->run_dir);
+        if (config_write(cfg, path, lerr)) fail = 1;
+        snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
+        MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
+                              cfg->model.attention == ATTN_COMPRESSED};
+        char *cfg_text = config_to_string(cfg);
+        if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
+        free(cfg_text);
+        fail = fail || tr->metrics == NULL;
+    }
+    comm_allreduce_max_int(comm, &fail, 1);
+    if (fail) return set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not open the metrics file");
+    return 0;
+}
+
+static void teardown(Trainer *tr) {
+    if (tr->metrics) metrics_close(tr->metrics);
+    optimizer_free(&tr->opt);
+    model_free(tr->model);
+    if (tr->loader) train_loader_close(tr->loader);
+    if (tr->val) val_set_close(tr->val);
+    if (tr->probe) probe_set_free(tr->probe);
+    log_close();
+}
+
+int train_main(Config *cfg, Comm *comm, const char *code_version) {
+    char err[ERR_LEN] = "";
+    Trainer tr;
+    memset(&tr, 0, sizeof tr);
+    tr.cfg = cfg;
+    tr.comm = comm;
+    tr.code_version = code_version;
+    log_set_quiet(comm->rank != 0);
+    tr.be = backend_select(cfg->run.device, cfg->run.threads, comm->local_rank, err);
+    if (!tr.be) { log_error("%s", err); return 2; }
+    if (comm_attach_backend(comm, tr.be, err)) { log_error("%s", err); return 1; }
+    int rc = setup(&tr, err);
+    if (rc) {
+        log_error("%s", err);
+        teardown(&tr);
+        return rc == -2 ? 2 : 1;
+    }
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+
+    const int T = cfg->data.seq_len, micro = tr.micro;
+    const long Bg = cfg->train.batch_tokens / T, Br = Bg / comm->world;
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1));
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro);
+    const double loss_scale = 1.0 / ((double)Bg * T);
+    const long start_step = tr.st.step;
+    const int step_width = snprintf(NULL, 0, "%ld", cfg->train.steps);
+    double t_start = now_seconds(), t_window = t_start;
+    long window_tokens = 0, last_ckpt = start_step;
+    int consecutive_bad = 0, exit_code = 0;
+    if (start_step >= cfg->train.steps) logf_("run already at step %ld of %ld: nothing to do\n", start_step, cfg->train.steps);
+
+    while (tr.st.step < cfg->train.steps) {
+        const long step = tr.st.step;
+        double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
+        model_zero_grads(tr.model);
+        double loss_sum = 0.0;
+        uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
+        for (long i = 0; i < Br && !rc; i += micro) {
+            int B = (int)(Br - i < micro ? Br - i : micro);
+            for (int b = 0; b < B && !rc; b++) {
+                if (train_loader_sample(tr.loader, first + i + b, buf, err)) { rc = -1; break; }
+                memcpy(tok + (size_t)b * T, buf, sizeof(int32_t) * T);
+                memcpy(tgt + (size_t)b * T, buf + 1, sizeof(int32_t) * T);
+            }
+            if (rc) break;
+            double mean = model_forward_backward(tr.model, tok, tgt, B, loss_scale, NULL);
+            loss_sum += mean * B * T;
+        }
+        int fail = rc != 0;
+        comm_allreduce_max_int(comm, &fail, 1);
+        if (fail) {
+            log_error("%s", rc ? err : "a data error on another rank stopped the run");
+            exit_code = 1;
+            break;
+        }
+        comm_allreduce_sum_host(comm, &loss_sum, 1);
+        double loss = loss_sum / ((double)Bg * T);
+        double gnorm = 0.0;
+        int applied = optimizer_step(&tr.opt, model_params(tr.model), model_grads(tr.model), lr, isfinite(loss), &gnorm);
+        tr.st.step++;
+        tr.st.samples += (uint64_t)Bg;
+        tr.st.tokens += Bg * T;
+        window_tokens += Bg * T;
+        if (applied) {
+            model_params_updated(tr.model);
+            consecutive_bad = 0;
+        } else {
+            tr.st.skipped_steps++;
+            consecutive_bad++;
+            logf_("step %ld: non-finite %s (loss %g, grad norm %g): update skipped (%d in a row, %ld in total)\n",
+                  tr.st.step, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm, consecutive_bad, tr.st.skipped_steps);
+            if (consecutive_bad >= cfg->train.max_bad_steps) {
+                log_error("%d non-finite steps in a row (train.max_bad_steps = %d): stopping; the last checkpoint "
+                          "(step %ld) is intact", consecutive_bad, cfg->train.max_bad_steps, last_ckpt);
+                exit_code = 3;
+                break;
+            }
+        }
+        tr.st.updates = tr.opt.updates;
+        const long s = tr.st.step;
+        const int last = s == cfg->train.steps;
+        if (s % cfg->run.log_every == 0 || last || s == start_step + 1) {
+            double now = now_seconds();
+            double tps = window_tokens / (now - t_window > 1e-9 ? now - t_window : 1e-9);
+            double mfu = tps * tr.flops_per_token / (tr.be->peak_flops * comm->world);
+            double elapsed = now - t_start;
+            double eta = elapsed / (double)(s - start_step) * (double)(cfg->train.steps - s);
+            char el[32], et[32];
+            format_duration(elapsed, el, sizeof el);
+            format_duration(eta, et, sizeof et);
+            logf_("step %*ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
+                  step_width, s, cfg->train.steps, loss, lr, gnorm, tps, 100 * mfu, el, et);
+            if (tr.metrics && metrics_log_train(tr.metrics, s, tr.st.tokens, loss, lr, gnorm, tps, mfu, err)) {
+                log_error("%s", err);
+                exit_code = 1;
+                break;
+            }
+            t_window = now;
+            window_tokens = 0;
+        }
+        if ((cfg->eval.every > 0 && s % cfg->eval.every == 0) || last) {
+            if (run_evaluation(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
+        }
+        int sig = stop_signal;
+        comm_allreduce_max_int(comm, &sig, 1);
+        if ((cfg->checkpoint.every > 0 && s % cfg->checkpoint.every == 0) || last || sig) {
+            if (save_checkpoint(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
+            last_ckpt = s;
+        }
+        if (sig) {
+            logf_("signal %d: stopped after step %ld with a checkpoint; run the same command to resume\n", sig, s);
+            break;
+        }
+    }
+    if (exit_code == 0 && tr.st.step >= cfg->train.steps && start_step < cfg->train.steps) {
+        char el[32];
+        format_duration(now_seconds() - t_start, el, sizeof el);
+        logf_("done: %ld steps, %ld tokens in %s; run directory %s\n", tr.st.step, tr.st.tokens, el, tr.run_dir);
+    }
+    free(buf); free(tok); free(tgt);
+    teardown(&tr);
+    return exit_code;
+}
