@@ -10,7 +10,8 @@ set -u
 cd "$(dirname "$0")/.."
 pass=0; fail=0; skip=0; failed_names=()
 progs=()
-for p in build/tests/test_* build/tests/gpu/test_* tests/test_*.py tests/test_*.sh; do
+B=${BUILD:-build}
+for p in $B/tests/test_* $B/tests/gpu/test_* tests/test_*.py tests/test_*.sh; do
   [ -e "$p" ] || continue
   case "$p" in *.o|*.d) continue;; esac
   [ -n "${TESTS:-}" ] && [[ "$p" != *${TESTS}* ]] && continue

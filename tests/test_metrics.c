@@ -28,7 +28,7 @@
 
 #include "model/errors.h"
 #include "tests/check.h"
-#include "train/metrics.h"
+#include "trainer/metrics.h"
 
 #define SCRATCH "build/scratch/test_metrics"
 

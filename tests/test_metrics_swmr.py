@@ -1,4 +1,4 @@
-"""SWMR check of the metrics.h5 writer (train/metrics.c) from the reader's side.
+"""SWMR check of the metrics.h5 writer (trainer/metrics.c) from the reader's side.
 
 Spawns `build/tests/test_metrics --writer PATH` (tests/test_metrics.c), which opens a new
 metrics file in SWMR mode and appends one row to every group each time it reads "next" on

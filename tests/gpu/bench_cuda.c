@@ -1,0 +1,108 @@
+/* CUDA training-step benchmark (a program, not a test): the Qwen3-0.6B shape (D 1024, 28 layers,
+ * H 16, d 128, FFN 3072, vocab 151936, tied) at T = 4096, full steps (forward, backward with the
+ * fused classifier, AdamW over every parameter, refresh of the bf16 working weights), for
+ *   full attention, 8 KV heads;  compressed W8/S8 (paper defaults), 8 KV heads;  W8/S8, 1 KV head.
+ * Prints tokens/s, MFU (model_flops_per_token x tokens/s / the backend's peak bf16 FLOP/s),
+ * peak device memory allocated through the backend, and the forward-only share of a step.
+ * Usage: bench_cuda [micro_batch (default 4)] [timed steps (default 5)] */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/errors.h"
+#include "model/model.h"
+
+#ifndef PHASELAB_CUDA
+int main(void) {
+    printf("bench_cuda: built without CUDA\n");
+    return 0;
+}
+#else
+size_t cuda_backend_peak_bytes(void);
+void cuda_backend_reset_peak(void);
+
+static double seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+typedef struct { const char *name; int compressed, kv_heads; } BenchCase;
+
+int main(int argc, char **argv) {
+    int B = argc > 1 ? atoi(argv[1]) : 4, steps = argc > 2 ? atoi(argv[2]) : 5;
+    const int T = 4096, warmup = 2;
+    char err[ERR_LEN] = "";
+    const Backend *be = backend_cuda(0, err);
+    if (!be) {
+        printf("bench_cuda: no GPU: %s\n", err);
+        return 0;
+    }
+    printf("bench_cuda: Qwen3-0.6B shape, T=%d, micro-batch %d (%d tokens/step), peak %.0f TFLOP/s\n", T, B, B * T,
+           be->peak_flops / 1e12);
+    BenchCase cases[] = {{"full attention, 8 KV heads", 0, 8},
+                         {"compressed W8/S8, 8 KV heads", 1, 8},
+                         {"compressed W8/S8, 1 KV head", 1, 1}};
+    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
+    uint64_t s = 7;
+    for (int i = 0; i < B * T; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        tok[i] = (int32_t)((s >> 33) % 151936);
+    }
+    for (int i = 0; i < B * T; i++) tgt[i] = tok[(i + 1) % (B * T)];
+    for (int ci = 0; ci < 3; ci++) {
+        Config c;
+        config_defaults(&c);
+        ModelConfig m = c.model;
+        m.attention = cases[ci].compressed ? ATTN_COMPRESSED : ATTN_FULL;
+        m.window = 8;
+        m.stride = 8;
+        m.n_kv_heads = cases[ci].kv_heads;
+        cuda_backend_reset_peak();
+        Model *mod = model_create(&m, be, B, T, err);
+        if (!mod) {
+            printf("bench_cuda %s: model_create failed: %s\n", cases[ci].name, err);
+            continue;
+        }
+        model_init_params(mod, 1);
+        const TensorTable *tt = model_tensors(mod);
+        size_t n = tt->n_floats;
+        float *opt_m = be->alloc(n * sizeof(float)), *opt_v = be->alloc(n * sizeof(float));
+        if (!opt_m || !opt_v) {
+            printf("bench_cuda %s: cannot allocate the optimizer state\n", cases[ci].name);
+            model_free(mod);
+            continue;
+        }
+        double t0 = 0, loss = 0;
+        for (int it = 0; it < warmup + steps; it++) {
+            if (it == warmup) { be->synchronize(); t0 = seconds(); }
+            model_zero_grads(mod);
+            loss = model_forward_backward(mod, tok, tgt, B, 1.0 / (B * T), NULL);
+            be->adamw(model_params(mod), model_grads(mod), opt_m, opt_v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f);
+            model_params_updated(mod);
+        }
+        be->synchronize();
+        double dt = (seconds() - t0) / steps;
+        /* forward only */
+        be->synchronize();
+        double f0 = seconds();
+        for (int it = 0; it < 2; it++) model_forward(mod, tok, tgt, B, NULL);
+        be->synchronize();
+        double dtf = (seconds() - f0) / 2;
+        double tps = B * T / dt;
+        double mfu = model_flops_per_token(&m, T) * tps / be->peak_flops;
+        printf("bench_cuda %-30s %9.0f tokens/s  MFU %5.1f%%  step %.3f s (forward %.3f s)  peak memory %.2f GiB  "
+               "loss %.3f  params %.1fM\n",
+               cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes() / 1073741824.0, loss, tt->n_params / 1e6);
+        fflush(stdout);
+        be->free(opt_m);
+        be->free(opt_v);
+        model_free(mod);
+    }
+    free(tok);
+    free(tgt);
+    return 0;
+}
+#endif

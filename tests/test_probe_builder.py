@@ -1,0 +1,180 @@
+"""Tests of tools/make-probe: builds small probe sets and reads them back with an independent
+parser of the format documented in data/probe.h, then checks the structure of every prompt
+(64 key-value records with distinct keys, 8 demonstrations repeated from the list, the target
+key last, the right answer), the synthetic vocabulary ranges, the common query position, and
+the balance: equal mean and variance of t_K across residue groups in both protocols."""
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, finish, skip  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "tools", "make-probe")
+SCRATCH = os.path.join(ROOT, "build", "scratch", "test_probe_builder")
+os.makedirs(SCRATCH, exist_ok=True)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True)
+
+
+def parse(path):
+    b = open(path, "rb").read()
+    assert b[:8] == b"PHLPRBv1", "magic"
+    hdr, rec, n, P, vocab, maxlen, ntok = struct.unpack_from("<IIIIIIQ", b, 8)
+    fp = b[40:104].rstrip(b"\0").decode()
+    q, nrec, ndemo = struct.unpack_from("<III", b, 104)
+    assert hdr == 256 and rec == 32, "sizes"
+    assert len(b) == 256 + 32 * n + 4 * ntok, "file length"
+    toks = np.frombuffer(b, dtype="<u4", offset=256 + 32 * n, count=ntok)
+    prompts = []
+    for i in range(n):
+        proto, res, tk, ans, length, tidx, off = struct.unpack_from("<IIIIIIQ", b, 256 + 32 * i)
+        prompts.append(dict(protocol=proto, residue=res, t_key=tk, answer=ans, target_index=tidx,
+                            tokens=toks[off:off + length].astype(np.int64)))
+    return dict(P=P, vocab=vocab, max_len=maxlen, fingerprint=fp, q=q, records=nrec, demos=ndemo,
+                prompts=prompts, raw=b)
+
+
+def structure_errors(pr, q, is_filler, is_key, is_value):
+    """Returns a list of what is wrong with one prompt (empty when it is well formed)."""
+    t, tk = pr["tokens"], pr["t_key"]
+    errs = []
+    if len(t) != q + 1:
+        errs.append(f"length {len(t)} != {q + 1}")
+        return errs
+    nonfill = [i for i in range(len(t)) if not is_filler(t[i])]
+    if len(nonfill) != 2 * 64 + 2 * 8 + 1:
+        errs.append(f"{len(nonfill)} non-filler tokens")
+        return errs
+    pairs = [(nonfill[2 * i], nonfill[2 * i + 1]) for i in range(72)]
+    if any(b != a + 1 for a, b in pairs):
+        errs.append("a key is not directly followed by its value")
+    if not all(is_key(t[a]) and is_value(t[b]) for a, b in pairs):
+        errs.append("key/value token ranges")
+    recs = [(int(t[a]), int(t[b])) for a, b in pairs[:64]]
+    table = dict(recs)
+    if len(table) != 64:
+        errs.append("keys not distinct")
+    demos = [(int(t[a]), int(t[b])) for a, b in pairs[64:]]
+    if any(table.get(k) != v for k, v in demos):
+        errs.append("a demo is not a record of the list")
+    if len({k for k, _ in demos}) != 8:
+        errs.append("demos repeat")
+    query = int(t[nonfill[-1]])
+    if nonfill[-1] != q or query not in table:
+        errs.append("the last token is not a key of the list")
+    elif query in {k for k, _ in demos}:
+        errs.append("the target is among the demos")
+    elif table[query] != pr["answer"]:
+        errs.append(f"answer {pr['answer']} != the target's value {table[query]}")
+    if pairs[pr["target_index"]][0] != tk or int(t[tk]) != query:
+        errs.append(f"t_K {tk} is not the target key's position in the list")
+    if pr["protocol"] == 0 and pairs[63][0] - pairs[0][0] != 126:
+        errs.append("pp list is not contiguous")
+    return errs
+
+
+# ---- synthetic set, default max-len (256), 48 prompts per residue -----------------------------
+N, P = 48, 24
+out = os.path.join(SCRATCH, "synth.probe")
+r = run("--synthetic", "--out", out, "--per-residue", str(N), "--seed", "7", "--quiet")
+check(r.returncode == 0 and os.path.exists(out), "builds_synthetic", r.stderr.strip())
+if r.returncode != 0:
+    finish()
+print("# " + r.stdout.strip().replace("\n", "\n# "))
+d = parse(out)
+prompts = d["prompts"]
+check(d["P"] == P and d["vocab"] == 256 and d["fingerprint"] == "synthetic" and len(prompts) == 2 * P * N,
+      "header_fields", f"P {d['P']} vocab {d['vocab']} fp {d['fingerprint']} n {len(prompts)}")
+check(d["max_len"] <= 256 and all(len(p["tokens"]) <= 256 for p in prompts), "fits_max_len", f"max {d['max_len']}")
+
+is_filler = lambda x: 208 <= x <= 255
+is_key = lambda x: 16 <= x <= 79
+is_value = lambda x: 80 <= x <= 207
+bad = []
+for i, p in enumerate(prompts):
+    e = structure_errors(p, d["q"], is_filler, is_key, is_value)
+    if e:
+        bad.append(f"prompt {i}: {'; '.join(e)}")
+check(not bad, "prompt_structure_records_demos_target", "; ".join(bad[:3]))
+check(all(p["residue"] == p["t_key"] % P for p in prompts), "residue_is_tk_mod_P")
+
+qpos = {len(p["tokens"]) - 1 for p in prompts}
+check(qpos == {d["q"]}, "query_position_equal_everywhere", f"query positions {sorted(qpos)[:5]}")
+
+ip_gaps = 0
+for p in prompts:
+    if p["protocol"] == 1:
+        nf = [i for i in range(len(p["tokens"])) if not is_filler(p["tokens"][i])]
+        ip_gaps += nf[127] - nf[0] > 127
+check(ip_gaps > 0.9 * P * N, "ip_fillers_between_records", f"{ip_gaps} of {P * N} ip prompts have inner gaps")
+
+pp = [p for p in prompts if p["protocol"] == 0]
+ip = [p for p in prompts if p["protocol"] == 1]
+check(all(a["t_key"] == b["t_key"] and a["answer"] == b["answer"] and a["residue"] == b["residue"] for a, b in zip(pp, ip)),
+      "protocols_paired", "pp and ip prompt i differ in t_K or answer")
+
+for proto, name in ((0, "pp"), (1, "ip")):
+    groups = [np.array([p["t_key"] for p in prompts if p["protocol"] == proto and p["residue"] == r], dtype=float)
+              for r in range(P)]
+    counts = [len(g) for g in groups]
+    means = np.array([g.mean() for g in groups])
+    varis = np.array([g.var() for g in groups])
+    print(f"# {name}: counts {min(counts)}..{max(counts)}, mean t_K {means.min():.4f}..{means.max():.4f}, "
+          f"var t_K {varis.min():.2f}..{varis.max():.2f}")
+    check(counts == [N] * P, f"{name}_count_per_residue", f"{counts}")
+    # N = 48: means are exactly equal (24 | N, integer target mean); variances within 2% (at an
+    # exactly equal mean the variance moves in steps of 576/N = 12, about 0.5% of it). A design
+    # that ignored the residue would have means about 23 positions apart.
+    check(means.max() - means.min() <= 0.05, f"{name}_equal_mean_tk", f"means {means.min():.3f}..{means.max():.3f}")
+    check((varis.max() - varis.min()) <= 0.02 * varis.mean(), f"{name}_equal_variance_tk",
+          f"variances {varis.min():.1f}..{varis.max():.1f}")
+    check(varis.mean() > 24 ** 2, f"{name}_tk_spread_over_many_windows", f"variance {varis.mean():.1f}")
+
+# ---- determinism, a shorter max-len, bad arguments ----------------------------------------------
+out2 = os.path.join(SCRATCH, "synth2.probe")
+r2 = run("--synthetic", "--out", out2, "--per-residue", str(N), "--seed", "7", "--quiet")
+check(r2.returncode == 0 and open(out2, "rb").read() == d["raw"], "same_seed_same_file")
+out3 = os.path.join(SCRATCH, "short.probe")
+r3 = run("--synthetic", "--out", out3, "--per-residue", "24", "--max-len", "200", "--quiet")
+ok = r3.returncode == 0
+if ok:
+    d3 = parse(out3)
+    ok = d3["max_len"] <= 200 and {len(p["tokens"]) for p in d3["prompts"]} == {d3["q"] + 1}
+    ms = [np.mean([p["t_key"] for p in d3["prompts"] if p["residue"] == r]) for r in range(P)]
+    ok = ok and max(ms) - min(ms) <= 0.05   # N = 24: exactly equal means
+check(ok, "max_len_200_fits_and_balances", r3.stderr.strip())
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "100")
+check(r4.returncode == 2 and "max-len" in r4.stderr, "rejects_too_short_max_len", f"rc {r4.returncode}: {r4.stderr.strip()}")
+
+# ---- a real tokenizer --------------------------------------------------------------------------
+tokjson = next((p for p in (os.path.join(ROOT, "data", "qwen3-tokenizer", "tokenizer.json"),
+                            "/work/shared/data/qwen3-tokenizer/tokenizer.json") if os.path.exists(p)), None)
+if tokjson is None:
+    skip("tokenizer_animals_and_names", "no Qwen3 tokenizer.json found")
+else:
+    import json
+    vocab = json.load(open(tokjson))["model"]["vocab"]
+    inv = {i: w for w, i in vocab.items()}
+    out5 = os.path.join(SCRATCH, "qwen.probe")
+    r5 = run("--tokenizer", tokjson, "--out", out5, "--per-residue", "2", "--quiet")
+    ok = r5.returncode == 0
+    why = r5.stderr.strip()
+    if ok:
+        d5 = parse(out5)
+        p0 = d5["prompts"][0]["tokens"]
+        words = [inv.get(int(x), "?") for x in p0]
+        keys = {int(x) for x in p0[:-1]} & {int(p0[-1])}
+        ok = (len(d5["fingerprint"]) == 64 and d5["vocab"] >= 151643 and all(w.startswith("Ġ") for w in words)
+              and inv[d5["prompts"][0]["answer"]][1].isupper() and inv[int(p0[-1])][1:].islower() and len(keys) == 1)
+        why = " ".join(words[-6:])
+        t = {"Ġcat", "Ġdog", "Ġhorse"} & {inv[int(x)] for p in d5["prompts"] for x in p["tokens"]}
+        ok = ok and len(t) > 0
+    check(ok, "tokenizer_animals_and_names", why)
+finish()

@@ -1,0 +1,76 @@
+/* Causality and visibility of the C model (SPEC.md section 2), on one-layer models so that
+ * every influence is direct: changing the token at position p must leave every logit at t < p
+ * bit-identical, and at t >= p it may change the logits only through a path SPEC allows:
+ *   full attention: every t >= p;
+ *   compressed: t = p, p in t's raw range (local window [t - n_local + 1, t] or tail
+ *   (e_t, t]), or p inside a window j that t sees (jS <= p <= jS + W - 1 and jS + W - 1 <= t).
+ * Allowed positions must change (random weights), forbidden ones must not change at all.
+ * The expected sets are computed here from the SPEC formulas, not from the model's code. */
+#include <stdio.h>
+#include "tests/check.h"
+#include "tests/model_testutil.h"
+
+static int allowed(const ModelConfig *c, int T, int p, int t) {
+    if (t < p) return 0;
+    if (t == p || c->attention == ATTN_FULL) return 1;
+    int W = c->window, S = c->stride, last_end = -1;
+    for (int j = 0; j * S + W - 1 <= T - 1; j++) {
+        int end = j * S + W - 1;
+        if (end > t) break;
+        last_end = end;
+        if (j * S <= p && p <= end) return 1;                    /* through a visible entry */
+    }
+    if (c->local == LOCAL_WINDOW) return p >= t - c->n_local + 1;
+    return p > last_end;                                         /* tail */
+}
+
+int main(void) {
+    const Backend *be = backend_cpu(1);
+    const int T = 24, V = 23;
+    struct { const char *name; int attention, W, S, local, n_local; } cases[] = {
+        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3},
+        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3},
+        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3},
+        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3},
+        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3},
+        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1},
+    };
+    for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+        ModelConfig cfg = tu_tiny_config();
+        cfg.n_layers = 1;
+        cfg.attention = cases[ci].attention;
+        cfg.window = cases[ci].W;
+        cfg.stride = cases[ci].S;
+        cfg.local = cases[ci].local;
+        cfg.n_local = cases[ci].n_local;
+        char err[ERR_LEN];
+        Model *m = model_create(&cfg, be, 1, T, err);
+        if (!check(m != NULL, cases[ci].name, "%s", err)) continue;
+        tu_random_params(m, 7 + ci, 0.4);
+        int32_t tok[T], tok2[T];
+        tu_random_tokens(tok, T, V, 3 + ci);
+        float h1[T * 16], h2[T * 16];
+        extern int model_debug_final_hidden(Model *, const int32_t *, int, float *);
+        model_debug_final_hidden(m, tok, 1, h1);
+        int wrong = 0;
+        char why[256] = "";
+        for (int p = 0; p < T; p++) {
+            memcpy(tok2, tok, sizeof tok);
+            tok2[p] = (tok[p] + 5) % V;
+            model_debug_final_hidden(m, tok2, 1, h2);
+            for (int t = 0; t < T; t++) {
+                int changed = memcmp(h1 + t * 16, h2 + t * 16, sizeof(float) * 16) != 0;
+                if (changed != allowed(&cfg, T, p, t)) {
+                    if (!wrong++)
+                        snprintf(why, sizeof why, "token %d -> position %d: %s", p, t,
+                                 changed ? "changed without an allowed path" : "unchanged despite a path");
+                }
+            }
+        }
+        char name[128];
+        snprintf(name, sizeof name, "visibility %s", cases[ci].name);
+        check(wrong == 0, name, "%d wrong (p, t) pairs, first %s", wrong, why);
+        model_free(m);
+    }
+    return check_exit_code();
+}

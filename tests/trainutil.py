@@ -1,0 +1,50 @@
+"""Helpers for the integration tests that drive ./train (tests/test_train*.py)."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = os.path.join(ROOT, "train")
+TINY = os.path.join(ROOT, "configs", "test", "tiny.ini")
+
+
+def scratch(name):
+    d = os.path.join(ROOT, "build", "scratch", name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    return d
+
+
+def make_corpus(d, seq_len=64, train_rows=500, val_rows=16):
+    subprocess.run([TRAIN, "--make-synthetic", d, "--seq-len", str(seq_len), "--train-rows", str(train_rows),
+                    "--val-rows", str(val_rows)], check=True, stdout=subprocess.DEVNULL)
+
+
+def run(args, timeout=300):
+    """Runs ./train with args; returns (exit status, stdout + stderr)."""
+    p = subprocess.run([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout, text=True)
+    return p.returncode, p.stdout
+
+
+def start(args):
+    return subprocess.Popen([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def wait_for_line(log_path, needle, proc, timeout=120):
+    """Polls a log file until it holds needle (True) or the process ends / time runs out (False)."""
+    t0 = time.time()
+    while time.time() - t0 < timeout:
+        if os.path.exists(log_path):
+            with open(log_path) as f:
+                if needle in f.read():
+                    return True
+        if proc.poll() is not None:
+            return False
+        time.sleep(0.002)
+    return False
+
+
+def have_train():
+    return os.access(TRAIN, os.X_OK)
