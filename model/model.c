@@ -52,7 +52,8 @@ struct Model {
     const Backend *be;
     TensorTable tt;
     int max_batch, T, nW, tied_kv, channels, n_maps;
-    float *params, *grads;     /* [n_floats] fp32 */
+    float *params, *grads;     /* [n_alloc] fp32 */
+    size_t n_alloc;            /* n_floats, or more when padded for sharding */
     act_t *work;               /* working weights (== params on the CPU) */
     LayerIdx *li;
     LayerActs *la;
@@ -127,6 +128,11 @@ static void lay_out(Model *m, Carver *c) {
 }
 
 Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
+    return model_create_padded(cfg, be, max_batch, T, 0, err);
+}
+
+Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_batch, int T, size_t min_floats,
+                           char *err) {
     Model *m = calloc(1, sizeof *m);
     m->cfg = *cfg;
     m->be = be;
@@ -171,8 +177,9 @@ Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, in
     m->final_norm = tensor_table_find(tt, "model.norm.weight");
     m->lm_head = cfg->tie_embeddings ? m->emb : tensor_table_find(tt, "lm_head.weight");
 
-    m->params = be->alloc(tt->n_floats * sizeof(float));
-    m->grads = be->alloc(tt->n_floats * sizeof(float));
+    m->n_alloc = tt->n_floats > min_floats ? tt->n_floats : min_floats;
+    m->params = be->alloc(m->n_alloc * sizeof(float));
+    m->grads = be->alloc(m->n_alloc * sizeof(float));
     m->work = be->act_bytes == sizeof(float) ? (act_t *)m->params : be->alloc(tt->n_floats * be->act_bytes);
     Carver c = {0};
     lay_out(m, &c);
@@ -214,7 +221,16 @@ float *model_params(Model *m) { return m->params; }
 float *model_grads(Model *m) { return m->grads; }
 size_t model_arena_bytes(const Model *m) { return m->arena_bytes; }
 
-void model_zero_grads(Model *m) { m->be->zero(m->grads, m->tt.n_floats * sizeof(float)); }
+void model_zero_grads(Model *m) { m->be->zero(m->grads, m->n_alloc * sizeof(float)); }
+
+void model_download_params(Model *m, float *host) {
+    m->be->download(host, m->params, m->tt.n_floats * sizeof(float));
+}
+
+void model_upload_params(Model *m, const float *host) {
+    m->be->upload(m->params, host, m->tt.n_floats * sizeof(float));
+    model_params_updated(m);
+}
 
 void model_params_updated(Model *m) {
     if ((void *)m->work != (void *)m->params) m->be->cast_params(m->work, m->params, m->tt.n_floats);

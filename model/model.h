@@ -16,6 +16,12 @@ typedef struct Model Model;
 
 /* Creates the model for batches of up to max_batch sequences of T tokens. */
 Model *model_create(const ModelConfig *cfg, const struct Backend *be, int max_batch, int T, char *err);
+/* Same, with the parameter and gradient buffers padded to at least min_floats floats (ZeRO-1
+ * shards them into equal parts; the padding stays zero). */
+Model *model_create_padded(const ModelConfig *cfg, const struct Backend *be, int max_batch, int T,
+                           size_t min_floats, char *err);
+/* Bytes of the activation arena. */
+size_t model_arena_bytes(const Model *m);
 void model_free(Model *m);
 
 const TensorTable *model_tensors(const Model *m);
@@ -23,6 +29,9 @@ float *model_params(Model *m);            /* [n_params] fp32, backend memory */
 float *model_grads(Model *m);             /* [n_params] fp32, backend memory */
 /* Normal(0, 0.02) matrices and embedding, norms 1, gates and biases 0, sinks 0 (SPEC.md). */
 void model_init_params(Model *m, uint64_t seed);
+/* Host copies of the fp32 parameters [n_floats] (download / upload, then refresh working copies). */
+void model_download_params(Model *m, float *host);
+void model_upload_params(Model *m, const float *host);
 /* Call after the fp32 parameters changed (optimizer step, load): refreshes working copies. */
 void model_params_updated(Model *m);
 
