@@ -32,7 +32,7 @@ LDLIBS  := -fopenmp $(BLAS_LIB) $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc 
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CFLAGS  += -DPHASELAB_CUDA -I$(CUDA_HOME)/include
-  NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -DPHASELAB_CUDA $(MPI_INC) \
+  NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -DPHASELAB_CUDA $(MPI_INC) -MMD -MP \
              $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -fPIC
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
 endif
@@ -47,7 +47,7 @@ PROGRAMS := train tokenize
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test run bench clean deps
+.PHONY: all test run bench clean deps gpu-check
 all: $(PROGRAMS)
 
 # Re-run tools/install-deps whenever a header or tool we need is missing.
@@ -90,7 +90,11 @@ run: $(PROGRAMS)
 	@tools/demo-run
 
 bench: $(PROGRAMS)
-	./train --bench
+	./train --bench --threads 2
+
+# GPU machine only: parity tests + benchmark in one script (logs to $$OUT when set)
+gpu-check:
+	tests/gpu/check.sh
 
 clean:
 	rm -rf $(BUILD) tokenize

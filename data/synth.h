@@ -1,0 +1,66 @@
+/* Synthetic key-value retrieval corpus: what a tiny model learns lookup from in minutes
+ * (see /work/shared/notes/mini-phase-findings.md), for the default run and the tests.
+ *
+ * Vocabulary of 256: 0 end-of-text, 1 separator (reserved, not emitted), 16..79 keys (64),
+ * 80..207 values (128), 208..255 fillers (48); 2..15 unused. Shards carry the tokenizer
+ * fingerprint "synthetic".
+ *
+ * A row is exactly T tokens, the last one end-of-text:
+ *   f filler tokens            f uniform in 0..max_filler (23): shifts every record, so keys
+ *                              sit at every phase
+ *   n records "key value"      n distinct keys, each with a uniform random value; n uniform in
+ *                              short_min..short_max (2..16) with probability 1 - long_fraction,
+ *                              long_records (64) with probability long_fraction (0.3)
+ *   queries "key value"        the row's keys in a random order, reshuffled after each full
+ *                              pass, each followed by its record's value, until the row is full
+ *   [one filler]               when a single slot is left before the end-of-text
+ *   end-of-text
+ * n is clamped so that at least one query fits (relevant only for small T). Row r of a stream
+ * depends only on (seed, stream, r, T, params): rows are generated independently.
+ *
+ * Files: DIR/train_000.bin holds train_rows rows (stream 0), DIR/val_000.bin val_rows rows
+ * (stream 1), each followed by ONE extra end-of-text token so that the windowing of
+ * data/loader.h (window k = tokens [kT, kT+T]) gives exactly one window per row: window k's
+ * inputs are row k. */
+#ifndef PHASELAB_SYNTH_H
+#define PHASELAB_SYNTH_H
+#include <stdint.h>
+
+#define SYNTH_VOCAB 256
+#define SYNTH_EOT 0
+#define SYNTH_SEP 1
+#define SYNTH_KEY_FIRST 16
+#define SYNTH_N_KEYS 64
+#define SYNTH_VALUE_FIRST 80
+#define SYNTH_N_VALUES 128
+#define SYNTH_FILLER_FIRST 208
+#define SYNTH_N_FILLERS 48
+#define SYNTH_FINGERPRINT "synthetic"
+
+enum { SYNTH_STREAM_TRAIN = 0, SYNTH_STREAM_VAL = 1 };
+
+typedef struct {
+    int max_filler;          /* leading fillers uniform in 0..max_filler            [23] */
+    int short_min, short_max;/* records of a short row, uniform in this range    [2, 16] */
+    int long_records;        /* records of a long row                               [64] */
+    double long_fraction;    /* probability that a row is long                     [0.3] */
+} SynthParams;
+
+void synth_default_params(SynthParams *p);
+/* Validates params and T: T must be at least max_filler + 2*short_min + 3 (fillers, the
+ * shortest list, one query, the end-of-text). */
+int synth_check_params(const SynthParams *p, int T, char *err);
+
+/* Fills row [T] with row `row` of `stream`; returns its number of records n. T must satisfy
+ * synth_check_params. */
+int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t row, uint32_t *out);
+
+/* Writes DIR/train_000.bin and DIR/val_000.bin (creating DIR), each atomically, with the
+ * default params. A file that already holds exactly what would be written (same T, seed,
+ * row count and params: its header and content are compared with the generator's output) is
+ * kept as it is. */
+int synth_write_corpus(const char *dir, int T, long train_rows, long val_rows, uint64_t seed,
+                       char *err);
+int synth_write_corpus_params(const char *dir, int T, long train_rows, long val_rows,
+                              uint64_t seed, const SynthParams *p, char *err);
+#endif

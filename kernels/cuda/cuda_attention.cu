@@ -1,0 +1,621 @@
+/* Attention on the CUDA backend: full causal, or the paper's compressed attention over
+ * compressed entries plus raw tokens (SPEC.md section 2; kernels/cpu/cpu_attention.c is the
+ * reference). A query at position t (head h, KV head g = h / (H/G)) sees
+ *   compressed entries j < nvis(t), nvis(t) = #{ j < nW : jS + W - 1 <= t }
+ *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
+ *                                tail: lo = e_t + 1, e_t = (nvis-1)S + W - 1 (or -1)
+ * with one softmax over the union, scale 1/sqrt(d), and optionally a sink logit per head in the
+ * denominator: lse = log(exp(sink_h) + sum_x exp(z_x)).
+ *
+ * Flash-style tiling, never materialising T x T: a block owns 64 queries of one (b, h) (forward,
+ * dq) or 64 keys of one (b, g) (dk/dv); 4 warps, each owning 16 rows. Products run on bf16
+ * tensor cores through WMMA 16x16x16 fragments with fp32 accumulation; head dims are padded with
+ * zeros to DP in {16, 32, 64, 128} in shared memory, so any d <= 128 works. The key space of a
+ * query tile is walked as tiles of 64: first the compressed entries visible to its last query,
+ * then the raw range [lo(first query), last query]; every score is masked per (query, key).
+ *
+ * Forward: online softmax (running max m and sum l per row, O rescaled in shared memory),
+ *   out = O / l (with the sink folded into l), lse = m + log l saved for the backward.
+ * Backward (deterministic, every output owned by one block, no atomics):
+ *   Dv[t,h] = dout . out  and the sink term -exp(sink_h - lse) Dv (reduced by cu_colsum_add);
+ *   dq kernel   (block per 64 queries):  p = exp(z - lse), ds = p (dout.v - Dv),
+ *                                        dq = sum ds k / sqrt(d)
+ *   dkv kernel  (block per 64 keys of one KV head, looping over the H/G query heads and the query
+ *                tiles that can see the keys): dv = sum p dout, dk = sum ds q / sqrt(d)
+ *   Compressed entries are keys like the raw ones: key tiles [0, ceil(nW/64)) are entries,
+ *   the rest raw tokens, so dck/dcv come out of the same kernel. */
+#include <mma.h>
+#include <math.h>
+#include "kernels/cuda/cuda_common.h"
+
+using namespace nvcuda;
+
+#define ATT_BQ 64
+#define ATT_BK 64
+#define ATT_THREADS 128
+#define LDS_F 68     /* fp32 score tiles [64][68] */
+#define LDP_B 72     /* bf16 probability tiles [64][72] */
+
+typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBc;
+typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragBr;
+typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
+
+/* ---- visibility ---- */
+__device__ __forceinline__ int att_nvis(const AttnShape &s, int t) {
+    if (s.n_windows <= 0 || t < s.window - 1) return 0;
+    return min(s.n_windows, (t - s.window + 1) / s.stride + 1);
+}
+__device__ __forceinline__ int att_lo(const AttnShape &s, int t, int nvis) {
+    if (s.visibility == VIS_WINDOW) return max(0, t - s.n_local + 1);
+    if (s.visibility == VIS_TAIL) return nvis > 0 ? (nvis - 1) * s.stride + s.window : 0;
+    return 0;
+}
+
+/* ---- shared-memory carving ---- */
+__device__ __forceinline__ char *carve(char *&p, size_t bytes) {
+    char *r = p;
+    p += (bytes + 127) & ~(size_t)127;
+    return r;
+}
+static size_t carve_size(size_t bytes) { return (bytes + 127) & ~(size_t)127; }
+
+/* Loads rows [0, 64) of a tile into dst [64][DP+8] bf16: row r from src + r * stride, zero for
+ * rows >= nvalid and for columns >= d. */
+template <int DP>
+__device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, long long stride, int nvalid, int d, bool vec) {
+    const int LDB = DP + 8;
+    if (vec) {
+        const int C8 = DP / 8;
+        for (int idx = threadIdx.x; idx < 64 * C8; idx += ATT_THREADS) {
+            int r = idx / C8, c = (idx % C8) * 8;
+            uint4 v = make_uint4(0, 0, 0, 0);
+            if (r < nvalid && c < d) v = *(const uint4 *)(src + r * stride + c);
+            *(uint4 *)(dst + r * LDB + c) = v;
+        }
+    } else {
+        for (int idx = threadIdx.x; idx < 64 * DP; idx += ATT_THREADS) {
+            int r = idx / DP, c = idx % DP;
+            bf16 v = __float2bfloat16(0.0f);
+            if (r < nvalid && c < d) v = src[r * stride + c];
+            dst[r * LDB + c] = v;
+        }
+    }
+}
+
+/* ======================= forward ======================= */
+template <int DP>
+struct FwdLayout {
+    static constexpr int LDB = DP + 8, LDO = DP + 4;
+    static size_t bytes() {
+        return 3 * carve_size(64 * LDB * 2) + carve_size(64 * LDS_F * 4) + carve_size(64 * LDP_B * 2) +
+               carve_size(64 * LDO * 4);
+    }
+};
+
+template <int DP>
+__global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16 *out, float *lse, const bf16 *q,
+                                                               const bf16 *k, const bf16 *v, const bf16 *ck,
+                                                               const bf16 *cv, const float *sink, bool vec) {
+    typedef FwdLayout<DP> L;
+    extern __shared__ __align__(128) char smem[];
+    char *p = smem;
+    bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    float *Ss = (float *)carve(p, 64 * LDS_F * 4);
+    bf16 *Ps = (bf16 *)carve(p, 64 * LDP_B * 2);
+    float *Os = (float *)carve(p, 64 * L::LDO * 4);
+
+    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
+    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
+    const int g = h / (H / G);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const float scale = rsqrtf((float)d);
+    const int t_last = min(t0 + ATT_BQ - 1, T - 1);
+
+    load_tile<DP>(Qs, q + (((size_t)b * T + t0) * H + h) * d, (long long)H * d, T - t0, d, vec);
+    for (int idx = threadIdx.x; idx < 64 * L::LDO; idx += ATT_THREADS) Os[idx] = 0.0f;
+
+    /* this lane's row and half-row */
+    const int r = warp * 16 + (lane >> 1), hf = lane & 1;
+    const int t = t0 + r;
+    const bool tvalid = t < T;
+    const int nv = att_nvis(s, t);
+    const int lo = att_lo(s, t, nv);
+    float m = -INFINITY, l = 0.0f;
+
+    const int ncomp = att_nvis(s, t_last);
+    const int raw_lo = att_lo(s, t0, att_nvis(s, t0));
+    const int n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
+    const int n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
+
+    for (int tile = 0; tile < n_ctiles + n_rtiles; tile++) {
+        const bool comp = tile < n_ctiles;
+        const int k0 = comp ? tile * ATT_BK : raw_lo + (tile - n_ctiles) * ATT_BK;
+        __syncthreads();
+        if (comp) {
+            size_t base = (((size_t)b * nW + k0) * G + g) * d;
+            load_tile<DP>(Ks, ck + base, (long long)G * d, ncomp - k0, d, vec);
+            load_tile<DP>(Vs, cv + base, (long long)G * d, ncomp - k0, d, vec);
+        } else {
+            size_t base = (((size_t)b * T + k0) * G + g) * d;
+            load_tile<DP>(Ks, k + base, (long long)G * d, t_last + 1 - k0, d, vec);
+            load_tile<DP>(Vs, v + base, (long long)G * d, t_last + 1 - k0, d, vec);
+        }
+        __syncthreads();
+        /* S = Q K^T for this warp's 16 rows */
+        #pragma unroll
+        for (int n = 0; n < 4; n++) {
+            FragC acc;
+            wmma::fill_fragment(acc, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < DP / 16; kk++) {
+                FragA a;
+                FragBc bm;
+                wmma::load_matrix_sync(a, Qs + warp * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::load_matrix_sync(bm, Ks + n * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::mma_sync(acc, a, bm, acc);
+            }
+            wmma::store_matrix_sync(Ss + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
+        }
+        __syncwarp();
+        /* online softmax on this lane's 32 columns */
+        float sv[32];
+        float mx = -INFINITY;
+        #pragma unroll
+        for (int cc = 0; cc < 32; cc++) {
+            int key = k0 + hf * 32 + cc;
+            bool vis = tvalid && (comp ? key < nv : (key >= lo && key <= t));
+            float z = Ss[r * LDS_F + hf * 32 + cc] * scale;
+            sv[cc] = vis ? z : -INFINITY;
+            mx = fmaxf(mx, sv[cc]);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        float m_new = fmaxf(m, mx);
+        float corr = 1.0f, psum = 0.0f;
+        if (m_new != -INFINITY) {
+            corr = __expf(m - m_new);
+            #pragma unroll
+            for (int cc = 0; cc < 32; cc++) {
+                float pv = __expf(sv[cc] - m_new);
+                psum += pv;
+                Ps[r * LDP_B + hf * 32 + cc] = tobf(pv);
+            }
+        } else {
+            #pragma unroll
+            for (int cc = 0; cc < 32; cc++) Ps[r * LDP_B + hf * 32 + cc] = __float2bfloat16(0.0f);
+        }
+        psum += __shfl_xor_sync(0xffffffffu, psum, 1);
+        l = l * corr + psum;
+        m = m_new;
+        if (corr != 1.0f)
+            for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++) Os[r * L::LDO + x] *= corr;
+        __syncwarp();
+        /* O += P V */
+        #pragma unroll
+        for (int n = 0; n < DP / 16; n++) {
+            FragC acc;
+            wmma::load_matrix_sync(acc, Os + warp * 16 * L::LDO + n * 16, L::LDO, wmma::mem_row_major);
+            #pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                FragA a;
+                FragBr bm;
+                wmma::load_matrix_sync(a, Ps + warp * 16 * LDP_B + kk * 16, LDP_B);
+                wmma::load_matrix_sync(bm, Vs + kk * 16 * L::LDB + n * 16, L::LDB);
+                wmma::mma_sync(acc, a, bm, acc);
+            }
+            wmma::store_matrix_sync(Os + warp * 16 * L::LDO + n * 16, acc, L::LDO, wmma::mem_row_major);
+        }
+        __syncwarp();
+    }
+    if (!tvalid) return;
+    float mf = m, lf = l;
+    if (sink) {
+        float sk = sink[h];
+        mf = fmaxf(m, sk);
+        lf = l * __expf(m - mf) + __expf(sk - mf);
+    }
+    float factor = (lf > 0.0f ? __expf(m - mf) / lf : 0.0f);
+    bf16 *o = out + (((size_t)b * T + t) * H + h) * d;
+    for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
+        if (x < d) o[x] = tobf(Os[r * L::LDO + x] * factor);
+    if (hf == 0) lse[((size_t)b * T + t) * H + h] = mf + logf(lf);
+}
+
+/* ======================= backward ======================= */
+/* Dv[row] = dout . out;  sinkterm[row] = -exp(sink_h - lse) Dv  (rows = (b, t, h)) */
+__global__ void attn_bwd_pre_kernel(float *Dv, float *sinkterm, const bf16 *dout, const bf16 *out, const float *lse,
+                                    const float *sink, int rows, int H, int d) {
+    int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    if (row >= rows) return;
+    float acc = 0.0f;
+    for (int x = lane; x < d; x += 32) acc += bf(dout[(size_t)row * d + x]) * bf(out[(size_t)row * d + x]);
+    acc = warp_sum(acc);
+    if (lane == 0) {
+        Dv[row] = acc;
+        if (sinkterm) sinkterm[row] = -__expf(sink[row % H] - lse[row]) * acc;
+    }
+}
+
+template <int DP>
+struct DqLayout {
+    static constexpr int LDB = DP + 8, LDO = DP + 4;
+    static size_t bytes() {
+        return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + carve_size(64 * LDP_B * 2) +
+               carve_size(64 * LDO * 4);
+    }
+};
+
+template <int DP>
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, bf16 *dq, const bf16 *dout,
+                                                                  const float *lse, const float *Dv, const bf16 *q,
+                                                                  const bf16 *k, const bf16 *v, const bf16 *ck,
+                                                                  const bf16 *cv, bool vec) {
+    typedef DqLayout<DP> L;
+    extern __shared__ __align__(128) char smem[];
+    char *p = smem;
+    bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *dOs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    float *Ss = (float *)carve(p, 64 * LDS_F * 4);
+    float *dPs = (float *)carve(p, 64 * LDS_F * 4);
+    bf16 *dSs = (bf16 *)carve(p, 64 * LDP_B * 2);
+    float *Ob = (float *)carve(p, 64 * L::LDO * 4);
+
+    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
+    const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
+    const int g = h / (H / G);
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const float scale = rsqrtf((float)d);
+    const int t_last = min(t0 + ATT_BQ - 1, T - 1);
+
+    load_tile<DP>(Qs, q + (((size_t)b * T + t0) * H + h) * d, (long long)H * d, T - t0, d, vec);
+    load_tile<DP>(dOs, dout + (((size_t)b * T + t0) * H + h) * d, (long long)H * d, T - t0, d, vec);
+
+    const int r = warp * 16 + (lane >> 1), hf = lane & 1;
+    const int t = t0 + r;
+    const bool tvalid = t < T;
+    const int nv = att_nvis(s, t);
+    const int lo = att_lo(s, t, nv);
+    const float L_t = tvalid ? lse[((size_t)b * T + t) * H + h] : 0.0f;
+    const float D_t = tvalid ? Dv[((size_t)b * T + t) * H + h] : 0.0f;
+
+    const int ncomp = att_nvis(s, t_last);
+    const int raw_lo = att_lo(s, t0, att_nvis(s, t0));
+    const int n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
+    const int n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
+
+    FragC dqacc[DP / 16];
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++) wmma::fill_fragment(dqacc[n], 0.0f);
+
+    for (int tile = 0; tile < n_ctiles + n_rtiles; tile++) {
+        const bool comp = tile < n_ctiles;
+        const int k0 = comp ? tile * ATT_BK : raw_lo + (tile - n_ctiles) * ATT_BK;
+        __syncthreads();
+        if (comp) {
+            size_t base = (((size_t)b * nW + k0) * G + g) * d;
+            load_tile<DP>(Ks, ck + base, (long long)G * d, ncomp - k0, d, vec);
+            load_tile<DP>(Vs, cv + base, (long long)G * d, ncomp - k0, d, vec);
+        } else {
+            size_t base = (((size_t)b * T + k0) * G + g) * d;
+            load_tile<DP>(Ks, k + base, (long long)G * d, t_last + 1 - k0, d, vec);
+            load_tile<DP>(Vs, v + base, (long long)G * d, t_last + 1 - k0, d, vec);
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int n = 0; n < 4; n++) {
+            FragC acc, acc2;
+            wmma::fill_fragment(acc, 0.0f);
+            wmma::fill_fragment(acc2, 0.0f);
+            #pragma unroll
+            for (int kk = 0; kk < DP / 16; kk++) {
+                FragA a;
+                FragBc bm;
+                wmma::load_matrix_sync(a, Qs + warp * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::load_matrix_sync(bm, Ks + n * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::mma_sync(acc, a, bm, acc);
+                wmma::load_matrix_sync(a, dOs + warp * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::load_matrix_sync(bm, Vs + n * 16 * L::LDB + kk * 16, L::LDB);
+                wmma::mma_sync(acc2, a, bm, acc2);
+            }
+            wmma::store_matrix_sync(Ss + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
+            wmma::store_matrix_sync(dPs + warp * 16 * LDS_F + n * 16, acc2, LDS_F, wmma::mem_row_major);
+        }
+        __syncwarp();
+        #pragma unroll 8
+        for (int cc = 0; cc < 32; cc++) {
+            int col = hf * 32 + cc, key = k0 + col;
+            bool vis = tvalid && (comp ? key < nv : (key >= lo && key <= t));
+            float ds = 0.0f;
+            if (vis) {
+                float pv = __expf(Ss[r * LDS_F + col] * scale - L_t);
+                ds = pv * (dPs[r * LDS_F + col] - D_t);
+            }
+            dSs[r * LDP_B + col] = tobf(ds);
+        }
+        __syncwarp();
+        #pragma unroll
+        for (int n = 0; n < DP / 16; n++) {
+            #pragma unroll
+            for (int kk = 0; kk < 4; kk++) {
+                FragA a;
+                FragBr bm;
+                wmma::load_matrix_sync(a, dSs + warp * 16 * LDP_B + kk * 16, LDP_B);
+                wmma::load_matrix_sync(bm, Ks + kk * 16 * L::LDB + n * 16, L::LDB);
+                wmma::mma_sync(dqacc[n], a, bm, dqacc[n]);
+            }
+        }
+    }
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++)
+        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dqacc[n], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    if (!tvalid) return;
+    bf16 *o = dq + (((size_t)b * T + t) * H + h) * d;
+    for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
+        if (x < d) o[x] = tobf(Ob[r * L::LDO + x] * scale);
+}
+
+template <int DP>
+struct DkvLayout {
+    static constexpr int LDB = DP + 8, LDO = DP + 4;
+    static size_t bytes() {
+        return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + 2 * carve_size(64 * LDP_B * 2) +
+               4 * carve_size(64 * 4) + carve_size(64 * LDO * 4);
+    }
+};
+
+template <int DP>
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, bf16 *dk, bf16 *dv, bf16 *dck,
+                                                                   bf16 *dcv, const bf16 *dout, const float *lse,
+                                                                   const float *Dv, const bf16 *q, const bf16 *k,
+                                                                   const bf16 *v, const bf16 *ck, const bf16 *cv,
+                                                                   bool vec) {
+    typedef DkvLayout<DP> L;
+    extern __shared__ __align__(128) char smem[];
+    char *p = smem;
+    bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    bf16 *dOs = (bf16 *)carve(p, 64 * L::LDB * 2);
+    float *St = (float *)carve(p, 64 * LDS_F * 4);
+    float *dPt = (float *)carve(p, 64 * LDS_F * 4);
+    bf16 *Pt = (bf16 *)carve(p, 64 * LDP_B * 2);
+    bf16 *dSt = (bf16 *)carve(p, 64 * LDP_B * 2);
+    float *lse_s = (float *)carve(p, 64 * 4);
+    float *D_s = (float *)carve(p, 64 * 4);
+    int *nv_s = (int *)carve(p, 64 * 4);
+    int *lo_s = (int *)carve(p, 64 * 4);
+    float *Ob = (float *)carve(p, 64 * L::LDO * 4);
+
+    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows, W = s.window, S = s.stride;
+    const int b = blockIdx.z, g = blockIdx.y;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+    const float scale = rsqrtf((float)d);
+    const int n_ctiles = nW > 0 ? (nW + ATT_BK - 1) / ATT_BK : 0;
+    const bool comp = (int)blockIdx.x < n_ctiles;
+    const int k0 = comp ? blockIdx.x * ATT_BK : (blockIdx.x - n_ctiles) * ATT_BK;
+    const int nkeys = min(ATT_BK, (comp ? nW : T) - k0);
+    const int k_last = k0 + nkeys - 1;
+
+    /* queries that can see some key of this tile: [q_lo, q_hi] */
+    int q_lo, q_hi = T - 1;
+    if (comp) {
+        q_lo = k0 * S + W - 1;
+    } else {
+        q_lo = k0;
+        if (s.visibility == VIS_WINDOW) q_hi = min(T - 1, k_last + s.n_local - 1);
+        else if (s.visibility == VIS_TAIL && nW > 0) {
+            int x = k_last - W + 1;
+            int jstar = x <= 0 ? 0 : (x + S - 1) / S;        /* first window ending at or after k_last */
+            if (jstar < nW) q_hi = min(T - 1, jstar * S + W - 2);
+        }
+    }
+
+    const bf16 *ksrc = comp ? ck + (((size_t)b * nW + k0) * G + g) * d : k + (((size_t)b * T + k0) * G + g) * d;
+    const bf16 *vsrc = comp ? cv + (((size_t)b * nW + k0) * G + g) * d : v + (((size_t)b * T + k0) * G + g) * d;
+    load_tile<DP>(Ks, ksrc, (long long)G * d, nkeys, d, vec);
+    load_tile<DP>(Vs, vsrc, (long long)G * d, nkeys, d, vec);
+
+    const int r = warp * 16 + (lane >> 1), hf = lane & 1;
+    const int key = k0 + r;
+    const bool kvalid = r < nkeys;
+
+    FragC dkacc[DP / 16], dvacc[DP / 16];
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++) { wmma::fill_fragment(dkacc[n], 0.0f); wmma::fill_fragment(dvacc[n], 0.0f); }
+
+    const int group = H / G;
+    for (int hh = 0; hh < group && q_lo <= q_hi; hh++) {
+        const int h = g * group + hh;
+        for (int qt = (q_lo / ATT_BQ) * ATT_BQ; qt <= q_hi; qt += ATT_BQ) {
+            __syncthreads();
+            load_tile<DP>(Qs, q + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
+            load_tile<DP>(dOs, dout + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
+            if (threadIdx.x < 64) {
+                int tq = qt + threadIdx.x;
+                bool ok = tq < T;
+                size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
+                lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
+                D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
+                int nvq = att_nvis(s, tq);
+                nv_s[threadIdx.x] = ok ? nvq : 0;
+                lo_s[threadIdx.x] = ok ? att_lo(s, tq, nvq) : 0x7fffffff;
+            }
+            __syncthreads();
+            /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
+            #pragma unroll
+            for (int n = 0; n < 4; n++) {
+                FragC acc, acc2;
+                wmma::fill_fragment(acc, 0.0f);
+                wmma::fill_fragment(acc2, 0.0f);
+                #pragma unroll
+                for (int kk = 0; kk < DP / 16; kk++) {
+                    FragA a;
+                    FragBc bm;
+                    wmma::load_matrix_sync(a, Ks + warp * 16 * L::LDB + kk * 16, L::LDB);
+                    wmma::load_matrix_sync(bm, Qs + n * 16 * L::LDB + kk * 16, L::LDB);
+                    wmma::mma_sync(acc, a, bm, acc);
+                    wmma::load_matrix_sync(a, Vs + warp * 16 * L::LDB + kk * 16, L::LDB);
+                    wmma::load_matrix_sync(bm, dOs + n * 16 * L::LDB + kk * 16, L::LDB);
+                    wmma::mma_sync(acc2, a, bm, acc2);
+                }
+                wmma::store_matrix_sync(St + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
+                wmma::store_matrix_sync(dPt + warp * 16 * LDS_F + n * 16, acc2, LDS_F, wmma::mem_row_major);
+            }
+            __syncwarp();
+            #pragma unroll 8
+            for (int cc = 0; cc < 32; cc++) {
+                int col = hf * 32 + cc, tq = qt + col;
+                bool vis = kvalid && (comp ? key < nv_s[col] : (key >= lo_s[col] && key <= tq));
+                float pv = 0.0f, ds = 0.0f;
+                if (vis) {
+                    pv = __expf(St[r * LDS_F + col] * scale - lse_s[col]);
+                    ds = pv * (dPt[r * LDS_F + col] - D_s[col]);
+                }
+                Pt[r * LDP_B + col] = tobf(pv);
+                dSt[r * LDP_B + col] = tobf(ds);
+            }
+            __syncwarp();
+            /* dV += P^T dO,  dK += dS^T Q */
+            #pragma unroll
+            for (int n = 0; n < DP / 16; n++) {
+                #pragma unroll
+                for (int kk = 0; kk < 4; kk++) {
+                    FragA a;
+                    FragBr bm;
+                    wmma::load_matrix_sync(a, Pt + warp * 16 * LDP_B + kk * 16, LDP_B);
+                    wmma::load_matrix_sync(bm, dOs + kk * 16 * L::LDB + n * 16, L::LDB);
+                    wmma::mma_sync(dvacc[n], a, bm, dvacc[n]);
+                    wmma::load_matrix_sync(a, dSt + warp * 16 * LDP_B + kk * 16, LDP_B);
+                    wmma::load_matrix_sync(bm, Qs + kk * 16 * L::LDB + n * 16, L::LDB);
+                    wmma::mma_sync(dkacc[n], a, bm, dkacc[n]);
+                }
+            }
+        }
+    }
+    /* write dV then dK through this warp's rows of the staging buffer */
+    bf16 *dvdst = comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
+    bf16 *dkdst = comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++)
+        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dvacc[n], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    if (kvalid)
+        for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
+            if (x < d) dvdst[x] = tobf(Ob[r * L::LDO + x]);
+    __syncwarp();
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++)
+        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dkacc[n], L::LDO, wmma::mem_row_major);
+    __syncwarp();
+    if (kvalid)
+        for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
+            if (x < d) dkdst[x] = tobf(Ob[r * L::LDO + x] * scale);
+}
+
+/* ======================= host side ======================= */
+static bool vec_ok(const AttnShape *s, const void *const *ptrs, int n) {
+    if (s->d % 8) return false;
+    for (int i = 0; i < n; i++)
+        if (ptrs[i] && ((uintptr_t)ptrs[i] & 15)) return false;
+    return true;
+}
+
+template <int DP>
+static void attn_fwd_launch(const AttnShape *s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+                            const bf16 *ck, const bf16 *cv, const float *sink, bool vec) {
+    static bool attr_set = false;
+    size_t smem = FwdLayout<DP>::bytes();
+    if (!attr_set) {
+        CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        attr_set = true;
+    }
+    dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
+    attn_fwd_kernel<DP><<<grid, ATT_THREADS, smem, cu_stream()>>>(*s, out, lse, q, k, v, ck, cv, sink, vec);
+    CU_LAUNCH();
+}
+
+template <int DP>
+static void attn_bwd_launch(const AttnShape *s, bf16 *dq, bf16 *dk, bf16 *dv, bf16 *dck, bf16 *dcv, const bf16 *dout,
+                            const float *lse, const float *Dv, const bf16 *q, const bf16 *k, const bf16 *v,
+                            const bf16 *ck, const bf16 *cv, bool vec) {
+    static bool attr_set = false;
+    size_t smem_dq = DqLayout<DP>::bytes(), smem_dkv = DkvLayout<DP>::bytes();
+    if (!attr_set) {
+        CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
+        CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
+        attr_set = true;
+    }
+    dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
+    attn_bwd_dq_kernel<DP><<<grid_q, ATT_THREADS, smem_dq, cu_stream()>>>(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
+    CU_LAUNCH();
+    int n_ct = s->n_windows > 0 ? (s->n_windows + ATT_BK - 1) / ATT_BK : 0;
+    int n_rt = (s->T + ATT_BK - 1) / ATT_BK;
+    dim3 grid_kv(n_ct + n_rt, s->G, s->B);
+    attn_bwd_dkv_kernel<DP><<<grid_kv, ATT_THREADS, smem_dkv, cu_stream()>>>(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
+                                                                             v, ck, cv, vec);
+    CU_LAUNCH();
+}
+
+static int padded_dim(int d) {
+    if (d <= 16) return 16;
+    if (d <= 32) return 32;
+    if (d <= 64) return 64;
+    if (d <= 128) return 128;
+    cu_fail(__FILE__, __LINE__, "attention", "head_dim > 128 is not supported by the CUDA attention kernels");
+    return 0;
+}
+
+void cu_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
+                      const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
+    if (s->B <= 0 || s->T <= 0) return;
+    AttnShape sh = *s;
+    if (!ck || !cv) sh.n_windows = 0;
+    const void *ptrs[] = {out, q, k, v, ck, cv};
+    bool vec = vec_ok(&sh, ptrs, 6);
+    bf16 *o = (bf16 *)out;
+    const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v, *CK = (const bf16 *)ck, *CV = (const bf16 *)cv;
+    switch (padded_dim(s->d)) {
+    case 16: attn_fwd_launch<16>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    case 32: attn_fwd_launch<32>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    case 64: attn_fwd_launch<64>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    default: attn_fwd_launch<128>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    }
+}
+
+void cu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t *dck, act_t *dcv,
+                      float *dsink, const act_t *dout, const act_t *out, const float *lse,
+                      const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
+                      const act_t *cv, const float *sink) {
+    if (s->B <= 0 || s->T <= 0) return;
+    AttnShape sh = *s;
+    if (!ck || !cv) sh.n_windows = 0;
+    if (sh.n_windows > 0 && (!dck || !dcv)) {   /* entries are visible but their gradient is not wanted */
+        size_t nc = (size_t)s->B * s->n_windows * s->G * s->d;
+        bf16 *scratch = (bf16 *)cu_workspace(WS_ATT_DC, 2 * nc * sizeof(bf16));
+        if (!dck) dck = scratch;
+        if (!dcv) dcv = scratch + nc;
+    }
+    int rows = s->B * s->T * s->H;
+    float *Dv = (float *)cu_workspace(WS_ATT_D, (size_t)rows * sizeof(float));
+    float *sinkterm = (sink && dsink) ? (float *)cu_workspace(WS_ATT_SINK, (size_t)rows * sizeof(float)) : NULL;
+    attn_bwd_pre_kernel<<<(rows + 7) / 8, 256, 0, cu_stream()>>>(Dv, sinkterm, (const bf16 *)dout, (const bf16 *)out,
+                                                                 lse, sink, rows, s->H, s->d);
+    CU_LAUNCH();
+    if (sinkterm) cu_colsum_add(dsink, sinkterm, s->B * s->T, s->H);
+    const void *ptrs[] = {dq, dk, dv, dck, dcv, dout, q, k, v, ck, cv};
+    bool vec = vec_ok(&sh, ptrs, 11);
+    bf16 *DQ = (bf16 *)dq, *DK = (bf16 *)dk, *DV = (bf16 *)dv, *DCK = (bf16 *)dck, *DCV = (bf16 *)dcv;
+    const bf16 *DO = (const bf16 *)dout, *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
+               *CK = (const bf16 *)ck, *CV = (const bf16 *)cv;
+    switch (padded_dim(s->d)) {
+    case 16: attn_bwd_launch<16>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    case 32: attn_bwd_launch<32>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    case 64: attn_bwd_launch<64>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    default: attn_bwd_launch<128>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    }
+}

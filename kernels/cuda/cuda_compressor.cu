@@ -1,0 +1,367 @@
+/* The chunked KV compressor on the CUDA backend, one branch (key or value) per call
+ * (SPEC.md section 2; the CPU version in kernels/cpu/cpu_compressor.c is the reference).
+ *
+ * Window j covers positions jS .. jS+W-1 (j < nW). For KV head g, offset i, map m = map(i):
+ *   gate logit  s_{j,i} = Z_{g,m} a_{jS+i} + b_{g,i}   [c]      alpha = softmax_i s (per channel)
+ *   payload     p_{j,i} = C_{g,m} a_{jS+i}             [d]      (+ optional post RMSNorm)
+ *   entry       E_j     = sum_i alpha_{j,i} * p'_{j,i}
+ *
+ * Projections. The gate and payload maps of every KV head are packed, per map m, into one
+ * bf16 matrix Wcat_m [NP, D] (rows g*(c+d) + [0,c): Z_{g,m}; g*(c+d) + c + [0,d): C_{g,m};
+ * NP = G(c+d) rounded up to 8 with zero rows). For a fixed sequence b and offset i, the rows
+ * a_{jS+i}, j = 0..nW-1, are a strided matrix (leading dimension S*D), so
+ *   cat[b, i] [nW, NP] = A_i @ Wcat_{m(i)}^T
+ * is one GEMM, and all offsets of a sequence are ONE strided-batched cuBLASLt call (deepseek:
+ * one per half, the weight stride is 0). The output is fp32 so that the gate logits are exact.
+ * Pooling (softmax over offsets, post-norm, weighted sum) runs one warp per (b, j, g).
+ *
+ * Backward, from dE_j (one warp per (b, j, g)):
+ *   dp'_{j,i} = alpha dE;  dalpha = dE . p' (per channel for vector gates);
+ *   ds = alpha (dalpha - sum_k alpha_k dalpha_k);  post-norm backward dp' -> dp;
+ * written as bf16 dcat [B, W, nW, NP] in the same packed column order. Then
+ *   dWcat_m += dcat[b,i]^T A_i   (fp32 GEMMs with beta = 1, issued in a fixed order; batched
+ *                                 over offsets when every offset has its own map)
+ *   da_{jS+i} += dcat[b,i] Wcat_m (batched over offsets i in [kS, kS+S): their rows are
+ *                                 disjoint; groups k run one after the other, so overlapping
+ *                                 windows accumulate in a fixed order into an fp32 buffer)
+ * and dWcat is scattered (added) into dgate_w / dpayload_w. Bias and post-norm gradients are
+ * per-(b,j,g) partials reduced by cu_colsum_add. Everything is deterministic. */
+#include "kernels/cuda/cuda_common.h"
+
+#define POOL_MAXK 8   /* d <= 256: lanes hold channels lane + 32k, k < 8 */
+
+typedef struct {
+    int B, T, D, G, d, W, S, nW, c, cg, M, Rg, NP;
+} CompDims;
+
+static CompDims dims_of(const CompShape *s) {
+    CompDims q;
+    q.B = s->B; q.T = s->T; q.D = s->D; q.G = s->G; q.d = s->d; q.W = s->window; q.S = s->stride;
+    q.nW = s->n_windows; q.c = s->channels; q.M = s->n_maps;
+    q.cg = s->gate == GATEK_UNIFORM ? 0 : s->channels;
+    q.Rg = q.cg + q.d;
+    q.NP = (q.G * q.Rg + 7) / 8 * 8;
+    return q;
+}
+
+static int map_of(const CompDims &q, int i) { return q.M == q.W ? i : (i < q.S ? 0 : 1); }
+
+/* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
+__global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
+    size_t total = (size_t)q.M * q.NP * q.D;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        int k = (int)(idx % q.D);
+        size_t rowi = idx / q.D;
+        int row = (int)(rowi % q.NP), m = (int)(rowi / q.NP);
+        bf16 v = __float2bfloat16(0.0f);
+        if (row < q.G * q.Rg) {
+            int g = row / q.Rg, x = row % q.Rg;
+            if (x < q.cg) v = gate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k];
+            else v = payload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k];
+        }
+        wcat[idx] = v;
+    }
+}
+
+static bf16 *pack_weights(const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
+    size_t n = (size_t)q.M * q.NP * q.D;
+    bf16 *wcat = (bf16 *)cu_workspace(WS_COMP_W, n * sizeof(bf16));
+    comp_pack_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(wcat, q.cg ? gate_w : NULL, payload_w, q);
+    CU_LAUNCH();
+    return wcat;
+}
+
+/* ---------------- forward ---------------- */
+__global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, float *pn_rstd, const float *cat,
+                                     const bf16 *gate_b, const bf16 *post_w, int uniform, float eps, CompDims q) {
+    int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    int n_items = q.B * q.nW * q.G;
+    if (wid >= n_items) return;
+    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
+    size_t slot0 = (size_t)wid * q.W;                   /* ((b*nW + j)*G + g) * W */
+    const int W = q.W, c = q.c, d = q.d;
+    /* gate weights alpha [W, c] */
+    float *al = alpha + slot0 * c;
+    if (uniform) {
+        for (int x = lane; x < W * c; x += 32) al[x] = 1.0f / W;
+    } else {
+        for (int ch = lane; ch < c; ch += 32) {
+            float mx = -INFINITY;
+            for (int i = 0; i < W; i++) {
+                float sv = cat[(((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + ch];
+                if (gate_b) sv += bf(gate_b[((size_t)g * W + i) * c + ch]);
+                al[i * c + ch] = sv;
+                mx = fmaxf(mx, sv);
+            }
+            float sum = 0.0f;
+            for (int i = 0; i < W; i++) { float e = __expf(al[i * c + ch] - mx); al[i * c + ch] = e; sum += e; }
+            float inv = 1.0f / sum;
+            for (int i = 0; i < W; i++) al[i * c + ch] *= inv;
+        }
+    }
+    __syncwarp();   /* alpha written by one lane is read by all below */
+    float acc[POOL_MAXK];
+    #pragma unroll
+    for (int k = 0; k < POOL_MAXK; k++) acc[k] = 0.0f;
+    for (int i = 0; i < W; i++) {
+        const float *src = cat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + q.cg;
+        bf16 *pdst = payload + (slot0 + i) * d;
+        float pv[POOL_MAXK];
+        float ss = 0.0f;
+        #pragma unroll
+        for (int k = 0; k < POOL_MAXK; k++) {
+            int x = lane + 32 * k;
+            pv[k] = 0.0f;
+            if (x < d) {
+                bf16 pb = tobf(src[x]);
+                pdst[x] = pb;
+                pv[k] = bf(pb);
+                ss += pv[k] * pv[k];
+            }
+        }
+        float rs = 1.0f;
+        if (post_w) {
+            ss = warp_sum(ss);
+            rs = 1.0f / sqrtf(ss / d + eps);
+            if (lane == 0) pn_rstd[slot0 + i] = rs;
+        }
+        float a_scalar = al[i * c];
+        #pragma unroll
+        for (int k = 0; k < POOL_MAXK; k++) {
+            int x = lane + 32 * k;
+            if (x < d) {
+                float qv = pv[k] * rs * (post_w ? bf(post_w[x]) : 1.0f);
+                float av = c == 1 ? a_scalar : al[i * c + x];
+                acc[k] += av * qv;
+            }
+        }
+    }
+    bf16 *e = entry + (size_t)wid * d;
+    #pragma unroll
+    for (int k = 0; k < POOL_MAXK; k++) {
+        int x = lane + 32 * k;
+        if (x < d) e[x] = tobf(acc[k]);
+    }
+}
+
+void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
+                       const act_t *a_, const act_t *gate_w, const act_t *gate_b,
+                       const act_t *payload_w, const act_t *post_w) {
+    CompDims q = dims_of(s);
+    if (q.nW <= 0) return;
+    if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
+    const bf16 *a = (const bf16 *)a_;
+    bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    float *cat = (float *)cu_workspace(WS_COMP_CAT, (size_t)q.B * q.W * q.nW * q.NP * sizeof(float));
+    for (int b = 0; b < q.B; b++) {
+        if (q.M == q.W) {   /* every offset its own map: one batched GEMM over all offsets */
+            cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D,
+                    (long long)q.NP * q.D, cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
+                    1, 1.0f, 0.0f, q.W);
+        } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
+            for (int half = 0; half < 2; half++) {
+                int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
+                if (ni <= 0) continue;
+                cu_gemm(0, 1, q.nW, q.NP, q.D, a + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D,
+                        wcat + (size_t)half * q.NP * q.D, q.D, 0,
+                        cat + ((size_t)b * q.W + i0) * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, ni);
+            }
+        }
+    }
+    int items = q.B * q.nW * q.G;
+    comp_pool_fwd_kernel<<<(items + 7) / 8, 256, 0, cu_stream()>>>(
+        (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.cg ? (const bf16 *)gate_b : NULL,
+        (const bf16 *)post_w, q.cg == 0, s->eps, q);
+    CU_LAUNCH();
+}
+
+/* ---------------- backward ---------------- */
+/* dcat [B, W, nW, NP] bf16; ds32 [B, nW, G, W, c] fp32 (also scratch for dalpha);
+ * dpost [B*nW*G, d] fp32 partials */
+__global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, const bf16 *dentry, const float *alpha,
+                                     const bf16 *payload, const float *pn_rstd, const bf16 *post_w, CompDims q) {
+    int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
+    int n_items = q.B * q.nW * q.G;
+    if (wid >= n_items) return;
+    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
+    size_t slot0 = (size_t)wid * q.W;
+    const int W = q.W, c = q.c, d = q.d;
+    const bool gated = q.cg > 0;
+    const float *al = alpha + slot0 * c;
+    float de[POOL_MAXK], pw[POOL_MAXK], dpw[POOL_MAXK], sumad[POOL_MAXK];
+    #pragma unroll
+    for (int k = 0; k < POOL_MAXK; k++) {
+        int x = lane + 32 * k;
+        de[k] = x < d ? bf(dentry[(size_t)wid * d + x]) : 0.0f;
+        pw[k] = (x < d && post_w) ? bf(post_w[x]) : 1.0f;
+        dpw[k] = 0.0f;
+        sumad[k] = 0.0f;
+    }
+    float sumad_scalar = 0.0f;
+    for (int i = 0; i < W; i++) {
+        const bf16 *p = payload + (slot0 + i) * d;
+        float rs = post_w ? pn_rstd[slot0 + i] : 1.0f;
+        bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
+        float pv[POOL_MAXK], dq[POOL_MAXK];
+        float dal_s = 0.0f, dot = 0.0f;
+        #pragma unroll
+        for (int k = 0; k < POOL_MAXK; k++) {
+            int x = lane + 32 * k;
+            pv[k] = 0.0f; dq[k] = 0.0f;
+            if (x < d) {
+                pv[k] = bf(p[x]);
+                float qv = pv[k] * rs * pw[k];
+                float av = c == 1 ? al[i * c] : al[i * c + x];
+                dq[k] = av * de[k];
+                if (gated) {
+                    if (c == 1) dal_s += de[k] * qv;
+                    else { float da_ = de[k] * qv; ds32[(slot0 + i) * c + x] = da_; sumad[k] += av * da_; }
+                }
+                dot += dq[k] * pw[k] * pv[k] * rs;
+            }
+        }
+        if (gated && c == 1) {
+            dal_s = warp_sum(dal_s);
+            if (lane == 0) ds32[slot0 + i] = dal_s;
+            sumad_scalar += al[i] * dal_s;
+        }
+        if (post_w) dot = warp_sum(dot) / d;
+        #pragma unroll
+        for (int k = 0; k < POOL_MAXK; k++) {
+            int x = lane + 32 * k;
+            if (x < d) {
+                float dp = dq[k];
+                if (post_w) {
+                    dpw[k] += dq[k] * pv[k] * rs;
+                    dp = rs * (dq[k] * pw[k] - pv[k] * rs * dot);
+                }
+                dst[q.cg + x] = tobf(dp);
+            }
+        }
+    }
+    if (gated) {
+        __syncwarp();
+        for (int i = 0; i < W; i++) {
+            bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
+            if (c == 1) {
+                if (lane == 0) {
+                    float dsv = al[i] * (ds32[slot0 + i] - sumad_scalar);
+                    ds32[slot0 + i] = dsv;
+                    dst[0] = tobf(dsv);
+                }
+            } else {
+                #pragma unroll
+                for (int k = 0; k < POOL_MAXK; k++) {
+                    int x = lane + 32 * k;
+                    if (x < d) {
+                        float dsv = al[i * c + x] * (ds32[(slot0 + i) * c + x] - sumad[k]);
+                        ds32[(slot0 + i) * c + x] = dsv;
+                        dst[x] = tobf(dsv);
+                    }
+                }
+            }
+        }
+    }
+    if (post_w) {
+        #pragma unroll
+        for (int k = 0; k < POOL_MAXK; k++) {
+            int x = lane + 32 * k;
+            if (x < d) dpost[(size_t)wid * d + x] = dpw[k];
+        }
+    }
+}
+
+/* dgate_w [G,M,c,D] += dW rows g*Rg + [0,c); dpayload_w [G,M,d,D] += rows g*Rg + c + [0,d) */
+__global__ void comp_unpack_kernel(float *dgate_w, float *dpayload_w, const float *dw, CompDims q) {
+    size_t total = (size_t)q.M * q.G * q.Rg * q.D;
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        int k = (int)(idx % q.D);
+        size_t rowi = idx / q.D;
+        int row = (int)(rowi % (q.G * q.Rg)), m = (int)(rowi / (q.G * q.Rg));
+        int g = row / q.Rg, x = row % q.Rg;
+        float v = dw[((size_t)m * q.NP + row) * q.D + k];
+        if (x < q.cg) { if (dgate_w) dgate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k] += v; }
+        else if (dpayload_w) dpayload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k] += v;
+    }
+}
+
+__global__ void add_f32_to_bf16_kernel(bf16 *y, const float *x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        y[i] = tobf(bf(y[i]) + x[i]);
+}
+
+void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
+                       float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
+                       const float *pn_rstd, const act_t *a_, const act_t *gate_w,
+                       const act_t *payload_w, const act_t *post_w) {
+    CompDims q = dims_of(s);
+    if (q.nW <= 0) return;
+    if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
+    const bf16 *a = (const bf16 *)a_;
+    bf16 *da = (bf16 *)da_;
+    bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    size_t n_cat = (size_t)q.B * q.W * q.nW * q.NP;
+    bf16 *dcat = (bf16 *)cu_workspace(WS_COMP_DCAT, n_cat * sizeof(bf16));
+    if (q.NP != q.G * q.Rg) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), cu_stream()));
+    size_t n_slots = (size_t)q.B * q.nW * q.G * q.W;
+    float *ds32 = q.cg ? (float *)cu_workspace(WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
+    float *dpost = post_w ? (float *)cu_workspace(WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
+    int items = q.B * q.nW * q.G;
+    comp_pool_bwd_kernel<<<(items + 7) / 8, 256, 0, cu_stream()>>>(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
+                                                                   (const bf16 *)payload, pn_rstd, (const bf16 *)post_w, q);
+    CU_LAUNCH();
+    if (dgate_b && ds32) cu_colsum_add(dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
+    if (dpost_w && dpost) cu_colsum_add(dpost_w, dpost, q.B * q.nW * q.G, q.d);
+
+    /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
+    if (dpayload_w || dgate_w) {
+        size_t n_dw = (size_t)q.M * q.NP * q.D;
+        float *dw = (float *)cu_workspace(WS_COMP_DW, n_dw * sizeof(float));
+        CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), cu_stream()));
+        for (int b = 0; b < q.B; b++) {
+            if (q.M == q.W) {
+                cu_gemm(1, 0, q.NP, q.D, q.nW, dcat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
+                        a + (size_t)b * q.T * q.D, q.S * q.D, q.D, dw, q.D, (long long)q.NP * q.D, 1, 1.0f, 1.0f, q.W);
+            } else {
+                for (int i = 0; i < q.W; i++)
+                    cu_gemm(1, 0, q.NP, q.D, q.nW, dcat + ((size_t)b * q.W + i) * q.nW * q.NP, q.NP, 0,
+                            a + ((size_t)b * q.T + i) * q.D, q.S * q.D, 0, dw + (size_t)map_of(q, i) * q.NP * q.D, q.D, 0,
+                            1, 1.0f, 1.0f, 1);
+            }
+        }
+        size_t n_un = (size_t)q.M * q.G * q.Rg * q.D;
+        comp_unpack_kernel<<<cu_blocks(n_un, 256), 256, 0, cu_stream()>>>(dgate_w, dpayload_w, dw, q);
+        CU_LAUNCH();
+    }
+
+    /* input gradient: da rows jS+i += dcat[b,i] [nW, NP] @ Wcat_m [NP, D]; offsets in [kS, kS+S)
+     * touch disjoint rows and go in one batched call; groups run in order. */
+    if (da) {
+        bool direct = q.W <= q.S;   /* no overlap: every row gets at most one contribution */
+        float *da32 = NULL;
+        size_t n_da = (size_t)q.B * q.T * q.D;
+        if (!direct) {
+            da32 = (float *)cu_workspace(WS_COMP_DA, n_da * sizeof(float));
+            CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), cu_stream()));
+        }
+        for (int b = 0; b < q.B; b++)
+            for (int i0 = 0; i0 < q.W; i0 += q.S) {
+                int ni = q.W - i0 < q.S ? q.W - i0 : q.S;
+                int m0 = map_of(q, i0);
+                long long sB = q.M == q.W ? (long long)q.NP * q.D : 0;
+                if (q.M != q.W && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
+                const bf16 *A = dcat + ((size_t)b * q.W + i0) * q.nW * q.NP;
+                const bf16 *Bm = wcat + (size_t)m0 * q.NP * q.D;
+                if (direct)
+                    cu_gemm(0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                            da + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D, 0, 1.0f, 1.0f, ni);
+                else
+                    cu_gemm(0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                            da32 + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D, 1, 1.0f, 1.0f, ni);
+            }
+        if (!direct) {
+            add_f32_to_bf16_kernel<<<cu_blocks(n_da, 256), 256, 0, cu_stream()>>>(da, da32, n_da);
+            CU_LAUNCH();
+        }
+    }
+}
