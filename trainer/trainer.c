@@ -41,6 +41,23 @@
 #include "model/model.h"
 
 static volatile sig_atomic_t stop_signal;
+
+/* Test hooks (environment variables, used by tests/test_mpi_train.py):
+ *   PHASELAB_TRACE_SAMPLES=PATH   each rank appends "step rank sample window" lines to PATH.rankR
+ *   PHASELAB_FAIL_RANK=R, PHASELAB_FAIL_STEP=S   rank R kills itself (SIGKILL) before step S */
+typedef struct { FILE *trace; int fail_rank; long fail_step; } TestHooks;
+
+static void hooks_init(TestHooks *h, int rank) {
+    const char *p = getenv("PHASELAB_TRACE_SAMPLES");
+    h->trace = NULL;
+    if (p && *p) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.rank%d", p, rank);
+        h->trace = fopen(path, "a");
+    }
+    h->fail_rank = getenv("PHASELAB_FAIL_RANK") ? atoi(getenv("PHASELAB_FAIL_RANK")) : -1;
+    h->fail_step = getenv("PHASELAB_FAIL_STEP") ? atol(getenv("PHASELAB_FAIL_STEP")) : -1;
+}
 static void on_stop_signal(int sig) { stop_signal = sig; }
 
 static double now_seconds(void) {
@@ -296,18 +313,26 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     double t_start = now_seconds(), t_window = t_start;
     long window_tokens = 0, last_ckpt = start_step;
     int consecutive_bad = 0, exit_code = 0;
+    TestHooks hooks;
+    hooks_init(&hooks, comm->rank);
+    const uint64_t n_windows = train_loader_n_windows(tr.loader);
     if (start_step >= cfg->train.steps) logf_("run already at step %ld of %ld: nothing to do\n", start_step, cfg->train.steps);
 
     while (tr.st.step < cfg->train.steps) {
         const long step = tr.st.step;
         double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
+        if (hooks.fail_rank == comm->rank && hooks.fail_step == step) raise(SIGKILL);
         model_zero_grads(tr.model);
         double loss_sum = 0.0;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
             int B = (int)(Br - i < micro ? Br - i : micro);
             for (int b = 0; b < B && !rc; b++) {
-                if (train_loader_sample(tr.loader, first + i + b, buf, err)) { rc = -1; break; }
+                uint64_t g = first + i + b;
+                if (train_loader_sample(tr.loader, g, buf, err)) { rc = -1; break; }
+                if (hooks.trace)
+                    fprintf(hooks.trace, "%ld %d %llu %llu\n", step, comm->rank, (unsigned long long)g,
+                            (unsigned long long)loader_permute(n_windows, cfg->train.seed, g / n_windows, g % n_windows));
                 memcpy(tok + (size_t)b * T, buf, sizeof(int32_t) * T);
                 memcpy(tgt + (size_t)b * T, buf + 1, sizeof(int32_t) * T);
             }
@@ -387,6 +412,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         logf_("done: %ld steps, %ld tokens in %s; run directory %s\n", tr.st.step, tr.st.tokens, el, tr.run_dir);
     }
     free(buf); free(tok); free(tgt);
+    if (hooks.trace) fclose(hooks.trace);
     teardown(&tr);
     return exit_code;
 }
