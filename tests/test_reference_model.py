@@ -30,7 +30,7 @@ import safetensors_io  # noqa: E402
 import spec_model as sm  # noqa: E402
 
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_reference_model")
-TOOL = os.path.join(ROOT, "build", "tests", "ref_forward")
+TOOL = os.path.join(ROOT, os.environ.get("BUILD", "build"), "tests", "ref_forward")
 REL_TOL = 1e-4
 B, T = 2, 24
 

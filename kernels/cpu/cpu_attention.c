@@ -8,19 +8,25 @@
  * sink the denominator gains exp(sink_h):
  *   z_x = q . key_x / sqrt(d),   Z = exp(sink_h) + sum_x exp(z_x),   p_x = exp(z_x) / Z
  *   out = sum_x p_x value_x,     lse = log Z
- * Only visible entries are touched, so the cost per query is nvis + (t - lo + 1) dot products
- * (T*T/S + T*n_local in total for compressed attention).
- *
- * Backward (recomputing p from lse): with dp_x = dout . value_x and D = dout . out,
+ * Backward (p recomputed from lse): with dp_x = dout . value_x and D = dout . out,
  *   dz_x = p_x (dp_x - D),  dq = sum_x dz_x key_x / sqrt(d),  dkey_x += dz_x q / sqrt(d),
  *   dvalue_x += p_x dout,   dsink_h += -p_sink D.
- * The backward is parallel over (sequence b, KV head g): every key/value gradient row of that
- * pair is owned by one thread, so there are no races and no order-dependent sums. */
+ *
+ * Blocked with sgemm: queries are taken in blocks of QB rows of one head; the block's keys are
+ * the entries visible to its last query plus the raw range [lo(first), last] (lo is
+ * non-decreasing in t), so one block touches about QB x (nvis + QB + n_local) scores, never
+ * T x T, and the cost of compressed attention grows with T*T/S + T*n_local. Scores of keys a
+ * row may not see are masked to zero probability. Work is split over (sequence b, KV head g):
+ * every key/value gradient row of the pair is owned by one thread (no races, no
+ * order-dependent sums); sgemm called inside the parallel region runs single-threaded. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 #include "kernels/cpu/cpu_internal.h"
+
+#define QB 64   /* queries per block */
 
 /* The visible set of query t: *nvis compressed entries and raw tokens [*lo, t]. */
 static inline void visible_range(const AttnShape *s, int t, int *nvis, int *lo) {
@@ -37,58 +43,79 @@ static inline void visible_range(const AttnShape *s, int t, int *nvis, int *lo) 
     }
 }
 
-static inline float dotf(const float *a, const float *b, int d) {
-    float acc = 0.0f;
-    #pragma omp simd reduction(+:acc)
-    for (int i = 0; i < d; i++) acc += a[i] * b[i];
-    return acc;
+/* One query block: rows t0..t1-1 of head h see entries [0, ne) and raw tokens [r0, t1). */
+typedef struct { int t0, t1, ne, r0, nr; } Block;
+
+static Block block_of(const AttnShape *s, int t0) {
+    Block bk;
+    bk.t0 = t0;
+    bk.t1 = t0 + QB < s->T ? t0 + QB : s->T;
+    int nv_last, lo_last, nv_first, lo_first;
+    visible_range(s, bk.t1 - 1, &nv_last, &lo_last);
+    visible_range(s, t0, &nv_first, &lo_first);
+    bk.ne = nv_last;
+    bk.r0 = lo_first;
+    bk.nr = bk.t1 - lo_first;
+    return bk;
 }
 
-static inline void axpyf(float *y, float a, const float *x, int d) {
-    #pragma omp simd
-    for (int i = 0; i < d; i++) y[i] += a * x[i];
+/* Scores of block bk for query rows qrow (lda ldq) into z [rows, ne + nr], scaled, masked
+ * entries = -inf. */
+static void block_scores(const AttnShape *s, const Block *bk, const float *qrows, int ldq, const float *ckg,
+                         const float *kg, float *z, float scale) {
+    const int d = s->d, G = s->G, rows = bk->t1 - bk->t0, nk = bk->ne + bk->nr;
+    if (bk->ne > 0)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk->ne, d, scale, qrows, ldq, ckg, G * d, 0.0f, z, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk->nr, d, scale, qrows, ldq,
+                kg + (size_t)bk->r0 * G * d, G * d, 0.0f, z + bk->ne, nk);
+    for (int r = 0; r < rows; r++) {
+        int nvis, lo, t = bk->t0 + r;
+        visible_range(s, t, &nvis, &lo);
+        float *zr = z + (size_t)r * nk;
+        for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
+        for (int x = bk->r0; x < lo; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
+        for (int x = t + 1; x < bk->t1; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
+    }
 }
 
 void cpu_attention_fwd(const AttnShape *s, act_t *out_, float *lse, const act_t *q_, const act_t *k_,
                        const act_t *v_, const act_t *ck_, const act_t *cv_, const float *sink) {
-    const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows;
-    const int group = H / G;
+    const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows, group = H / G;
     const float scale = 1.0f / sqrtf((float)d);
     float *out = out_;
     const float *q = q_, *k = k_, *v = v_, *ck = ck_, *cv = cv_;
+    const int n_blocks = (T + QB - 1) / QB;
     #pragma omp parallel
     {
-        float *z = malloc(sizeof(float) * (size_t)(nW + T + 1)); /* scores of one query */
-        #pragma omp for collapse(2) schedule(static)
+        float *z = malloc(sizeof(float) * (size_t)QB * (nW + T));
+        #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
-            for (int t = 0; t < T; t++) {
-                int nvis, lo;
-                visible_range(s, t, &nvis, &lo);
-                for (int h = 0; h < H; h++) {
-                    int g = h / group;
-                    const float *qv = q + (((size_t)b * T + t) * H + h) * d;
-                    int n = 0;
-                    float mx = -INFINITY;
-                    for (int j = 0; j < nvis; j++, n++) {
-                        z[n] = dotf(qv, ck + (((size_t)b * nW + j) * G + g) * d, d) * scale;
-                        if (z[n] > mx) mx = z[n];
+            for (int h = 0; h < H; h++) {
+                const int g = h / group;
+                const float *kg = k + (size_t)b * T * G * d + g * d, *vg = v + (size_t)b * T * G * d + g * d;
+                const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
+                const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
+                for (int blk = 0; blk < n_blocks; blk++) {
+                    Block bk = block_of(s, blk * QB);
+                    const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
+                    const float *qrows = q + (((size_t)b * T + bk.t0) * H + h) * d;
+                    float *orows = out + (((size_t)b * T + bk.t0) * H + h) * d;
+                    block_scores(s, &bk, qrows, H * d, ckg, kg, z, scale);
+                    for (int r = 0; r < rows; r++) {
+                        float *zr = z + (size_t)r * nk;
+                        float mx = sink ? sink[h] : -INFINITY;
+                        for (int x = 0; x < nk; x++) if (zr[x] > mx) mx = zr[x];
+                        float sum = sink ? expf(sink[h] - mx) : 0.0f;
+                        for (int x = 0; x < nk; x++) { zr[x] = expf(zr[x] - mx); sum += zr[x]; }
+                        float inv = 1.0f / sum;
+                        for (int x = 0; x < nk; x++) zr[x] *= inv;
+                        lse[((size_t)b * T + bk.t0 + r) * H + h] = mx + logf(sum);
                     }
-                    for (int x = lo; x <= t; x++, n++) {
-                        z[n] = dotf(qv, k + (((size_t)b * T + x) * G + g) * d, d) * scale;
-                        if (z[n] > mx) mx = z[n];
-                    }
-                    if (sink && sink[h] > mx) mx = sink[h];
-                    float sum = sink ? expf(sink[h] - mx) : 0.0f;
-                    for (int i = 0; i < n; i++) { z[i] = expf(z[i] - mx); sum += z[i]; }
-                    float inv = 1.0f / sum;
-                    float *o = out + (((size_t)b * T + t) * H + h) * d;
-                    memset(o, 0, sizeof(float) * d);
-                    n = 0;
-                    for (int j = 0; j < nvis; j++, n++)
-                        axpyf(o, z[n] * inv, cv + (((size_t)b * nW + j) * G + g) * d, d);
-                    for (int x = lo; x <= t; x++, n++)
-                        axpyf(o, z[n] * inv, v + (((size_t)b * T + x) * G + g) * d, d);
-                    lse[((size_t)b * T + t) * H + h] = mx + logf(sum);
+                    if (bk.ne > 0)
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.ne, 1.0f, z, nk, cvg, G * d,
+                                    0.0f, orows, H * d);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.nr, 1.0f, z + bk.ne, nk,
+                                vg + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, orows, H * d);
                 }
             }
         free(z);
@@ -99,11 +126,11 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, a
                        float *dsink, const act_t *dout_, const act_t *out_, const float *lse,
                        const act_t *q_, const act_t *k_, const act_t *v_, const act_t *ck_,
                        const act_t *cv_, const float *sink) {
-    const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows;
-    const int group = H / G;
+    const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows, group = H / G;
     const float scale = 1.0f / sqrtf((float)d);
     float *dq = dq_, *dk = dk_, *dv = dv_, *dck = dck_, *dcv = dcv_;
     const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_, *ck = ck_, *cv = cv_;
+    const int n_blocks = (T + QB - 1) / QB;
     memset(dk, 0, sizeof(float) * (size_t)B * T * G * d);
     memset(dv, 0, sizeof(float) * (size_t)B * T * G * d);
     if (nW > 0) {
@@ -113,41 +140,60 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, a
     float *dsink_part = sink ? calloc((size_t)B * H, sizeof(float)) : NULL; /* [B, H] */
     #pragma omp parallel
     {
-        float *p = malloc(sizeof(float) * (size_t)(nW + T + 1));
+        float *p = malloc(sizeof(float) * (size_t)QB * (nW + T));    /* probabilities, then dz */
+        float *dp = malloc(sizeof(float) * (size_t)QB * (nW + T));
+        float Drow[QB];
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
-            for (int g = 0; g < G; g++)
-                for (int t = 0; t < T; t++) {
-                    int nvis, lo;
-                    visible_range(s, t, &nvis, &lo);
-                    for (int h = g * group; h < (g + 1) * group; h++) {
-                        size_t row = ((size_t)b * T + t) * H + h;
-                        const float *qv = q + row * d, *dov = dout + row * d, *ov = out + row * d;
-                        float *dqv = dq + row * d;
-                        float L = lse[row];
-                        float D = dotf(dov, ov, d);
-                        memset(dqv, 0, sizeof(float) * d);
-                        int n = 0;
-                        for (int j = 0; j < nvis; j++, n++) {
-                            size_t e = (((size_t)b * nW + j) * G + g) * d;
-                            float pj = expf(dotf(qv, ck + e, d) * scale - L);
-                            float dz = pj * (dotf(dov, cv + e, d) - D) * scale;
-                            axpyf(dqv, dz, ck + e, d);
-                            axpyf(dck + e, dz, qv, d);
-                            axpyf(dcv + e, pj, dov, d);
+            for (int g = 0; g < G; g++) {
+                const size_t kv0 = (size_t)b * T * G * d + g * d, e0 = (size_t)b * nW * G * d + g * d;
+                for (int h = g * group; h < (g + 1) * group; h++)
+                    for (int blk = 0; blk < n_blocks; blk++) {
+                        Block bk = block_of(s, blk * QB);
+                        const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
+                        const size_t row0 = ((size_t)b * T + bk.t0) * H + h;
+                        const float *qrows = q + row0 * d, *dorows = dout + row0 * d, *orows = out + row0 * d;
+                        block_scores(s, &bk, qrows, H * d, nW ? ck + e0 : NULL, k + kv0, p, scale);
+                        for (int r = 0; r < rows; r++) {
+                            float L = lse[row0 + (size_t)r * H], *pr = p + (size_t)r * nk;
+                            for (int x = 0; x < nk; x++) pr[x] = expf(pr[x] - L);
+                            float D = 0.0f;
+                            for (int i = 0; i < d; i++) D += dorows[(size_t)r * H * d + i] * orows[(size_t)r * H * d + i];
+                            Drow[r] = D;
+                            if (sink) dsink_part[(size_t)b * H + h] -= expf(sink[h] - L) * D;
                         }
-                        for (int x = lo; x <= t; x++, n++) {
-                            size_t e = (((size_t)b * T + x) * G + g) * d;
-                            float px = expf(dotf(qv, k + e, d) * scale - L);
-                            float dz = px * (dotf(dov, v + e, d) - D) * scale;
-                            axpyf(dqv, dz, k + e, d);
-                            axpyf(dk + e, dz, qv, d);
-                            axpyf(dv + e, px, dov, d);
+                        /* dp = dout . values */
+                        if (bk.ne > 0)
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk.ne, d, 1.0f, dorows, H * d,
+                                        cv + e0, G * d, 0.0f, dp, nk);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk.nr, d, 1.0f, dorows, H * d,
+                                    v + kv0 + (size_t)bk.r0 * G * d, G * d, 0.0f, dp + bk.ne, nk);
+                        /* dvalue += p^T dout */
+                        if (bk.ne > 0)
+                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, rows, 1.0f, p, nk, dorows,
+                                        H * d, 1.0f, dcv + e0, G * d);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, rows, 1.0f, p + bk.ne, nk,
+                                    dorows, H * d, 1.0f, dv + kv0 + (size_t)bk.r0 * G * d, G * d);
+                        /* dz = p (dp - D) scale  (in place in p) */
+                        for (int r = 0; r < rows; r++) {
+                            float *pr = p + (size_t)r * nk, *dpr = dp + (size_t)r * nk;
+                            for (int x = 0; x < nk; x++) pr[x] = pr[x] * (dpr[x] - Drow[r]) * scale;
                         }
-                        if (sink) dsink_part[(size_t)b * H + h] -= expf(sink[h] - L) * D;
+                        float *dqrows = dq + row0 * d;
+                        if (bk.ne > 0) {
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.ne, 1.0f, p, nk,
+                                        ck + e0, G * d, 0.0f, dqrows, H * d);
+                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, rows, 1.0f, p, nk, qrows,
+                                        H * d, 1.0f, dck + e0, G * d);
+                        }
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.nr, 1.0f, p + bk.ne, nk,
+                                    k + kv0 + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, dqrows, H * d);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, rows, 1.0f, p + bk.ne, nk,
+                                    qrows, H * d, 1.0f, dk + kv0 + (size_t)bk.r0 * G * d, G * d);
                     }
-                }
+            }
         free(p);
+        free(dp);
     }
     if (sink) {
         for (int b = 0; b < B; b++)

@@ -1,0 +1,194 @@
+/* Lookup-probe set reader: loads a PHLPRBv1 file (format in data/probe.h) into memory and
+ * validates it completely: header fields, file length, every prompt record against its own
+ * tokens (residue = t_K mod P, tokens[t_K] = query, tokens[t_K + 1] = answer, common query
+ * position), and every token against the model's vocabulary. Errors name the file and the byte
+ * offset of the offending field. */
+#include "data/probe.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/errors.h"
+
+typedef struct {
+    int protocol, residue, t_key, length, target_index;
+    int32_t answer;
+    uint64_t offset;           /* first token, in tokens */
+} ProbeRecord;
+
+struct ProbeSet {
+    char path[1024];
+    int n_prompts, residues, max_length, query_position;
+    int count_protocol[PROBE_N_PROTOCOLS];
+    uint32_t vocab_size;
+    uint64_t n_tokens;
+    char fingerprint[PROBE_FINGERPRINT_BYTES + 1];
+    ProbeRecord *records;      /* [n_prompts] */
+    int32_t *tokens;           /* [n_tokens] */
+};
+
+static uint32_t rd_u32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd_u64(const unsigned char *p) { return (uint64_t)rd_u32(p) | (uint64_t)rd_u32(p + 4) << 32; }
+
+const char *probe_protocol_name(int protocol) {
+    return protocol == PROBE_PP ? "pp" : protocol == PROBE_IP ? "ip" : "?";
+}
+
+void probe_set_free(ProbeSet *ps) {
+    if (!ps) return;
+    free(ps->records);
+    free(ps->tokens);
+    free(ps);
+}
+
+/* Reads the whole file; returns the buffer (caller frees) or NULL with err set. */
+static unsigned char *read_all(const char *path, size_t *n, char *err) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { set_err(err, "%s: cannot open probe set: %s", path, strerror(errno)); return NULL; }
+    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); set_err(err, "%s: cannot seek: %s", path, strerror(errno)); return NULL; }
+    long size = ftell(f);
+    rewind(f);
+    if (size < 0) { fclose(f); set_err(err, "%s: cannot tell size: %s", path, strerror(errno)); return NULL; }
+    unsigned char *buf = malloc(size ? (size_t)size : 1);
+    if (!buf) { fclose(f); set_err(err, "%s: out of memory reading %ld bytes", path, size); return NULL; }
+    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
+        fclose(f); free(buf);
+        set_err(err, "%s: short read of %ld bytes", path, size);
+        return NULL;
+    }
+    fclose(f);
+    *n = (size_t)size;
+    return buf;
+}
+
+int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int max_len, char *err) {
+    *out = NULL;
+    size_t size = 0;
+    unsigned char *buf = read_all(path, &size, err);
+    if (!buf) return -1;
+    ProbeSet *ps = calloc(1, sizeof *ps);
+    int rc = -1;
+    if (!ps) { set_err(err, "%s: out of memory", path); goto done; }
+    snprintf(ps->path, sizeof ps->path, "%s", path);
+
+    if (size < PROBE_HEADER_BYTES) {
+        set_err(err, "%s@0: file of %zu bytes is shorter than the %d-byte probe header", path, size, PROBE_HEADER_BYTES);
+        goto done;
+    }
+    if (memcmp(buf, PROBE_MAGIC, 8) != 0) {
+        set_err(err, "%s@0: bad magic, expected \"%s\" (a probe set made by tools/make-probe)", path, PROBE_MAGIC);
+        goto done;
+    }
+    uint32_t header = rd_u32(buf + 8), recsize = rd_u32(buf + 12), n = rd_u32(buf + 16);
+    uint32_t P = rd_u32(buf + 20), vocab = rd_u32(buf + 24), maxlen_f = rd_u32(buf + 28);
+    uint64_t n_tokens = rd_u64(buf + 32);
+    uint32_t q = rd_u32(buf + 104);
+    if (header != PROBE_HEADER_BYTES) { set_err(err, "%s@8: header size %u, expected %d", path, header, PROBE_HEADER_BYTES); goto done; }
+    if (recsize != PROBE_RECORD_BYTES) { set_err(err, "%s@12: prompt record size %u, expected %d", path, recsize, PROBE_RECORD_BYTES); goto done; }
+    if (n == 0 || n > 0x7fffffffu) { set_err(err, "%s@16: n_prompts %u, expected 1..2^31-1", path, n); goto done; }
+    if (P == 0 || P > PROBE_MAX_RESIDUES) { set_err(err, "%s@20: residues %u, expected 1..%d", path, P, PROBE_MAX_RESIDUES); goto done; }
+    if (vocab == 0 || (vocab_limit && vocab > vocab_limit)) {
+        set_err(err, "%s@24: probe vocabulary size %u, expected 1..%u (the model's vocab_size)", path, vocab,
+                vocab_limit ? vocab_limit : 0xffffffffu);
+        goto done;
+    }
+    if (maxlen_f == 0 || maxlen_f > 0x7fffffffu) { set_err(err, "%s@28: longest prompt %u, expected >= 1", path, maxlen_f); goto done; }
+    if (max_len > 0 && maxlen_f > (uint32_t)max_len) {
+        set_err(err, "%s@28: prompts of up to %u tokens do not fit the evaluation length %d (rebuild with --max-len %d)",
+                path, maxlen_f, max_len, max_len);
+        goto done;
+    }
+    if (q + 1 > maxlen_f) { set_err(err, "%s@104: query position %u, expected < the longest prompt %u", path, q, maxlen_f); goto done; }
+    uint64_t expect = (uint64_t)PROBE_HEADER_BYTES + (uint64_t)PROBE_RECORD_BYTES * n + 4 * n_tokens;
+    if (n_tokens > ((uint64_t)1 << 40) || expect != size) {
+        set_err(err, "%s@32: n_tokens %llu and n_prompts %u imply %llu bytes, the file has %zu", path,
+                (unsigned long long)n_tokens, n, (unsigned long long)expect, size);
+        goto done;
+    }
+    ps->n_prompts = (int)n;
+    ps->residues = (int)P;
+    ps->vocab_size = vocab;
+    ps->max_length = (int)maxlen_f;
+    ps->query_position = (int)q;
+    ps->n_tokens = n_tokens;
+    memcpy(ps->fingerprint, buf + 40, PROBE_FINGERPRINT_BYTES);
+    ps->fingerprint[PROBE_FINGERPRINT_BYTES] = 0;
+
+    const unsigned char *tok = buf + PROBE_HEADER_BYTES + (size_t)PROBE_RECORD_BYTES * n;
+    ps->tokens = malloc((n_tokens ? n_tokens : 1) * sizeof(int32_t));
+    ps->records = malloc((size_t)n * sizeof(ProbeRecord));
+    if (!ps->tokens || !ps->records) { set_err(err, "%s: out of memory", path); goto done; }
+    uint32_t limit = vocab_limit ? vocab_limit : vocab;
+    for (uint64_t i = 0; i < n_tokens; i++) {
+        uint32_t t = rd_u32(tok + 4 * i);
+        if (t >= limit) {
+            set_err(err, "%s@%llu: token %u at index %llu is outside the vocabulary (expected < %u)", path,
+                    (unsigned long long)(tok - buf + 4 * i), t, (unsigned long long)i, limit);
+            goto done;
+        }
+        ps->tokens[i] = (int32_t)t;
+    }
+    uint32_t longest = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const unsigned char *r = buf + PROBE_HEADER_BYTES + (size_t)PROBE_RECORD_BYTES * i;
+        size_t at = (size_t)(r - buf);
+        uint32_t proto = rd_u32(r), res = rd_u32(r + 4), tk = rd_u32(r + 8), ans = rd_u32(r + 12);
+        uint32_t len = rd_u32(r + 16), tidx = rd_u32(r + 20);
+        uint64_t off = rd_u64(r + 24);
+        if (proto >= PROBE_N_PROTOCOLS) { set_err(err, "%s@%zu: prompt %u: protocol %u, expected 0 (pp) or 1 (ip)", path, at, i, proto); goto done; }
+        if (len != q + 1) { set_err(err, "%s@%zu: prompt %u: length %u, expected query position + 1 = %u", path, at + 16, i, len, q + 1); goto done; }
+        if (off > n_tokens || len > n_tokens - off) {
+            set_err(err, "%s@%zu: prompt %u: tokens [%llu, %llu) run past the %llu tokens of the file", path, at + 24, i,
+                    (unsigned long long)off, (unsigned long long)(off + len), (unsigned long long)n_tokens);
+            goto done;
+        }
+        if (tk + 1 >= q) { set_err(err, "%s@%zu: prompt %u: t_K %u, expected < query position - 1 = %u", path, at + 8, i, tk, q - 1); goto done; }
+        if (res != tk % P) { set_err(err, "%s@%zu: prompt %u: residue %u, expected t_K mod P = %u", path, at + 4, i, res, tk % P); goto done; }
+        const int32_t *t = ps->tokens + off;
+        if (t[tk] != t[q]) {
+            set_err(err, "%s@%zu: prompt %u: token %d at t_K %u is not the query token %d", path, at + 8, i, t[tk], tk, t[q]);
+            goto done;
+        }
+        if ((uint32_t)t[tk + 1] != ans) {
+            set_err(err, "%s@%zu: prompt %u: answer %u is not the token %d after the target key", path, at + 12, i, ans, t[tk + 1]);
+            goto done;
+        }
+        if (tidx >= rd_u32(buf + 108)) {
+            set_err(err, "%s@%zu: prompt %u: target index %u, expected < %u records", path, at + 20, i, tidx, rd_u32(buf + 108));
+            goto done;
+        }
+        if (len > longest) longest = len;
+        ps->records[i] = (ProbeRecord){(int)proto, (int)res, (int)tk, (int)len, (int)tidx, (int32_t)ans, off};
+        ps->count_protocol[proto]++;
+    }
+    if (longest != maxlen_f) { set_err(err, "%s@28: longest prompt %u, but the prompts are at most %u tokens", path, maxlen_f, longest); goto done; }
+    rc = 0;
+done:
+    free(buf);
+    if (rc) probe_set_free(ps);
+    else *out = ps;
+    return rc;
+}
+
+int probe_set_count(const ProbeSet *ps) { return ps->n_prompts; }
+int probe_set_count_protocol(const ProbeSet *ps, int protocol) {
+    return (protocol >= 0 && protocol < PROBE_N_PROTOCOLS) ? ps->count_protocol[protocol] : 0;
+}
+int probe_set_residues(const ProbeSet *ps) { return ps->residues; }
+uint32_t probe_set_vocab_size(const ProbeSet *ps) { return ps->vocab_size; }
+int probe_set_max_length(const ProbeSet *ps) { return ps->max_length; }
+int probe_set_query_position(const ProbeSet *ps) { return ps->query_position; }
+const char *probe_set_fingerprint(const ProbeSet *ps) { return ps->fingerprint; }
+const char *probe_set_path(const ProbeSet *ps) { return ps->path; }
+
+int probe_set_prompt(const ProbeSet *ps, int i, ProbePrompt *out) {
+    if (i < 0 || i >= ps->n_prompts) return -1;
+    const ProbeRecord *r = &ps->records[i];
+    *out = (ProbePrompt){r->protocol, r->residue, r->t_key, r->answer, r->length, r->target_index,
+                         ps->tokens + r->offset};
+    return 0;
+}

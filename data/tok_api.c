@@ -1,0 +1,105 @@
+/* The tokenizer interface of data/tokenizer.h: chooses the byte or BPE implementation,
+ * creates per-thread states and manages the growable id and byte arrays. */
+#include <stdlib.h>
+#include <string.h>
+#include "data/tok_internal.h"
+#include "model/errors.h"
+
+Tokenizer *tokenizer_open(const char *spec, char *err) {
+    Tokenizer *tok = calloc(1, sizeof *tok);
+    if (!tok) { set_err(err, "phaselab: tokenizer: out of memory"); return NULL; }
+    if (strcmp(spec, "bytes") == 0) {
+        tok->is_bytes = 1;
+        tok->n_ids = TOKENIZER_BYTES_VOCAB;
+        tok->eot_id = TOKENIZER_BYTES_EOT;
+        strcpy(tok->fingerprint, "bytes");
+        return tok;
+    }
+    if (bpe_load(tok, spec, err)) { tokenizer_free(tok); return NULL; }
+    return tok;
+}
+
+void tokenizer_free(Tokenizer *tok) {
+    if (!tok) return;
+    if (!tok->is_bytes) bpe_free(tok);
+    free(tok);
+}
+
+uint32_t tokenizer_n_ids(const Tokenizer *tok) { return tok->n_ids; }
+uint32_t tokenizer_eot_id(const Tokenizer *tok) { return tok->eot_id; }
+const char *tokenizer_fingerprint(const Tokenizer *tok) { return tok->fingerprint; }
+int tokenizer_is_bytes(const Tokenizer *tok) { return tok->is_bytes; }
+
+TokenizerState *tokenizer_state_new(const Tokenizer *tok) {
+    TokenizerState *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->tok = tok;
+    if (tok->is_bytes) return st;
+    st->match = pcre2_match_data_create_from_pattern(tok->regex, NULL);
+    st->cache = calloc(CACHE_SLOTS, sizeof *st->cache);
+    if (!st->match || !st->cache) { tokenizer_state_free(st); return NULL; }
+    return st;
+}
+
+void tokenizer_state_free(TokenizerState *st) {
+    if (!st) return;
+    if (st->match) pcre2_match_data_free(st->match);
+    free(st->cache);
+    free(st->sym_id); free(st->pair_rank); free(st->pair_merged); free(st->heap); free(st->prev); free(st->next);
+    text_buf_free(&st->sanitized);
+    free(st);
+}
+
+long tokenizer_encode(TokenizerState *st, const char *text, size_t len, TokenIds *out, char *err) {
+    if (st->tok->is_bytes) return byte_encode(text, len, out, err);
+    return bpe_encode(st, text, len, out, err);
+}
+
+int tokenizer_decode(const Tokenizer *tok, const uint32_t *ids, size_t n, TextBuf *out, char *err) {
+    if (tok->is_bytes) return byte_decode(ids, n, out, err);
+    return bpe_decode(tok, ids, n, out, err);
+}
+
+int token_ids_reserve(TokenIds *t, size_t extra) {
+    if (t->n + extra <= t->cap) return 0;
+    size_t cap = t->cap ? t->cap : 256;
+    while (cap < t->n + extra) cap *= 2;
+    uint32_t *ids = realloc(t->ids, cap * sizeof *ids);
+    if (!ids) return -1;
+    t->ids = ids;
+    t->cap = cap;
+    return 0;
+}
+
+int token_ids_push(TokenIds *t, uint32_t id) {
+    if (t->n == t->cap && token_ids_reserve(t, 1)) return -1;
+    t->ids[t->n++] = id;
+    return 0;
+}
+
+void token_ids_free(TokenIds *t) {
+    free(t->ids);
+    t->ids = NULL;
+    t->n = t->cap = 0;
+}
+
+int text_buf_append(TextBuf *b, const void *data, size_t len) {
+    if (b->len + len + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + len + 1) cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) return -1;
+        b->data = d;
+        b->cap = cap;
+    }
+    if (len) memcpy(b->data + b->len, data, len);
+    b->len += len;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+void text_buf_free(TextBuf *b) {
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+}
