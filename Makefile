@@ -53,7 +53,7 @@ all: $(PROGRAMS)
 # Re-run tools/install-deps whenever a header or tool we need is missing.
 $(DEPS_STAMP): tools/install-deps
 	@missing=0; for f in /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h /usr/include/ini.h /usr/include/cjson/cJSON.h \
-	  /usr/include/hdf5/serial/hdf5.h /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/zstd.h /usr/bin/mpirun; do \
+	  /usr/include/hdf5/serial/hdf5.h /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/zstd.h /usr/bin/mpirun /usr/sbin/slurmctld /usr/bin/zstd; do \
 	  [ -e $$f ] || missing=1; done; \
 	python3 -c "import numpy, h5py, matplotlib" 2>/dev/null || missing=1; \
 	if [ $$missing = 1 ]; then tools/install-deps; fi
