@@ -212,6 +212,19 @@ static int is_blank(const char *p, size_t n) {
     return 1;
 }
 
+/* Does a JSON text hold the escape \u0000 (an odd run of backslashes before "u0000")? cJSON
+ * hands strings over NUL-terminated, so such a document would be cut short silently: it is
+ * reported as a bad line instead. */
+static int json_has_nul_escape(const char *s, size_t n) {
+    for (size_t i = 0; i + 5 < n; i++) {
+        if (s[i] != '\\' || memcmp(s + i + 1, "u0000", 5) != 0) continue;
+        size_t run = 0;
+        while (run <= i && s[i - run] == '\\') run++;
+        if (run % 2 == 1) return 1;
+    }
+    return 0;
+}
+
 static void process_item(TokenizerState *st, Batch *b, Item *it, TextBuf *clean, char *err) {
     const char *text = b->text.data + it->text_off;
     size_t len = it->text_len;
@@ -223,6 +236,11 @@ static void process_item(TokenizerState *st, Batch *b, Item *it, TextBuf *clean,
     cJSON *obj = NULL;
     if (kind == INPUT_JSONL) {
         if (is_blank(text, len)) return;                       /* blank line: empty */
+        if (json_has_nul_escape(text, len)) {
+            it->kind = ITEM_BAD;
+            snprintf(it->bad, sizeof it->bad, "the text holds \\u0000 (a NUL character; expected text without NUL)");
+            return;
+        }
         obj = cJSON_ParseWithLength(text, len);
         const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, opt.field) : NULL;
         if (!obj || !cJSON_IsObject(obj)) {

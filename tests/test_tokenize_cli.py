@@ -239,6 +239,14 @@ def test_errors(base):
     check(rc == 1 and "corrupt.jsonl.gz" in se, "truncated gzip: exit 1 naming the file", se)
     rc, _, se = run(["--tokenizer", "bytes", "--input", "Makefile", "--out", base + "/e3", "--quiet"])
     check(rc == 2 and "unknown input type" in se, "unknown file type rejected", se)
+    nul = os.path.join(base, "nul.jsonl")
+    with open(nul, "w") as f:
+        f.write('{"text": "ab\\u0000cd"}\n{"text": "ok"}\n{"text": "x\\\\u0000y"}\n')
+    rc, so, se = run(["--tokenizer", "bytes", "--input", nul, "--out", base + "/e4"])
+    toks = stream(base + "/e4", "train")
+    want = list(b"ok") + [256] + list(b"x\\u0000y") + [256]
+    check(rc == 0 and "nul.jsonl:1" in so + se and list(toks) == want,
+          "a JSON \\u0000 is a reported bad line, never a silently cut document", f"{rc} {so[-300:]} {se[-200:]} {list(toks)}")
 
 
 def main():
