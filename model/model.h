@@ -56,6 +56,9 @@ void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *position
  * (vector). Returns the number of windows, 0 for full attention. */
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
 
+/* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
+int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
+
 /* FLOPs of one training step per token (forward + backward, 6N-style plus attention). */
 double model_flops_per_token(const ModelConfig *cfg, int T);
 #endif

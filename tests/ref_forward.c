@@ -11,8 +11,6 @@
 #include "model/model.h"
 #include "model/safetensors.h"
 
-/* declared in model/model.c: the final-norm output [B, T, D] of a forward pass */
-int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
 
 int main(int argc, char **argv) {
     if (argc != 7) {

@@ -1,4 +1,4 @@
-/* Tests of train/comm.c: the collectives on the CPU backend with rank-dependent inputs whose
+/* Tests of trainer/comm.c: the collectives on the CPU backend with rank-dependent inputs whose
  * results the test computes in closed form, and the launcher detection.
  *
  * Run plainly (world of one: identity semantics, no MPI) or under mpirun (tests/test_comm_mpi.sh).

@@ -38,7 +38,7 @@ static const Variant variants[] = {
 
 int main(void) {
     const Backend *be = backend_cpu(2);
-    const int B = 2, T = 16;
+    const int B = 2, T = getenv("GC_T") ? atoi(getenv("GC_T")) : 16;
     for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
         ModelConfig cfg = tu_tiny_config();
         variants[vi].apply(&cfg);
@@ -48,7 +48,7 @@ int main(void) {
         snprintf(name, sizeof name, "gradcheck %s: model builds", variants[vi].name);
         if (!check(m != NULL, name, "%s", err)) continue;
         tu_random_params(m, 100 + vi, 0.35);
-        int32_t tok[B * T], tgt[B * T];
+        int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
         tu_random_tokens(tok, B * T, cfg.vocab_size, 5 + vi);
         tu_random_tokens(tgt, B * T, cfg.vocab_size, 9 + vi);
         tgt[3] = -1;  /* an ignored target */

@@ -50,7 +50,6 @@ int main(void) {
         int32_t tok[T], tok2[T];
         tu_random_tokens(tok, T, V, 3 + ci);
         float h1[T * 16], h2[T * 16];
-        extern int model_debug_final_hidden(Model *, const int32_t *, int, float *);
         model_debug_final_hidden(m, tok, 1, h1);
         int wrong = 0;
         char why[256] = "";

@@ -21,8 +21,9 @@ typedef struct Comm {
     void *impl;                  /* private */
 } Comm;
 
-/* Detects the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, SLURM_NTASKS ...) and
- * initialises MPI only when there is more than one rank. */
+/* Detects the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, SLURM_PROCID with
+ * SLURM_STEP_NUM_TASKS; PHASELAB_MPI=0/1 forces it; SLURM_NTASKS alone is not a launch, sbatch
+ * sets it too) and initialises MPI only when there is more than one rank. */
 int comm_init(Comm *c, int *argc, char ***argv, char *err);
 /* After the backend is chosen: on CUDA creates the NCCL communicator (unique id over MPI). */
 int comm_attach_backend(Comm *c, const struct Backend *be, char *err);
