@@ -13,18 +13,28 @@
 
 #define CLASSIFIER_CHUNK_ELEMS (1 << 20)   /* logits held at once: 4 MiB */
 
+/* Rows per chunk so that chunk x V logits fit the budget. */
+static int chunk_rows(int N, int V) {
+    int chunk = CLASSIFIER_CHUNK_ELEMS / V;
+    if (chunk < 1) chunk = 1;
+    return chunk > N ? N : chunk;
+}
+
+/* logits [rows, V] = x rows [r0, r0 + rows) @ emb^T */
+static void chunk_logits(float *logits, const float *x, const float *emb, int r0, int rows, int D, int V) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, D, 1.0f, x + (size_t)r0 * D, D, emb, D, 0.0f,
+                logits, V);
+}
+
 void cpu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
                     float *losses, act_t *dx_, float *demb, float grad_scale) {
     const float *x = x_, *emb = emb_;
     float *dx = dx_;
-    int chunk = CLASSIFIER_CHUNK_ELEMS / V;
-    if (chunk < 1) chunk = 1;
-    if (chunk > N) chunk = N;
+    const int chunk = chunk_rows(N, V);
     float *logits = malloc(sizeof(float) * (size_t)chunk * V);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, D, 1.0f, x + (size_t)r0 * D, D,
-                    emb, D, 0.0f, logits, V);
+        chunk_logits(logits, x, emb, r0, rows, D, V);
         #pragma omp parallel for schedule(static)
         for (int r = 0; r < rows; r++) {
             float *l = logits + (size_t)r * V;
@@ -53,14 +63,11 @@ void cpu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, 
 
 void cpu_logits_argmax(const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
     const float *x = x_, *emb = emb_;
-    int chunk = CLASSIFIER_CHUNK_ELEMS / V;
-    if (chunk < 1) chunk = 1;
-    if (chunk > N) chunk = N;
+    const int chunk = chunk_rows(N, V);
     float *logits = malloc(sizeof(float) * (size_t)chunk * V);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, V, D, 1.0f, x + (size_t)r0 * D, D,
-                    emb, D, 0.0f, logits, V);
+        chunk_logits(logits, x, emb, r0, rows, D, V);
         for (int r = 0; r < rows; r++) {
             const float *l = logits + (size_t)r * V;
             int best = 0;
