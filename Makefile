@@ -99,6 +99,9 @@ gpu-check:
 clean:
 	rm -rf $(BUILD) tokenize
 
+# test objects are intermediates of build/tests/%: keep them (no rebuild, no "rm" lines)
+.SECONDARY:
+
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 
 # The code version recorded in metrics.h5, checkpoints and logs.
