@@ -4,7 +4,9 @@
 # daemons on unprivileged ports, SLURM_CONF pointing at that config), submits a job array of
 # two tiny CPU runs (configs/test/tiny_full.ini, tiny_w4s4.ini on a synthetic corpus made with
 # ./train --make-synthetic), waits for both (at most 10 minutes) and checks that both runs
-# finished: metrics.h5 at the final step and a "done:" log line. The daemons are stopped at
+# finished: metrics.h5 at the final step and a "done:" log line. Then pre-emption: a longer run
+# gets USR1 (as from --signal=B:USR1@300), checkpoints, is requeued by its script, resumes and
+# finishes with no step logged twice. The daemons are stopped at
 # the end (trap), by the process ids they recorded.
 # Skips when slurm-wlm/munge are not installed, when not root, or when ./train cannot train yet.
 set -u
@@ -153,6 +155,39 @@ EOF
     fail=1
   fi
 done
+# ---- pre-emption: USR1 to the batch script (what --signal=B:USR1@300 delivers near the time
+# limit) makes ./train checkpoint and exit; the script requeues the task, which resumes --------
+OUT2=$S/out2
+sub=$(python3 tools/sweep slurm configs/test/tiny_w4s4.ini \
+        --override "data.train=$S/data/train_*.bin" --override "data.val=$S/data/val_*.bin" \
+        --override train.steps=1200 --override checkpoint.every=100 --override eval.every=0 \
+        --override run.log_every=10 --out "$OUT2" --partition test --time 10:00 --submit 2>&1)
+job2=$(sed -n 's/^sweep: submitted job array \([0-9]*\).*/\1/p' <<<"$sub")
+log2=$OUT2/tiny_w4s4/log.txt
+signalled=0
+for i in $(seq 1 600); do
+  if grep -qE '^step +(1[5-9][0-9]|[2-9][0-9][0-9])/1200' "$log2" 2>/dev/null; then
+    scancel --signal=USR1 --batch "${job2}_0" 2>/dev/null && signalled=1
+    break
+  fi
+  sleep 0.2
+done
+deadline=$(( $(date +%s) + 300 ))
+while [ "$(date +%s)" -lt $deadline ]; do
+  [ -z "$(squeue -h -j "$job2" 2>/dev/null)" ] && break
+  sleep 2
+done
+# the last /train row is step 1200 and no step is logged twice across the requeue
+last2=$(python3 -c "import h5py,sys; f=h5py.File(sys.argv[1],'r'); s=f['train/step'][...].tolist(); print(s[-1], 'unique' if len(s) == len(set(s)) and s == sorted(s) else 'duplicated')" "$OUT2/tiny_w4s4/metrics.h5" 2>&1)
+if [ $signalled = 1 ] && grep -q '^signal 10: stopped after step' "$log2" && grep -q '^resumed from' "$log2" \
+   && grep -q '^done: 1200 steps' "$log2" && [ "$last2" = "1200 unique" ]; then
+  echo "ok - ${T}_usr1_checkpoints_requeues_and_resumes"
+else
+  echo "not ok - ${T}_usr1_checkpoints_requeues_and_resumes: signalled $signalled, metrics '$last2', log: $(grep -E '^(signal|resumed|done)' "$log2" 2>/dev/null | tr '\n' ' '); task: $(tail -4 "$OUT2"/slurm/*.out 2>/dev/null | tr '\n' ' ')"
+  scancel "$job2" 2>/dev/null
+  fail=1
+fi
+
 st=$(python3 tools/sweep status "$OUT" 2>&1)
 if grep -q '^2 done$' <<<"$(tail -1 <<<"$st")"; then
   echo "ok - ${T}_status_shows_done"
