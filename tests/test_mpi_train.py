@@ -5,9 +5,11 @@
   (the ZeRO-1 optimizer state is re-sharded);
 - over an epoch the windows read by all ranks are each read exactly once, and one step's union
   over ranks is the single-process batch;
+- SIGUSR1 / SIGTERM delivered to a 2-rank job leave one complete checkpoint that resumes;
 - a rank that dies makes the whole job exit non-zero within a minute."""
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -98,6 +100,24 @@ for first, second, name in ((2, 1, "2to1"), (1, 2, "1to2")):
           (outa + outb)[-500:])
     check(list(s) == list(s1) and close(l, l1), f"{name}: losses equal the uninterrupted run (1e-5)",
           f"max rel diff {np.max(np.abs(l - l1) / np.abs(l1)) if l.shape == l1.shape else (s, s1)}")
+
+# a signal delivered to the job (mpirun forwards it to every rank): one complete checkpoint at
+# the step where all ranks stopped. SIGUSR1 (Slurm's --signal) exits 0; after SIGTERM mpirun
+# itself reports the job as terminated (non-zero), the checkpoint is there all the same.
+for sig, name in ((signal.SIGUSR1, "usr1"), (signal.SIGTERM, "term")):
+    p = subprocess.Popen(MPI + ["-np", "2", tu.TRAIN] + base + [f"run.name={name}", "train.steps=3000",
+                         "checkpoint.every=1000", "eval.every=0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    reached = tu.wait_for_line(f"{d}/runs/{name}/log.txt", "step   50/3000", p)   # "%4ld" steps
+    p.send_signal(sig)
+    out = p.communicate(timeout=120)[0]
+    stopped = [l for l in out.splitlines() if l.startswith(f"signal {int(sig)}: stopped after step")]
+    ck = sorted(os.listdir(f"{d}/runs/{name}/checkpoints")) if os.path.isdir(f"{d}/runs/{name}/checkpoints") else []
+    step = int(stopped[0].split()[5]) if stopped else -1
+    check(reached and len(stopped) == 1 and ck == [f"step_{step:08d}"] and (sig != signal.SIGUSR1 or p.returncode == 0),
+          f"{sig.name} to a 2-rank job: one complete checkpoint at the stopping step (exit {p.returncode})",
+          f"{stopped} {ck} {out[-300:]}")
+    rc, out2, _ = mpi(2, base + [f"run.name={name}", f"train.steps={step + 5}", "eval.every=0"])
+    check(rc == 0 and "resumed from" in out2, f"{sig.name}: the job resumes from that checkpoint", out2[-300:])
 
 # a rank dies: the whole job ends, non-zero, within a minute
 rc, out, secs = mpi(2, base + ["run.name=die"], env={"PHASELAB_FAIL_RANK": "1", "PHASELAB_FAIL_STEP": "3"},
