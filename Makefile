@@ -14,6 +14,7 @@ CC      ?= gcc
 CUDA_HOME ?= /usr/local/cuda
 NVCC    ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
 CUDA_ARCHS ?= 80 90
+# (plus PTX of the last architecture, so newer GPUs can JIT-compile it)
 MPI_INC := $(shell pkg-config --cflags-only-I ompi-c 2>/dev/null)
 MPI_LIB := $(shell pkg-config --libs ompi-c 2>/dev/null)
 HDF5_INC := -I/usr/include/hdf5/serial
@@ -29,11 +30,14 @@ CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -
            -I. $(MPI_INC) $(HDF5_INC) $(BLAS_INC) -MMD -MP
 LDLIBS  := -fopenmp $(BLAS_LIB) $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc -lz -lzstd $(MPI_LIB) -lm -lpthread
 
+LDLIBS_HOST := $(LDLIBS)
+
 ifneq ($(NVCC),)
   HAVE_CUDA := 1
   CFLAGS  += -DPHASELAB_CUDA -I$(CUDA_HOME)/include
   NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -DPHASELAB_CUDA $(MPI_INC) -MMD -MP \
-             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) -Xcompiler -fPIC
+             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) -Xcompiler -fPIC
   LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
 endif
 
@@ -75,13 +79,52 @@ $(BUILD)/libphaselab.a: $(LIB_OBJ) $(CU_OBJ)
 # The program is ./train; its sources live in trainer/ (a file and a directory cannot share
 # the name "train").
 train: $(BUILD)/trainer/main.o $(BUILD)/libphaselab.a
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 tokenize: $(BUILD)/data/tokenize_main.o $(BUILD)/libphaselab.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libphaselab.a
-	$(CC) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# cuDNN graph check (nvcc builds only): offline in make test, on the GPU in tests/gpu/check.sh
+ifneq ($(NVCC),)
+TEST_BIN += $(BUILD)/tests/gpu/cudnn_graph_check
+$(BUILD)/tests/gpu/cudnn_graph_check: $(BUILD)/tests/gpu/cudnn_graph_check.cu.o $(BUILD)/libphaselab.a
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+endif
+
+# ---- cuemu: the CUDA backend's own .cu files compiled with g++ against tests/cuemu (a CPU
+# emulator of the CUDA runtime, WMMA, cuBLASLt and CUB), so that the GPU parity tests run on
+# every machine. No nvcc needed. Binaries: $(BUILD)/tests/cuemu/test_* ("cuemu: " names).
+CXX ?= g++
+CUEMU_FLAGS := -std=c++17 -O2 -g -Itests/cuemu/include -I. $(BLAS_INC) -DPHASELAB_CUDA -DPHASELAB_CUEMU -MMD -MP \
+               -Wall -Wno-comment -Wno-sign-compare -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function
+CUEMU_OBJ := $(patsubst %.cu,$(BUILD)/cuemu/%.o,$(wildcard kernels/cuda/*.cu)) \
+             $(patsubst %.cpp,$(BUILD)/cuemu/%.o,$(filter-out %test_cuemu_checks.cpp,$(wildcard tests/cuemu/*.cpp)))
+CUEMU_TEST := $(patsubst tests/gpu/%.c,$(BUILD)/tests/cuemu/%,$(wildcard tests/gpu/test_*.c)) $(BUILD)/tests/cuemu/test_cuemu_checks
+TEST_BIN += $(CUEMU_TEST)
+
+$(BUILD)/cuemu/%.o: %.cu | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUEMU_FLAGS) -x c++ -c $< -o $@
+
+$(BUILD)/cuemu/%.o: %.cpp | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CUEMU_FLAGS) -c $< -o $@
+
+$(BUILD)/tests/cuemu/%.o: tests/gpu/%.c | $(DEPS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DPHASELAB_CUDA -DPHASELAB_CUEMU '-DCHECK_NAME_PREFIX="cuemu: "' -c $< -o $@
+
+# the emulator's self-test (tests/cuemu/test_cuemu_checks.cpp): needs only the emulator
+CUEMU_RT := $(patsubst %.cpp,$(BUILD)/cuemu/%.o,$(filter-out %test_cuemu_checks.cpp,$(wildcard tests/cuemu/*.cpp)))
+$(BUILD)/tests/cuemu/test_cuemu_checks: $(BUILD)/cuemu/tests/cuemu/test_cuemu_checks.o $(CUEMU_RT)
+	$(CXX) -o $@ $^ $(LDLIBS_HOST)
+
+# the emulated backend_cuda and cu_* come first, so the archive's real CUDA objects are never pulled
+$(BUILD)/tests/cuemu/%: $(BUILD)/tests/cuemu/%.o $(CUEMU_OBJ) $(BUILD)/libphaselab.a
+	$(CXX) -o $@ $^ $(LDLIBS_HOST)
 
 test: $(PROGRAMS) $(TEST_BIN)
 	@BUILD=$(BUILD) tests/run_tests.sh

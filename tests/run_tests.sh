@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test program and counts the "ok / not ok / skip" lines they print (tests/check.h).
 #   build/tests/test_*, build/tests/gpu/test_*   C unit and integration tests
+#   build/tests/cuemu/test_*                     the GPU tests on the CPU emulator of CUDA (tests/cuemu)
 #   tests/test_*.py                              Python tests (reference model, tools)
 #   tests/test_*.sh                              shell integration tests (resume, CLI, mpirun ...)
 # A program that exits non-zero without reporting a failed check counts as one failure.
@@ -11,7 +12,7 @@ cd "$(dirname "$0")/.."
 pass=0; fail=0; skip=0; failed_names=()
 progs=()
 B=${BUILD:-build}
-for p in $B/tests/test_* $B/tests/gpu/test_* tests/test_*.py tests/test_*.sh; do
+for p in $B/tests/test_* $B/tests/gpu/test_* $B/tests/cuemu/test_* tests/test_*.py tests/test_*.sh; do
   [ -e "$p" ] || continue
   case "$p" in *.o|*.d) continue;; esac
   [ -n "${TESTS:-}" ] && [[ "$p" != *${TESTS}* ]] && continue

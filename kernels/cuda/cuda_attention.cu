@@ -23,10 +23,16 @@
  *   dkv kernel  (block per 64 keys of one KV head, looping over the H/G query heads and the query
  *                tiles that can see the keys): dv = sum p dout, dk = sum ds q / sqrt(d)
  *   Compressed entries are keys like the raw ones: key tiles [0, ceil(nW/64)) are entries,
- *   the rest raw tokens, so dck/dcv come out of the same kernel. */
+ *   the rest raw tokens, so dck/dcv come out of the same kernel.
+ * Full causal attention without a sink (the full-attention controls) goes to cuDNN's fused
+ * attention first (cuda_attention_cudnn.cu; forward by default, backward with
+ * PHASELAB_CUDNN_ATTN_BWD=1, none with PHASELAB_ATTN=custom); these kernels run whenever cuDNN
+ * does not take the call. */
 #include <mma.h>
 #include <math.h>
+#include <stdio.h>
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_attention_cudnn.h"
 
 using namespace nvcuda;
 
@@ -98,7 +104,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
                                                                const bf16 *k, const bf16 *v, const bf16 *ck,
                                                                const bf16 *cv, const float *sink, bool vec) {
     typedef FwdLayout<DP> L;
-    extern __shared__ __align__(128) char smem[];
+    CU_DYNAMIC_SMEM(smem);
     char *p = smem;
     bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
@@ -116,6 +122,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
 
     load_tile<DP>(Qs, q + (((size_t)b * T + t0) * H + h) * d, (long long)H * d, T - t0, d, vec);
     for (int idx = threadIdx.x; idx < 64 * L::LDO; idx += ATT_THREADS) Os[idx] = 0.0f;
+    __syncthreads();   /* Os rows are read by their owning warp even when no key tile is visible */
 
     /* this lane's row and half-row */
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
@@ -253,7 +260,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
                                                                   const bf16 *k, const bf16 *v, const bf16 *ck,
                                                                   const bf16 *cv, bool vec) {
     typedef DqLayout<DP> L;
-    extern __shared__ __align__(128) char smem[];
+    CU_DYNAMIC_SMEM(smem);
     char *p = smem;
     bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *dOs = (bf16 *)carve(p, 64 * L::LDB * 2);
@@ -375,7 +382,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
                                                                    const bf16 *v, const bf16 *ck, const bf16 *cv,
                                                                    bool vec) {
     typedef DkvLayout<DP> L;
-    extern __shared__ __align__(128) char smem[];
+    CU_DYNAMIC_SMEM(smem);
     char *p = smem;
     bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
@@ -525,17 +532,29 @@ static bool vec_ok(const AttnShape *s, const void *const *ptrs, int n) {
     return true;
 }
 
+/* The attention kernels keep their tiles in shared memory: at head_dim 128 the backward needs
+ * 154 KiB per block, which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
+ * (99 KiB) do not. Say so instead of failing the launch. */
+static void check_smem(size_t need, const char *kernel, int d) {
+    if ((long long)need <= (long long)cu_smem_optin()) return;
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s with head_dim %d needs %zu bytes of shared memory per block; this GPU allows %d "
+             "(A100, H100 and H200 have enough)", kernel, d, need, cu_smem_optin());
+    cu_fail(__FILE__, __LINE__, "attention", msg);
+}
+
 template <int DP>
 static void attn_fwd_launch(const AttnShape *s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *ck, const bf16 *cv, const float *sink, bool vec) {
     static bool attr_set = false;
     size_t smem = FwdLayout<DP>::bytes();
+    check_smem(smem, "attention forward", s->d);
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr_set = true;
     }
     dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    attn_fwd_kernel<DP><<<grid, ATT_THREADS, smem, cu_stream()>>>(*s, out, lse, q, k, v, ck, cv, sink, vec);
+    CU_KERNEL(attn_fwd_kernel<DP>, grid, ATT_THREADS, smem, cu_stream())(*s, out, lse, q, k, v, ck, cv, sink, vec);
     CU_LAUNCH();
 }
 
@@ -545,18 +564,19 @@ static void attn_bwd_launch(const AttnShape *s, bf16 *dq, bf16 *dk, bf16 *dv, bf
                             const bf16 *ck, const bf16 *cv, bool vec) {
     static bool attr_set = false;
     size_t smem_dq = DqLayout<DP>::bytes(), smem_dkv = DkvLayout<DP>::bytes();
+    check_smem(smem_dq > smem_dkv ? smem_dq : smem_dkv, "attention backward", s->d);
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
         CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
         attr_set = true;
     }
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    attn_bwd_dq_kernel<DP><<<grid_q, ATT_THREADS, smem_dq, cu_stream()>>>(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
+    CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, cu_stream())(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
     CU_LAUNCH();
     int n_ct = s->n_windows > 0 ? (s->n_windows + ATT_BK - 1) / ATT_BK : 0;
     int n_rt = (s->T + ATT_BK - 1) / ATT_BK;
     dim3 grid_kv(n_ct + n_rt, s->G, s->B);
-    attn_bwd_dkv_kernel<DP><<<grid_kv, ATT_THREADS, smem_dkv, cu_stream()>>>(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
+    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, cu_stream())(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
                                                                              v, ck, cv, vec);
     CU_LAUNCH();
 }
@@ -575,6 +595,8 @@ void cu_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q
     if (s->B <= 0 || s->T <= 0) return;
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
+    /* full causal attention without a sink: cuDNN's fused attention when it takes the shape */
+    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink && cu_cudnn_attention_fwd(&sh, out, lse, q, k, v)) return;
     const void *ptrs[] = {out, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 6);
     bf16 *o = (bf16 *)out;
@@ -600,10 +622,13 @@ void cu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t
         if (!dck) dck = scratch;
         if (!dcv) dcv = scratch + nc;
     }
+    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink &&
+        cu_cudnn_attention_bwd(&sh, dq, dk, dv, dout, out, lse, q, k, v))
+        return;
     int rows = s->B * s->T * s->H;
     float *Dv = (float *)cu_workspace(WS_ATT_D, (size_t)rows * sizeof(float));
     float *sinkterm = (sink && dsink) ? (float *)cu_workspace(WS_ATT_SINK, (size_t)rows * sizeof(float)) : NULL;
-    attn_bwd_pre_kernel<<<(rows + 7) / 8, 256, 0, cu_stream()>>>(Dv, sinkterm, (const bf16 *)dout, (const bf16 *)out,
+    CU_KERNEL(attn_bwd_pre_kernel, (rows + 7) / 8, 256, 0, cu_stream())(Dv, sinkterm, (const bf16 *)dout, (const bf16 *)out,
                                                                  lse, sink, rows, s->H, s->d);
     CU_LAUNCH();
     if (sinkterm) cu_colsum_add(dsink, sinkterm, s->B * s->T, s->H);

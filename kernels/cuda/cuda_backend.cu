@@ -28,6 +28,7 @@ static cublasLtHandle_t g_lt;
 static void *g_lt_ws;
 static const size_t LT_WS_BYTES = 64u << 20;
 static int g_ready;
+static int g_smem_optin;   /* shared memory a block may opt in to (bytes) */
 static Backend g_backend;
 
 static void *g_ws[WS_N];
@@ -43,6 +44,8 @@ void cu_fail(const char *file, int line, const char *what, const char *detail) {
 #define LT(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { char b_[32]; snprintf(b_, sizeof b_, "cublas status %d", (int)s_); cu_fail(__FILE__, __LINE__, #x, b_); } } while (0)
 
 cudaStream_t cu_stream(void) { return g_stream; }
+
+int cu_smem_optin(void) { return g_smem_optin; }
 
 void cu_account(long long delta) {
     g_mem_now += delta;
@@ -289,9 +292,9 @@ void cu_colsum_add(float *out, const float *in, int rows, int cols) {
     nchunk = (rows + rpc - 1) / rpc;
     float *part = (float *)cu_workspace(WS_RED, (size_t)nchunk * cols * sizeof(float));
     dim3 grid((cols + 31) / 32, nchunk);
-    colsum_partial_kernel<<<grid, dim3(32, 8), 0, g_stream>>>(part, in, rows, cols, rpc);
+    CU_KERNEL(colsum_partial_kernel, grid, dim3(32, 8), 0, g_stream)(part, in, rows, cols, rpc);
     CU_LAUNCH();
-    colsum_final_kernel<<<(cols + 255) / 256, 256, 0, g_stream>>>(out, part, nchunk, cols);
+    CU_KERNEL(colsum_final_kernel, (cols + 255) / 256, 256, 0, g_stream)(out, part, nchunk, cols);
     CU_LAUNCH();
 }
 
@@ -321,10 +324,14 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
         return NULL;
     }
     if (count == 0) { set_err(err, "cuda: no usable GPU: no CUDA device found"); return NULL; }
-    if (device < 0 || device >= count) {
+    if (device < 0) {
         set_err(err, "cuda: device %d does not exist (%d device%s)", device, count, count == 1 ? "" : "s");
         return NULL;
     }
+    /* device is the rank's local rank: with fewer visible GPUs than ranks on the node (one GPU
+     * per task under Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per rank) ranks take the
+     * visible GPUs round-robin */
+    device %= count;
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
         set_err(err, "cuda: cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
         return NULL;
@@ -333,6 +340,10 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         set_err(err, "cuda: cudaGetDeviceProperties: %s", cudaGetErrorString(e));
         return NULL;
+    }
+    if (cudaDeviceGetAttribute(&g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        cudaGetLastError();
+        g_smem_optin = (int)prop.sharedMemPerBlock;
     }
     if (prop.major < 8) {
         set_err(err, "cuda: %s has compute capability %d.%d; bf16 tensor cores need 8.0 or newer",

@@ -68,7 +68,7 @@ void cu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, i
         int rows = N - r0 < chunk ? N - r0 : chunk;
         const bf16 *xc = x + (size_t)r0 * D;
         cu_gemm(0, 1, rows, V, D, xc, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
-        ce_rows_kernel<<<rows, CLS_THREADS, 0, cu_stream()>>>(logits, dlogits, targets + r0, losses + r0, V, grad_scale);
+        CU_KERNEL(ce_rows_kernel, rows, CLS_THREADS, 0, cu_stream())(logits, dlogits, targets + r0, losses + r0, V, grad_scale);
         CU_LAUNCH();
         if (dx) {
             cu_gemm(0, 0, rows, D, V, dlogits, V, 0, emb, D, 0, dx + (size_t)r0 * D, D, 0, 0, 1.0f, 0.0f, 1);
@@ -110,7 +110,7 @@ void cu_logits_argmax(const act_t *x_, const act_t *emb_, int N, int D, int V, i
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         cu_gemm(0, 1, rows, V, D, x + (size_t)r0 * D, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
-        argmax_rows_kernel<<<rows, CLS_THREADS, 0, cu_stream()>>>(logits, V, out + r0);
+        CU_KERNEL(argmax_rows_kernel, rows, CLS_THREADS, 0, cu_stream())(logits, V, out + r0);
         CU_LAUNCH();
     }
 }

@@ -22,6 +22,19 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
+/* ---- kernel launches ----
+ * Written CU_KERNEL(kernel, grid, block, dynamic_smem_bytes, stream)(args...) and, inside a
+ * kernel, CU_DYNAMIC_SMEM(name) for the dynamic shared memory (128-byte aligned). With nvcc
+ * these are the <<<...>>> launch and the extern __shared__ array; in the CPU emulation build
+ * (tests/cuemu, PHASELAB_CUEMU) they run the same kernel code on the host. */
+#ifdef PHASELAB_CUEMU
+#define CU_KERNEL(k, grid, block, smem, stream) cuemu::launcher(k, #k, grid, block, smem)
+#define CU_DYNAMIC_SMEM(name) char *name = (char *)cuemu::dynamic_smem()
+#else
+#define CU_KERNEL(k, grid, block, smem, stream) k<<<grid, block, smem, stream>>>
+#define CU_DYNAMIC_SMEM(name) extern __shared__ __align__(128) char name[]
+#endif
+
 /* ---- errors ---- */
 void cu_fail(const char *file, int line, const char *what, const char *detail);
 #define CU(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) cu_fail(__FILE__, __LINE__, #x, cudaGetErrorString(e_)); } while (0)
@@ -29,6 +42,8 @@ void cu_fail(const char *file, int line, const char *what, const char *detail);
 
 /* ---- stream, scratch memory ---- */
 cudaStream_t cu_stream(void);
+/* the largest dynamic shared memory a block may opt in to on this device (bytes) */
+int cu_smem_optin(void);
 /* Scratch buffers that grow on demand and live until exit. Each op family uses its own slots so
  * that no two live uses overlap; growing synchronizes the stream first. */
 enum { WS_IO = 0, WS_RED, WS_RED2, WS_NORM, WS_EMB, WS_EMB2, WS_CLS_LOGITS, WS_CLS_DLOGITS, WS_CLS_ARG,

@@ -66,7 +66,7 @@ __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *pay
 static bf16 *pack_weights(const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
     size_t n = (size_t)q.M * q.NP * q.D;
     bf16 *wcat = (bf16 *)cu_workspace(WS_COMP_W, n * sizeof(bf16));
-    comp_pack_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(wcat, q.cg ? gate_w : NULL, payload_w, q);
+    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(wcat, q.cg ? gate_w : NULL, payload_w, q);
     CU_LAUNCH();
     return wcat;
 }
@@ -169,7 +169,7 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
         }
     }
     int items = q.B * q.nW * q.G;
-    comp_pool_fwd_kernel<<<(items + 7) / 8, 256, 0, cu_stream()>>>(
+    CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, cu_stream())(
         (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.cg ? (const bf16 *)gate_b : NULL,
         (const bf16 *)post_w, q.cg == 0, s->eps, q);
     CU_LAUNCH();
@@ -307,7 +307,7 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
     float *ds32 = q.cg ? (float *)cu_workspace(WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
     float *dpost = post_w ? (float *)cu_workspace(WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
     int items = q.B * q.nW * q.G;
-    comp_pool_bwd_kernel<<<(items + 7) / 8, 256, 0, cu_stream()>>>(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
+    CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, cu_stream())(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w, q);
     CU_LAUNCH();
     if (dgate_b && ds32) cu_colsum_add(dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
@@ -330,7 +330,7 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
             }
         }
         size_t n_un = (size_t)q.M * q.G * q.Rg * q.D;
-        comp_unpack_kernel<<<cu_blocks(n_un, 256), 256, 0, cu_stream()>>>(dgate_w, dpayload_w, dw, q);
+        CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, cu_stream())(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
     }
 
@@ -360,7 +360,7 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
                             da32 + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D, 1, 1.0f, 1.0f, ni);
             }
         if (!direct) {
-            add_f32_to_bf16_kernel<<<cu_blocks(n_da, 256), 256, 0, cu_stream()>>>(da, da32, n_da);
+            CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, cu_stream())(da, da32, n_da);
             CU_LAUNCH();
         }
     }

@@ -62,12 +62,12 @@ static void ew_launch(bf16 *out0, bf16 *out1, const bf16 *a, const bf16 *b, cons
     bool al = aligned16(out0) && aligned16(a) && aligned16(b) && (OP != 2 || (aligned16(out1) && aligned16(c)));
     if (al && n >= 8) {
         size_t n8 = n / 8;
-        ew_vec_kernel<OP><<<cu_blocks(n8, 256), 256, 0, cu_stream()>>>(out0, out1, a, b, c, n8);
+        CU_KERNEL(ew_vec_kernel<OP>, cu_blocks(n8, 256), 256, 0, cu_stream())(out0, out1, a, b, c, n8);
         CU_LAUNCH();
         start = n8 * 8;
     }
     if (start < n) {
-        ew_scalar_kernel<OP><<<cu_blocks(n - start, 256), 256, 0, cu_stream()>>>(out0, out1, a, b, c, start, n);
+        CU_KERNEL(ew_scalar_kernel<OP>, cu_blocks(n - start, 256), 256, 0, cu_stream())(out0, out1, a, b, c, start, n);
         CU_LAUNCH();
     }
 }
@@ -92,11 +92,11 @@ __global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, size_t n) {
 }
 void cu_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
     if (!n) return;
-    f32_to_bf16_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(dst, src, n);
+    CU_KERNEL(f32_to_bf16_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(dst, src, n);
     CU_LAUNCH();
 }
 void cu_bf16_to_f32(float *dst, const bf16 *src, size_t n) {
     if (!n) return;
-    bf16_to_f32_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(dst, src, n);
+    CU_KERNEL(bf16_to_f32_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(dst, src, n);
     CU_LAUNCH();
 }

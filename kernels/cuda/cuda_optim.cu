@@ -24,7 +24,7 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
 void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
               float eps, float wd, float bc1, float bc2) {
     if (!n) return;
-    adamw_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    CU_KERNEL(adamw_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
     CU_LAUNCH();
 }
 
@@ -63,9 +63,9 @@ __global__ void sumsq_final_kernel(double *out, const double *part) {
 double cu_sumsq(const float *x, size_t n) {
     if (!n) return 0.0;
     double *part = (double *)cu_workspace(WS_RED2, (SUMSQ_BLOCKS + 1) * sizeof(double));
-    sumsq_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, cu_stream()>>>(part, x, n);
+    CU_KERNEL(sumsq_partial_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, cu_stream())(part, x, n);
     CU_LAUNCH();
-    sumsq_final_kernel<<<1, SUMSQ_THREADS, 0, cu_stream()>>>(part + SUMSQ_BLOCKS, part);
+    CU_KERNEL(sumsq_final_kernel, 1, SUMSQ_THREADS, 0, cu_stream())(part + SUMSQ_BLOCKS, part);
     CU_LAUNCH();
     double r = 0.0;
     CU(cudaMemcpyAsync(&r, part + SUMSQ_BLOCKS, sizeof r, cudaMemcpyDeviceToHost, cu_stream()));
@@ -79,6 +79,6 @@ __global__ void scale_kernel(float *x, size_t n, float s) {
 
 void cu_scale(float *x, size_t n, float s) {
     if (!n) return;
-    scale_kernel<<<cu_blocks(n, 256), 256, 0, cu_stream()>>>(x, n, s);
+    CU_KERNEL(scale_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(x, n, s);
     CU_LAUNCH();
 }

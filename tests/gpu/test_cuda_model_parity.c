@@ -1,7 +1,16 @@
 /* Whole-model parity of the CUDA backend against the CPU backend: the same tiny configs of every
- * SPEC.md variant, the same random parameters and tokens, one forward+backward on each backend.
+ * SPEC.md variant, the same random parameters (matrices N(0, 0.05), norm weights 1 + N(0, 0.2),
+ * gate biases and sinks N(0, 1)) and tokens, one forward+backward on each backend.
  * Checks: the mean loss (relative 2%), the per-token losses (normalised max error 3%), and every
- * parameter tensor's gradient (relative L2 error 6%: bf16 activations through two layers).
+ * parameter tensor's gradient (relative L2 error 10% at 2 layers; 50% at 28 layers).
+ * Why these gradient tolerances (measured with the CPU emulation of the CUDA backend, tests/cuemu):
+ * the CUDA backend keeps activations, the residual stream and its gradient in bf16, and the
+ * gradient error grows with depth: largest per-tensor error 1.2-7.5% at 2 layers (the gate bias
+ * of tail_sink is the largest: a sum with much cancellation), 9% at 8 layers, 37% at 28 layers
+ * (embedding 11%). Rounding toward zero instead of to nearest doubles every one of these errors,
+ * so they are rounding noise, not a logic error (which would not depend on the rounding). The
+ * 28-layer check still catches a gradient that is missing, zero or wrong in sign (error >= 100%).
+ * With matrices N(0, 0.35) the tiny model is ill-conditioned (errors 13-32% at 2 layers).
  * Without a GPU (or a CUDA build) it prints one skip line per variant. */
 #include <math.h>
 #include <stdio.h>
@@ -22,12 +31,14 @@ static void v_tail_sink(ModelConfig *c) { v_comp(c); c->local = LOCAL_TAIL; c->a
 static void v_deepseek(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_DEEPSEEK; c->window = 4; c->stride = 2; c->kv_tied = 1; }
 static void v_overlap_tail_vec(ModelConfig *c) { v_comp(c); c->window = 4; c->stride = 2; c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
 static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
+/* depth: the residual stream and its gradient are bf16 on the GPU; 28 layers as Qwen3-0.6B */
+static void v_deep(ModelConfig *c) { v_comp(c); c->n_layers = 28; }
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_kv1_sink_untied", v_full_kv1_sink}, {"scalar", v_comp},
     {"vector_postnorm", v_vector_post}, {"uniform", v_uniform}, {"nobias_kvtied", v_nobias_tied},
     {"no_qk_norm_rope4", v_noqk_rope4}, {"tail_sink", v_tail_sink}, {"deepseek", v_deepseek},
-    {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"kv1_untied", v_kv1},
+    {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"kv1_untied", v_kv1}, {"scalar_28_layers", v_deep},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 
@@ -63,7 +74,7 @@ int main(void) {
         Model *mg = model_create(&cfg, gpu, B, T, err);
         snprintf(name, sizeof name, "cuda_model_parity %s: cuda model builds", variants[vi].name);
         if (!check(mg != NULL, name, "%s", err)) { model_free(mc); continue; }
-        tu_random_params(mc, 300 + vi, 0.35);
+        tu_random_params(mc, 300 + vi, 0.05);
         const TensorTable *tt = model_tensors(mc);
         float *host = calloc(tt->n_floats, sizeof(float));
         model_download_params(mc, host);
@@ -91,6 +102,9 @@ int main(void) {
         gpu->synchronize();
         gpu->download(gg, model_grads(mg), tt->n_floats * sizeof(float));
         int bad = 0;
+        const double tol = cfg.n_layers > 2 ? 0.5 : 0.1;
+        double worst = 0;
+        const char *worst_name = "";
         char why[1024] = "";
         for (int i = 0; i < tt->n; i++) {
             const TensorInfo *t = &tt->t[i];
@@ -103,7 +117,8 @@ int main(void) {
                 nd += (a - b) * (a - b);
             }
             double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
-            if (!finite || rel > 6e-2) {
+            if (rel > worst) { worst = rel; worst_name = t->name; }
+            if (!finite || rel > tol) {
                 bad++;
                 size_t len = strlen(why);
                 if (len < sizeof why - 128)
@@ -111,6 +126,7 @@ int main(void) {
                              finite ? "" : " (non-finite)");
             }
         }
+        printf("# %s: largest gradient relative L2 error %.3g (%s)\n", variants[vi].name, worst, worst_name);
         snprintf(name, sizeof name, "cuda_model_parity %s: gradients of %d tensors", variants[vi].name, tt->n);
         check(bad == 0, name, "%d tensors differ: %s", bad, why);
         free(host); free(gc); free(gg);

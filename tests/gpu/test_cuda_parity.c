@@ -183,7 +183,9 @@ static void test_rmsnorm(void) {
         char w[96];
         float *hx = hrand(n, 1.5, 0.2), *hw = hrand(C, 0.2, 1.0), *hdy = hrand(n, 1, 0), *hdin = hrand(n, 1, 0),
               *hdw = hrand(C, 1, 0);
-        Pair x = pa(hx, n), wt = pa(hw, C), out = pa(hx, n), rstd = pf(hw, rows), dy = pa(hdy, n);
+        float *hz = calloc(rows, sizeof(float));
+        Pair x = pa(hx, n), wt = pa(hw, C), out = pa(hx, n), rstd = pf(hz, rows), dy = pa(hdy, n);
+        free(hz);
         CPU->rmsnorm_fwd(out.c, rstd.c, x.c, wt.c, rows, C, 1e-6f);
         GPU->rmsnorm_fwd(out.g, rstd.g, x.g, wt.g, rows, C, 1e-6f);
         snprintf(w, sizeof w, "rmsnorm_fwd out [%d,%d]", rows, C); cmp_act(G, w, out, n, 1e-2);
@@ -250,7 +252,21 @@ static void test_rope(void) {
 /* ---- attention ---- */
 typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compressed, sink; } AttCase;
 
-static void run_attention_case(const AttCase *ac) {
+/* Variants of a case: ATT_NO_ENTRY_GRADS passes NULL for dck, dcv and dsink (gradients not
+ * wanted while entries and the sink are visible). The name gets a suffix (g_att_suffix) when a
+ * case runs more than once, e.g. with the cuDNN path and with the custom kernels. */
+enum { ATT_ALL_GRADS = 0, ATT_NO_ENTRY_GRADS = 1 };
+static const char *g_att_suffix = "";
+
+static void run_attention_case_mode(const AttCase *ac, int mode);
+static void run_attention_case(const AttCase *ac) { run_attention_case_mode(ac, ATT_ALL_GRADS); }
+
+static void run_attention_case_mode(const AttCase *ac, int mode) {
+    char name[160];
+    snprintf(name, sizeof name, "%s%s%s", ac->name, mode == ATT_NO_ENTRY_GRADS ? " (no dck/dcv/dsink)" : "", g_att_suffix);
+    AttCase acn = *ac;
+    acn.name = name;
+    ac = &acn;
     const char *G = "attention";
     AttnShape s;
     memset(&s, 0, sizeof s);
@@ -270,21 +286,24 @@ static void run_attention_case(const AttCase *ac) {
     char w[192];
     snprintf(w, sizeof w, "%s fwd out", ac->name); cmp_act(G, w, out, nq, 1.5e-2);
     snprintf(w, sizeof w, "%s fwd lse", ac->name); cmp_f32(G, w, lse, nl, 5e-3);
-    /* the backward reads the CPU's forward results on both sides: same out and lse */
+    /* the backward reads the CPU's forward results on both sides: same out (rounded to bf16) and lse */
     float *hout = get_act(CPU, out.c, nq), *hlse = get_f32(CPU, lse.c, nl);
+    for (size_t i = 0; i < nq; i++) hout[i] = bfr(hout[i]);   /* what the GPU side holds */
     Pair out2 = pa(hout, nq), lse2 = pf(hlse, nl);
+    int want = mode == ATT_ALL_GRADS;
+    /* (the CPU reference always computes every gradient: only the CUDA side gets the NULLs) */
     CPU->attention_bwd(&s, dq.c, dk.c, dv.c, s.n_windows ? dck.c : NULL, s.n_windows ? dcv.c : NULL,
                        ac->sink ? dsink.c : NULL, dout.c, out2.c, lse2.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
-    GPU->attention_bwd(&s, dq.g, dk.g, dv.g, s.n_windows ? dck.g : NULL, s.n_windows ? dcv.g : NULL,
-                       ac->sink ? dsink.g : NULL, dout.g, out2.g, lse2.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
+    GPU->attention_bwd(&s, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
+                       ac->sink && want ? dsink.g : NULL, dout.g, out2.g, lse2.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
     snprintf(w, sizeof w, "%s bwd dq", ac->name); cmp_act(G, w, dq, nq, 2.5e-2);
     snprintf(w, sizeof w, "%s bwd dk", ac->name); cmp_act(G, w, dk, nk, 2.5e-2);
     snprintf(w, sizeof w, "%s bwd dv", ac->name); cmp_act(G, w, dv, nk, 2.5e-2);
-    if (s.n_windows) {
+    if (s.n_windows && want) {
         snprintf(w, sizeof w, "%s bwd dck", ac->name); cmp_act(G, w, dck, nc, 2.5e-2);
         snprintf(w, sizeof w, "%s bwd dcv", ac->name); cmp_act(G, w, dcv, nc, 2.5e-2);
     }
-    if (ac->sink) { snprintf(w, sizeof w, "%s bwd dsink (+=)", ac->name); cmp_f32(G, w, dsink, s.H, 2e-2); }
+    if (ac->sink && want) { snprintf(w, sizeof w, "%s bwd dsink (+=)", ac->name); cmp_f32(G, w, dsink, s.H, 2e-2); }
     pfree(q); pfree(k); pfree(v); pfree(ck); pfree(cv); pfree(dout); pfree(out); pfree(lse); pfree(sink);
     pfree(dsink); pfree(dq); pfree(dk); pfree(dv); pfree(dck); pfree(dcv); pfree(out2); pfree(lse2);
     free(hq); free(hk); free(hv); free(hck); free(hcv); free(hdo); free(hs); free(hds); free(hout); free(hlse);
@@ -301,10 +320,33 @@ static const AttCase ATT_CASES[] = {
     {"tail W4 S4 nW>64 d16 sink",         1, 600, 2, 1, 16,  4, 4, VIS_TAIL,   16,  1,   1},
     {"window W8 S8 T<W (no entries)",     1, 6,   2, 1, 32,  8, 8, VIS_WINDOW, 4,   1,   1},
     {"window W16 S8 nloc16 d128 H16 G8",  1, 300, 16, 8, 128, 16, 8, VIS_WINDOW, 16, 1,   0},
+    {"window W4 S4 nloc1 d36 (unaligned)", 1, 70,  2, 1, 36,  4, 4, VIS_WINDOW, 1,   1,   1},
+    {"full T=77 H6 G3 d36 (unaligned)",   2, 77,  6, 3, 36,  8, 8, VIS_FULL,   16,  0,   0},
 };
 
 static void test_attention(void) {
-    for (size_t i = 0; i < sizeof ATT_CASES / sizeof ATT_CASES[0]; i++) run_attention_case(&ATT_CASES[i]);
+    /* Full attention without a sink goes to cuDNN's fused attention where cuDNN takes it: those
+     * cases run three times, with the custom kernels (PHASELAB_ATTN=custom), with the default
+     * path (cuDNN forward) and with the cuDNN backward too (PHASELAB_CUDNN_ATTN_BWD=1). */
+    for (size_t i = 0; i < sizeof ATT_CASES / sizeof ATT_CASES[0]; i++) {
+        const AttCase *ac = &ATT_CASES[i];
+        if (ac->vis == VIS_FULL && !ac->sink) {
+            setenv("PHASELAB_ATTN", "custom", 1);
+            g_att_suffix = " [custom kernels]";
+            run_attention_case(ac);
+            unsetenv("PHASELAB_ATTN");
+            g_att_suffix = " [default: cuDNN fwd if available]";
+            run_attention_case(ac);
+            setenv("PHASELAB_CUDNN_ATTN_BWD", "1", 1);
+            g_att_suffix = " [cuDNN fwd+bwd if available]";
+            run_attention_case(ac);
+            unsetenv("PHASELAB_CUDNN_ATTN_BWD");
+            g_att_suffix = "";
+        } else {
+            run_attention_case(ac);
+        }
+    }
+    run_attention_case_mode(&ATT_CASES[3], ATT_NO_ENTRY_GRADS);   /* window W8 S8 with a sink */
 }
 
 /* ---- compressor ---- */
