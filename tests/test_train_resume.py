@@ -44,7 +44,9 @@ check(ck == ["step_00000020", "step_00000025", "step_00000030"], "checkpoint.kee
 # --- B: SIGKILL at a random step, live SWMR read, then resume
 rng = random.Random(os.getpid())
 kill_at = rng.randint(7, 24)
-p = tu.start(common + ["run.name=B"])
+# one compute thread: the other core stays free for this poller, so a fast run on a loaded
+# 2-core machine cannot end before the poller sees the kill step (seen once in CI)
+p = tu.start(common + ["run.name=B", "run.threads=1"])
 log = f"{d}/runs/B/log.txt"
 reached = tu.wait_for_line(log, f"step {kill_at}/30", p)
 live_rows = -1
