@@ -5,6 +5,7 @@
  * The alphas come from the model's own forward pass, as in evaluation. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 #include "trainer/evaluate.h"
@@ -15,6 +16,21 @@ static void set_tensor(Model *m, const char *name, float value, int hot_index, f
     float *p = model_params(m) + tt->t[i].offset;
     for (size_t j = 0; j < tt->t[i].numel; j++) p[j] = value;
     if (hot_index >= 0) p[hot_index] = hot_value;
+}
+
+/* Runs the model's forward pass and the gate statistics of layer 0 over its B x nW windows
+ * (one KV head, c = 1): fills eff_static[0] and profile[W], returns the per-window mean of
+ * exp(H(alpha)). */
+static double model_gate_stats(Model *m, const int32_t *tok, int B, int nW, int W, float *eff_static, float *profile) {
+    float alpha[B * nW * W];
+    double sum_alpha[W], sum_eff[1] = {0};
+    memset(sum_alpha, 0, sizeof sum_alpha);
+    model_params_updated(m);
+    model_forward(m, tok, NULL, B, NULL);
+    model_gate_alphas(m, 0, 0, B, alpha);
+    gate_stats_accumulate(alpha, B, nW, 1, W, 1, sum_alpha, sum_eff);
+    gate_stats_finish(sum_alpha, (long)B * nW, 1, W, 1, eff_static, profile);
+    return sum_eff[0] / (B * nW);
 }
 
 int main(void) {
@@ -32,21 +48,14 @@ int main(void) {
     tu_random_params(m, 3, 0.3);
     int32_t tok[B * T];
     tu_random_tokens(tok, B * T, cfg.vocab_size, 1);
-    const int nW = T / W, c = 1;
-    float alpha[B * 4 * W];
+    const int nW = T / W;
     double sum_alpha[W], sum_eff[1];
     float eff_static[1], profile[W];
 
     /* zero gates: uniform */
     set_tensor(m, "model.layers.0.self_attn.compressor.k_gate.weight", 0, -1, 0);
     set_tensor(m, "model.layers.0.self_attn.compressor.k_gate.bias", 0, -1, 0);
-    model_params_updated(m);
-    model_forward(m, tok, NULL, B, NULL);
-    model_gate_alphas(m, 0, 0, B, alpha);
-    memset(sum_alpha, 0, sizeof sum_alpha); sum_eff[0] = 0;
-    gate_stats_accumulate(alpha, B, nW, 1, W, c, sum_alpha, sum_eff);
-    gate_stats_finish(sum_alpha, (long)B * nW, 1, W, c, eff_static, profile);
-    double eff_window = sum_eff[0] / (B * nW);
+    double eff_window = model_gate_stats(m, tok, B, nW, W, eff_static, profile);
     check(fabs(eff_static[0] - W) < 1e-4, "zero gates: static effective number = W", "%g", eff_static[0]);
     check(fabs(eff_window - W) < 1e-4, "zero gates: per-window effective number = W", "%g", eff_window);
     int flat = 1;
@@ -55,13 +64,7 @@ int main(void) {
 
     /* one-hot bias at offset 3 */
     set_tensor(m, "model.layers.0.self_attn.compressor.k_gate.bias", 0, 3, 60.0f);
-    model_params_updated(m);
-    model_forward(m, tok, NULL, B, NULL);
-    model_gate_alphas(m, 0, 0, B, alpha);
-    memset(sum_alpha, 0, sizeof sum_alpha); sum_eff[0] = 0;
-    gate_stats_accumulate(alpha, B, nW, 1, W, c, sum_alpha, sum_eff);
-    gate_stats_finish(sum_alpha, (long)B * nW, 1, W, c, eff_static, profile);
-    eff_window = sum_eff[0] / (B * nW);
+    eff_window = model_gate_stats(m, tok, B, nW, W, eff_static, profile);
     check(fabs(eff_static[0] - 1) < 1e-4, "one-hot bias: static effective number = 1", "%g", eff_static[0]);
     check(fabs(eff_window - 1) < 1e-4, "one-hot bias: per-window effective number = 1", "%g", eff_window);
     check(fabs(profile[3] - W) < 1e-3 && fabs(profile[2]) < 1e-3, "one-hot bias: profile W at offset 3, 0 elsewhere",

@@ -25,13 +25,9 @@ import h5py  # noqa: E402
 if not shutil.which("mpirun"):
     skip("mpi training", "mpirun not installed")
     finish()
-if not tu.have_train():
-    check(False, "./train exists", "build ./train first (make)")
-    finish()
+tu.require_train()
 
-d = tu.scratch("test_mpi_train")
-data = os.path.join(d, "data")
-tu.make_corpus(data, train_rows=64)          # 64 windows: an epoch is 8 steps of 8 sequences
+d, data = tu.scratch_with_corpus("test_mpi_train", train_rows=64)   # 64 windows: an epoch is 8 steps of 8 sequences
 # a constant learning rate, so that a first leg with train.steps=8 follows the same schedule
 base = [tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",
         "train.lr=3e-3", "train.min_lr=3e-3", "train.warmup_steps=0", "train.steps=16", "eval.every=8",

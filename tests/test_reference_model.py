@@ -90,6 +90,15 @@ def random_params(c, seed):
     return out
 
 
+def perturbed_rows(V, T, rng):
+    """A random sequence tok [1, T] and rows [T, T]: row p is tok with the token at p changed."""
+    tok = rng.integers(0, V, (1, T))
+    rows = np.repeat(tok, T, axis=0)
+    for p in range(T):
+        rows[p, p] = (rows[p, p] + 1 + rng.integers(0, V - 1)) % V
+    return tok, rows
+
+
 def max_rel(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-300))
 
@@ -147,10 +156,7 @@ def check_causality():
     for name in ("full_gqa_tied", "comp_scalar_w4s2", "comp_tail", "comp_deepseek_vector_w6s3_tail", "comp_w4s4"):
         c = sm.make_config(**VARIANTS[name])
         params = random_params(c, 10)
-        tok = rng.integers(0, c["vocab_size"], (1, T))
-        rows = np.repeat(tok, T, axis=0)
-        for p in range(T):
-            rows[p, p] = (rows[p, p] + 1 + rng.integers(0, c["vocab_size"] - 1)) % c["vocab_size"]
+        tok, rows = perturbed_rows(c["vocab_size"], T, rng)
         base = sm.forward(c, params, tok)[0]
         out = sm.forward(c, params, rows)
         for p in range(T):
@@ -234,10 +240,7 @@ def check_visibility():
                  "comp_deepseek", "comp_uniform", "comp_w1s1_tail"):
         c = sm.make_config(**dict(VARIANTS[name], n_layers=1))
         params = random_params(c, 20)
-        tok = rng.integers(0, c["vocab_size"], (1, T))
-        rows = np.repeat(tok, T, axis=0)
-        for p in range(T):
-            rows[p, p] = (rows[p, p] + 1 + rng.integers(0, c["vocab_size"] - 1)) % c["vocab_size"]
+        tok, rows = perturbed_rows(c["vocab_size"], T, rng)
         base = sm.forward(c, params, tok)[0]
         out = sm.forward(c, params, rows)
         scale = np.max(np.abs(base))

@@ -10,13 +10,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish  # noqa: E402
 import trainutil as tu  # noqa: E402
 
-if not tu.have_train():
-    check(False, "./train exists", "build ./train first (make)")
-    finish()
+tu.require_train()
 
-d = tu.scratch("test_train_errors")
-data = os.path.join(d, "data")
-tu.make_corpus(data)
+d, data = tu.scratch_with_corpus("test_train_errors")
 runs = f"{d}/runs"
 
 

@@ -17,13 +17,9 @@ import trainutil as tu  # noqa: E402
 
 import h5py  # noqa: E402
 
-if not tu.have_train():
-    check(False, "./train exists", "build ./train first (make)")
-    finish()
+tu.require_train()
 
-d = tu.scratch("test_train_resume")
-data = os.path.join(d, "data")
-tu.make_corpus(data)
+d, data = tu.scratch_with_corpus("test_train_resume")
 common = [tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs"]
 
 

@@ -5,6 +5,8 @@ import subprocess
 import sys
 import time
 
+from pycheck import check, finish
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "train")
 TINY = os.path.join(ROOT, "configs", "test", "tiny.ini")
@@ -48,3 +50,19 @@ def wait_for_line(log_path, needle, proc, timeout=120):
 
 def have_train():
     return os.access(TRAIN, os.X_OK)
+
+
+def require_train():
+    """Reports a failed check and ends the test when ./train has not been built."""
+    if not have_train():
+        check(False, "./train exists", "build ./train first (make)")
+        finish()
+
+
+def scratch_with_corpus(name, **corpus):
+    """A fresh build/scratch/NAME with a synthetic corpus in its data/ (make_corpus options);
+    returns (scratch dir, data dir)."""
+    d = scratch(name)
+    data = os.path.join(d, "data")
+    make_corpus(data, **corpus)
+    return d, data

@@ -458,6 +458,10 @@ static void cuda_sync(Comm *c, const char *op) {
 }
 
 static int use_nccl(const Comm *c) { return ((const CommImpl *)c->impl)->have_nccl; }
+
+/* One NCCL collective on the backend's stream, under the watchdog, waited for before returning. */
+#define NCCL_COLLECTIVE(c, name, call) \
+    do { op_begin(c, name); nccl_check(c, (call), name); cuda_sync(c, name); op_end(c); } while (0)
 #endif
 
 static float *scratch(CommImpl *m, size_t n) {
@@ -490,10 +494,7 @@ void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t sha
     size_t W = (size_t)c->world;
 #ifdef PHASELAB_CUDA
     if (use_nccl(c)) {
-        op_begin(c, name);
-        nccl_check(c, ncclReduceScatter(send, recv, shard, ncclFloat, ncclSum, m->nccl, comm_stream()), name);
-        cuda_sync(c, name);
-        op_end(c);
+        NCCL_COLLECTIVE(c, name, ncclReduceScatter(send, recv, shard, ncclFloat, ncclSum, m->nccl, comm_stream()));
         return;
     }
 #endif
@@ -529,10 +530,7 @@ void comm_allgather(Comm *c, float *buf, size_t shard) {
     size_t W = (size_t)c->world;
 #ifdef PHASELAB_CUDA
     if (use_nccl(c)) {
-        op_begin(c, name);
-        nccl_check(c, ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, m->nccl, comm_stream()), name);
-        cuda_sync(c, name);
-        op_end(c);
+        NCCL_COLLECTIVE(c, name, ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, m->nccl, comm_stream()));
         return;
     }
 #endif
@@ -564,10 +562,7 @@ void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (use_nccl(c)) {
         CommImpl *m = c->impl;
         const char *name = "allreduce_sum";
-        op_begin(c, name);
-        nccl_check(c, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->nccl, comm_stream()), name);
-        cuda_sync(c, name);
-        op_end(c);
+        NCCL_COLLECTIVE(c, name, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->nccl, comm_stream()));
         return;
     }
 #endif

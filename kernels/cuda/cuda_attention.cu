@@ -89,6 +89,61 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, long long 
     }
 }
 
+/* ---- warp-level tile products (each warp owns 16 rows; bf16 inputs, fp32 accumulation) ---- */
+/* out [16, 64] (row stride LDS_F) = a [16, DP] @ b [64, DP]^T: a points at the warp's 16 rows,
+ * b at a 64-row tile, both row-major with row stride LDB. */
+template <int DP, int LDB>
+__device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16 *b) {
+    #pragma unroll
+    for (int n = 0; n < 4; n++) {
+        FragC acc;
+        wmma::fill_fragment(acc, 0.0f);
+        #pragma unroll
+        for (int kk = 0; kk < DP / 16; kk++) {
+            FragA fa;
+            FragBc fb;
+            wmma::load_matrix_sync(fa, a + kk * 16, LDB);
+            wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(out + n * 16, acc, LDS_F, wmma::mem_row_major);
+    }
+}
+
+/* acc [16, DP] += p [16, 64] @ b [64, DP]: p points at the warp's 16 rows (row stride LDP_B),
+ * b is row-major with row stride LDB. */
+template <int DP, int LDB>
+__device__ __forceinline__ void warp_mm_nn_acc(FragC *acc, const bf16 *p, const bf16 *b) {
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++) {
+        #pragma unroll
+        for (int kk = 0; kk < 4; kk++) {
+            FragA fa;
+            FragBr fb;
+            wmma::load_matrix_sync(fa, p + kk * 16, LDP_B);
+            wmma::load_matrix_sync(fb, b + kk * 16 * LDB + n * 16, LDB);
+            wmma::mma_sync(acc[n], fa, fb, acc[n]);
+        }
+    }
+}
+
+/* Writes the warp's accumulators acc [16, DP] * factor as bf16: lane (row r, half hf) writes
+ * columns [hf DP/2, (hf+1) DP/2) below d of its row to dst (when valid), staged through the
+ * warp's 16 rows of ob (fp32, row stride LDO). */
+template <int DP, int LDO>
+__device__ __forceinline__ void warp_store_rows(bf16 *dst, float *ob, const FragC *acc, int r, int hf, int d,
+                                                bool valid, float factor) {
+    const int warp = threadIdx.x / 32;
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++)
+        wmma::store_matrix_sync(ob + warp * 16 * LDO + n * 16, acc[n], LDO, wmma::mem_row_major);
+    __syncwarp();
+    if (valid)
+        for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
+            if (x < d) dst[x] = tobf(ob[r * LDO + x] * factor);
+    __syncwarp();
+}
+
 /* ======================= forward ======================= */
 template <int DP>
 struct FwdLayout {
@@ -152,20 +207,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
         }
         __syncthreads();
         /* S = Q K^T for this warp's 16 rows */
-        #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            FragC acc;
-            wmma::fill_fragment(acc, 0.0f);
-            #pragma unroll
-            for (int kk = 0; kk < DP / 16; kk++) {
-                FragA a;
-                FragBc bm;
-                wmma::load_matrix_sync(a, Qs + warp * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::load_matrix_sync(bm, Ks + n * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::mma_sync(acc, a, bm, acc);
-            }
-            wmma::store_matrix_sync(Ss + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
-        }
+        warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
         __syncwarp();
         /* online softmax on this lane's 32 columns */
         float sv[32];
@@ -312,25 +354,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
             load_tile<DP>(Vs, v + base, (long long)G * d, t_last + 1 - k0, d, vec);
         }
         __syncthreads();
-        #pragma unroll
-        for (int n = 0; n < 4; n++) {
-            FragC acc, acc2;
-            wmma::fill_fragment(acc, 0.0f);
-            wmma::fill_fragment(acc2, 0.0f);
-            #pragma unroll
-            for (int kk = 0; kk < DP / 16; kk++) {
-                FragA a;
-                FragBc bm;
-                wmma::load_matrix_sync(a, Qs + warp * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::load_matrix_sync(bm, Ks + n * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::mma_sync(acc, a, bm, acc);
-                wmma::load_matrix_sync(a, dOs + warp * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::load_matrix_sync(bm, Vs + n * 16 * L::LDB + kk * 16, L::LDB);
-                wmma::mma_sync(acc2, a, bm, acc2);
-            }
-            wmma::store_matrix_sync(Ss + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
-            wmma::store_matrix_sync(dPs + warp * 16 * LDS_F + n * 16, acc2, LDS_F, wmma::mem_row_major);
-        }
+        /* S = Q K^T and dP = dO V^T for this warp's 16 queries */
+        warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
+        warp_mm_nt<DP, L::LDB>(dPs + warp * 16 * LDS_F, dOs + warp * 16 * L::LDB, Vs);
         __syncwarp();
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
@@ -344,26 +370,10 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
             dSs[r * LDP_B + col] = tobf(ds);
         }
         __syncwarp();
-        #pragma unroll
-        for (int n = 0; n < DP / 16; n++) {
-            #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                FragA a;
-                FragBr bm;
-                wmma::load_matrix_sync(a, dSs + warp * 16 * LDP_B + kk * 16, LDP_B);
-                wmma::load_matrix_sync(bm, Ks + kk * 16 * L::LDB + n * 16, L::LDB);
-                wmma::mma_sync(dqacc[n], a, bm, dqacc[n]);
-            }
-        }
+        /* dq += dS K */
+        warp_mm_nn_acc<DP, L::LDB>(dqacc, dSs + warp * 16 * LDP_B, Ks);
     }
-    #pragma unroll
-    for (int n = 0; n < DP / 16; n++)
-        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dqacc[n], L::LDO, wmma::mem_row_major);
-    __syncwarp();
-    if (!tvalid) return;
-    bf16 *o = dq + (((size_t)b * T + t) * H + h) * d;
-    for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
-        if (x < d) o[x] = tobf(Ob[r * L::LDO + x] * scale);
+    warp_store_rows<DP, L::LDO>(dq + (((size_t)b * T + (tvalid ? t : 0)) * H + h) * d, Ob, dqacc, r, hf, d, tvalid, scale);
 }
 
 template <int DP>
@@ -454,25 +464,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
             }
             __syncthreads();
             /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
-            #pragma unroll
-            for (int n = 0; n < 4; n++) {
-                FragC acc, acc2;
-                wmma::fill_fragment(acc, 0.0f);
-                wmma::fill_fragment(acc2, 0.0f);
-                #pragma unroll
-                for (int kk = 0; kk < DP / 16; kk++) {
-                    FragA a;
-                    FragBc bm;
-                    wmma::load_matrix_sync(a, Ks + warp * 16 * L::LDB + kk * 16, L::LDB);
-                    wmma::load_matrix_sync(bm, Qs + n * 16 * L::LDB + kk * 16, L::LDB);
-                    wmma::mma_sync(acc, a, bm, acc);
-                    wmma::load_matrix_sync(a, Vs + warp * 16 * L::LDB + kk * 16, L::LDB);
-                    wmma::load_matrix_sync(bm, dOs + n * 16 * L::LDB + kk * 16, L::LDB);
-                    wmma::mma_sync(acc2, a, bm, acc2);
-                }
-                wmma::store_matrix_sync(St + warp * 16 * LDS_F + n * 16, acc, LDS_F, wmma::mem_row_major);
-                wmma::store_matrix_sync(dPt + warp * 16 * LDS_F + n * 16, acc2, LDS_F, wmma::mem_row_major);
-            }
+            warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs);
+            warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs);
             __syncwarp();
             #pragma unroll 8
             for (int cc = 0; cc < 32; cc++) {
@@ -488,40 +481,15 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
             }
             __syncwarp();
             /* dV += P^T dO,  dK += dS^T Q */
-            #pragma unroll
-            for (int n = 0; n < DP / 16; n++) {
-                #pragma unroll
-                for (int kk = 0; kk < 4; kk++) {
-                    FragA a;
-                    FragBr bm;
-                    wmma::load_matrix_sync(a, Pt + warp * 16 * LDP_B + kk * 16, LDP_B);
-                    wmma::load_matrix_sync(bm, dOs + kk * 16 * L::LDB + n * 16, L::LDB);
-                    wmma::mma_sync(dvacc[n], a, bm, dvacc[n]);
-                    wmma::load_matrix_sync(a, dSt + warp * 16 * LDP_B + kk * 16, LDP_B);
-                    wmma::load_matrix_sync(bm, Qs + kk * 16 * L::LDB + n * 16, L::LDB);
-                    wmma::mma_sync(dkacc[n], a, bm, dkacc[n]);
-                }
-            }
+            warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs);
+            warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs);
         }
     }
     /* write dV then dK through this warp's rows of the staging buffer */
     bf16 *dvdst = comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
     bf16 *dkdst = comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
-    #pragma unroll
-    for (int n = 0; n < DP / 16; n++)
-        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dvacc[n], L::LDO, wmma::mem_row_major);
-    __syncwarp();
-    if (kvalid)
-        for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
-            if (x < d) dvdst[x] = tobf(Ob[r * L::LDO + x]);
-    __syncwarp();
-    #pragma unroll
-    for (int n = 0; n < DP / 16; n++)
-        wmma::store_matrix_sync(Ob + warp * 16 * L::LDO + n * 16, dkacc[n], L::LDO, wmma::mem_row_major);
-    __syncwarp();
-    if (kvalid)
-        for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
-            if (x < d) dkdst[x] = tobf(Ob[r * L::LDO + x] * scale);
+    warp_store_rows<DP, L::LDO>(dvdst, Ob, dvacc, r, hf, d, kvalid, 1.0f);
+    warp_store_rows<DP, L::LDO>(dkdst, Ob, dkacc, r, hf, d, kvalid, scale);
 }
 
 /* ======================= host side ======================= */

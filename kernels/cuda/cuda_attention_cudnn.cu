@@ -871,7 +871,7 @@ int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act
     Output outs[] = {{out, rows * s->d * sizeof(bf16)}, {stats, rows * sizeof(float)}};
     if (!run(e, 7, uids, ptrs, ws, outs, 2)) return 0;
     if (lse) {
-        cudnn_stats_to_lse<<<cu_blocks(rows, 256), 256, 0, cu_stream()>>>(lse, stats, s->B, s->T, s->H);
+        CU_KERNEL(cudnn_stats_to_lse, cu_blocks(rows, 256), 256, 0, cu_stream())(lse, stats, s->B, s->T, s->H);
         CU_LAUNCH();
     }
     return 1;
@@ -899,7 +899,7 @@ int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, 
         return 0;
     }
     float *stats = (float *)(ws + off_stats), *softmax_sum = (float *)(ws + off_sum);
-    cudnn_lse_to_stats<<<cu_blocks(rows, 256), 256, 0, cu_stream()>>>(stats, lse, s->B, s->T, s->H);
+    CU_KERNEL(cudnn_lse_to_stats, cu_blocks(rows, 256), 256, 0, cu_stream())(stats, lse, s->B, s->T, s->H);
     CU_LAUNCH();
 
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV,

@@ -8,21 +8,15 @@
 #include <cub/cub.cuh>
 #include "kernels/cuda/cuda_common.h"
 
-__global__ void embedding_fwd_kernel(bf16 *out, const int32_t *tokens, const bf16 *table, int N, int D) {
-    size_t total = (size_t)N * D;
+/* out[n, c] = table[tokens[n], c] for rows of `cols` elements of type E: bf16, or uint4 (8 bf16,
+ * one 16-byte access) when rows and pointers allow */
+template <typename E>
+__global__ void embedding_fwd_kernel(E *out, const int32_t *tokens, const E *table, int N, int cols) {
+    size_t total = (size_t)N * cols;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / D;
-        int c = (int)(i % D);
-        out[i] = table[(size_t)tokens[n] * D + c];
-    }
-}
-
-__global__ void embedding_fwd_vec_kernel(uint4 *out, const int32_t *tokens, const uint4 *table, int N, int D8) {
-    size_t total = (size_t)N * D8;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total; i += (size_t)gridDim.x * blockDim.x) {
-        size_t n = i / D8;
-        int c = (int)(i % D8);
-        out[i] = table[(size_t)tokens[n] * D8 + c];
+        size_t n = i / cols;
+        int c = (int)(i % cols);
+        out[i] = table[(size_t)tokens[n] * cols + c];
     }
 }
 
@@ -30,9 +24,9 @@ void cu_embedding_fwd(act_t *out, const int32_t *tokens, const act_t *table, int
     if (N <= 0) return;
     if (D % 8 == 0 && !((uintptr_t)out & 15) && !((uintptr_t)table & 15)) {
         size_t total = (size_t)N * (D / 8);
-        CU_KERNEL(embedding_fwd_vec_kernel, cu_blocks(total, 256), 256, 0, cu_stream())((uint4 *)out, tokens, (const uint4 *)table, N, D / 8);
+        CU_KERNEL(embedding_fwd_kernel<uint4>, cu_blocks(total, 256), 256, 0, cu_stream())((uint4 *)out, tokens, (const uint4 *)table, N, D / 8);
     } else {
-        CU_KERNEL(embedding_fwd_kernel, cu_blocks((size_t)N * D, 256), 256, 0, cu_stream())((bf16 *)out, tokens, (const bf16 *)table, N, D);
+        CU_KERNEL(embedding_fwd_kernel<bf16>, cu_blocks((size_t)N * D, 256), 256, 0, cu_stream())((bf16 *)out, tokens, (const bf16 *)table, N, D);
     }
     CU_LAUNCH();
 }

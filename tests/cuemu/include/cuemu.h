@@ -102,7 +102,7 @@ struct Launcher {
         Args args(std::forward<A>(a)...);
         struct Ctx { void (*k)(P...); Args *args; } c{kernel, &args};
         run_grid(name, (const void *)kernel, grid, block, smem,
-                 [](void *p) { Ctx *c = (Ctx *)p; Args copy = *c->args; std::apply(c->k, copy); }, &c);
+                 [](void *p) { Ctx *c = (Ctx *)p; std::apply(c->k, *c->args); }  /* by-value params: one copy per thread */, &c);
     }
 };
 template <typename... P>
@@ -110,39 +110,33 @@ Launcher<P...> launcher(void (*k)(P...), const char *name, dim3 grid, dim3 block
     return Launcher<P...>{k, name, grid, block, smem};
 }
 
+/* The warp collectives below: every lane of the warp publishes v, and each reads the value of
+ * lane src (its own when src < 0); barriers before and after the read, so no lane overwrites
+ * its slot before all have read. */
 template <typename T>
-T shfl_xor(unsigned mask, T v, int lane_mask, int width) {
+T warp_exchange(unsigned mask, T v, int src) {
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
     Thread *t = g_cur;
     memcpy(&g_warp_slots[t->warp][t->lane], &v, sizeof v);
     syncwarp(mask);
-    int src = (t->lane & ~(width - 1)) | ((t->lane ^ lane_mask) & (width - 1));
-    T r;
-    memcpy(&r, &g_warp_slots[t->warp][src], sizeof r);
+    T r = v;
+    if (src >= 0) memcpy(&r, &g_warp_slots[t->warp][src], sizeof r);
     syncwarp(mask);
     return r;
+}
+template <typename T>
+T shfl_xor(unsigned mask, T v, int lane_mask, int width) {
+    int lane = g_cur->lane;
+    return warp_exchange(mask, v, (lane & ~(width - 1)) | ((lane ^ lane_mask) & (width - 1)));
 }
 template <typename T>
 T shfl_idx(unsigned mask, T v, int src_lane, int width) {
-    Thread *t = g_cur;
-    memcpy(&g_warp_slots[t->warp][t->lane], &v, sizeof v);
-    syncwarp(mask);
-    int src = (t->lane & ~(width - 1)) | (src_lane & (width - 1));
-    T r;
-    memcpy(&r, &g_warp_slots[t->warp][src], sizeof r);
-    syncwarp(mask);
-    return r;
+    return warp_exchange(mask, v, (g_cur->lane & ~(width - 1)) | (src_lane & (width - 1)));
 }
 template <typename T>
 T shfl_down(unsigned mask, T v, unsigned delta, int width) {
-    Thread *t = g_cur;
-    memcpy(&g_warp_slots[t->warp][t->lane], &v, sizeof v);
-    syncwarp(mask);
-    int seg = t->lane & ~(width - 1), off = (t->lane & (width - 1)) + (int)delta;
-    T r = v;
-    if (off < width) memcpy(&r, &g_warp_slots[t->warp][seg + off], sizeof r);
-    syncwarp(mask);
-    return r;
+    int lane = g_cur->lane, off = (lane & (width - 1)) + (int)delta;
+    return warp_exchange(mask, v, off < width ? (lane & ~(width - 1)) + off : -1);
 }
 }  // namespace cuemu
 
