@@ -89,6 +89,39 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, long long 
     }
 }
 
+/* ---- the key tiles of a query tile ----
+ * A tile of queries [t0, t_last] walks, 64 keys at a time, first the compressed entries visible
+ * to its last query, then the raw range [lo(t0), t_last]. */
+struct KeyTiles {
+    int ncomp, raw_lo, n_ctiles, n_rtiles, t_last;
+    __device__ KeyTiles(const AttnShape &s, int t0, int t_last_) : t_last(t_last_) {
+        ncomp = att_nvis(s, t_last);
+        raw_lo = att_lo(s, t0, att_nvis(s, t0));
+        n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
+        n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
+    }
+    __device__ int count() const { return n_ctiles + n_rtiles; }
+    __device__ bool comp(int tile) const { return tile < n_ctiles; }
+    __device__ int k0(int tile) const { return comp(tile) ? tile * ATT_BK : raw_lo + (tile - n_ctiles) * ATT_BK; }
+};
+
+/* Loads key tile `tile` of kt (KV head g of sequence b) into Ks and Vs [64][DP+8]. */
+template <int DP>
+__device__ __forceinline__ void load_key_tile(bf16 *Ks, bf16 *Vs, const AttnShape &s, const KeyTiles &kt, int tile,
+                                              int b, int g, const bf16 *k, const bf16 *v, const bf16 *ck,
+                                              const bf16 *cv, bool vec) {
+    const int k0 = kt.k0(tile), G = s.G, d = s.d;
+    if (kt.comp(tile)) {
+        size_t base = (((size_t)b * s.n_windows + k0) * G + g) * d;
+        load_tile<DP>(Ks, ck + base, (long long)G * d, kt.ncomp - k0, d, vec);
+        load_tile<DP>(Vs, cv + base, (long long)G * d, kt.ncomp - k0, d, vec);
+    } else {
+        size_t base = (((size_t)b * s.T + k0) * G + g) * d;
+        load_tile<DP>(Ks, k + base, (long long)G * d, kt.t_last + 1 - k0, d, vec);
+        load_tile<DP>(Vs, v + base, (long long)G * d, kt.t_last + 1 - k0, d, vec);
+    }
+}
+
 /* ---- warp-level tile products (each warp owns 16 rows; bf16 inputs, fp32 accumulation) ---- */
 /* out [16, 64] (row stride LDS_F) = a [16, DP] @ b [64, DP]^T: a points at the warp's 16 rows,
  * b at a 64-row tile, both row-major with row stride LDB. */
@@ -168,7 +201,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     bf16 *Ps = (bf16 *)carve(p, 64 * LDP_B * 2);
     float *Os = (float *)carve(p, 64 * L::LDO * 4);
 
-    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
+    const int T = s.T, H = s.H, G = s.G, d = s.d;
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
     const int g = h / (H / G);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -187,24 +220,13 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     const int lo = att_lo(s, t, nv);
     float m = -INFINITY, l = 0.0f;
 
-    const int ncomp = att_nvis(s, t_last);
-    const int raw_lo = att_lo(s, t0, att_nvis(s, t0));
-    const int n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
-    const int n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
+    const KeyTiles kt(s, t0, t_last);
 
-    for (int tile = 0; tile < n_ctiles + n_rtiles; tile++) {
-        const bool comp = tile < n_ctiles;
-        const int k0 = comp ? tile * ATT_BK : raw_lo + (tile - n_ctiles) * ATT_BK;
+    for (int tile = 0; tile < kt.count(); tile++) {
+        const bool comp = kt.comp(tile);
+        const int k0 = kt.k0(tile);
         __syncthreads();
-        if (comp) {
-            size_t base = (((size_t)b * nW + k0) * G + g) * d;
-            load_tile<DP>(Ks, ck + base, (long long)G * d, ncomp - k0, d, vec);
-            load_tile<DP>(Vs, cv + base, (long long)G * d, ncomp - k0, d, vec);
-        } else {
-            size_t base = (((size_t)b * T + k0) * G + g) * d;
-            load_tile<DP>(Ks, k + base, (long long)G * d, t_last + 1 - k0, d, vec);
-            load_tile<DP>(Vs, v + base, (long long)G * d, t_last + 1 - k0, d, vec);
-        }
+        load_key_tile<DP>(Ks, Vs, s, kt, tile, b, g, k, v, ck, cv, vec);
         __syncthreads();
         /* S = Q K^T for this warp's 16 rows */
         warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
@@ -313,7 +335,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     bf16 *dSs = (bf16 *)carve(p, 64 * LDP_B * 2);
     float *Ob = (float *)carve(p, 64 * L::LDO * 4);
 
-    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
+    const int T = s.T, H = s.H, G = s.G, d = s.d;
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
     const int g = h / (H / G);
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -331,28 +353,17 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     const float L_t = tvalid ? lse[((size_t)b * T + t) * H + h] : 0.0f;
     const float D_t = tvalid ? Dv[((size_t)b * T + t) * H + h] : 0.0f;
 
-    const int ncomp = att_nvis(s, t_last);
-    const int raw_lo = att_lo(s, t0, att_nvis(s, t0));
-    const int n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
-    const int n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
+    const KeyTiles kt(s, t0, t_last);
 
     FragC dqacc[DP / 16];
     #pragma unroll
     for (int n = 0; n < DP / 16; n++) wmma::fill_fragment(dqacc[n], 0.0f);
 
-    for (int tile = 0; tile < n_ctiles + n_rtiles; tile++) {
-        const bool comp = tile < n_ctiles;
-        const int k0 = comp ? tile * ATT_BK : raw_lo + (tile - n_ctiles) * ATT_BK;
+    for (int tile = 0; tile < kt.count(); tile++) {
+        const bool comp = kt.comp(tile);
+        const int k0 = kt.k0(tile);
         __syncthreads();
-        if (comp) {
-            size_t base = (((size_t)b * nW + k0) * G + g) * d;
-            load_tile<DP>(Ks, ck + base, (long long)G * d, ncomp - k0, d, vec);
-            load_tile<DP>(Vs, cv + base, (long long)G * d, ncomp - k0, d, vec);
-        } else {
-            size_t base = (((size_t)b * T + k0) * G + g) * d;
-            load_tile<DP>(Ks, k + base, (long long)G * d, t_last + 1 - k0, d, vec);
-            load_tile<DP>(Vs, v + base, (long long)G * d, t_last + 1 - k0, d, vec);
-        }
+        load_key_tile<DP>(Ks, Vs, s, kt, tile, b, g, k, v, ck, cv, vec);
         __syncthreads();
         /* S = Q K^T and dP = dO V^T for this warp's 16 queries */
         warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
