@@ -149,3 +149,6 @@ clean:
 
 # The code version recorded in metrics.h5, checkpoints and logs.
 $(BUILD)/trainer/main.o: CFLAGS += -DPHASELAB_VERSION=\"$(shell git describe --always --dirty 2>/dev/null || echo unknown)\"
+
+# Feature fragments (fuzzing, sanitizers, ...): each mk/*.mk adds its own targets.
+-include $(wildcard mk/*.mk)
