@@ -3,42 +3,79 @@
 #   make test     builds and runs the whole test suite; last line "N passed, M failed, K skipped"
 #   make run      the default job: synthetic corpus + configs/demo.ini on the CPU
 #   make bench    CPU training-step benchmark (tokens/s, GFLOP/s, sgemm peak)
-# Dependencies are installed by tools/install-deps when a marker of one is missing.
+#   make config   prints what tools/configure found (BLAS, HDF5, MPI, CUDA archs, cuDNN, NCCL)
+#
+# Configuration: before anything is compiled, tools/configure finds every dependency (pkg-config,
+# mpicc, nvcc, link tests) and writes $(BUILD)/config.mk; where a required one is missing,
+# tools/install-deps installs it (Debian/Ubuntu as root or with sudo) or prints what to install,
+# and configure runs again. make re-reads the new flags by itself (an included makefile that was
+# remade restarts make), so the first `make` on a fresh machine works. Overrides (see
+# tools/configure --help): CC ARCH_FLAGS BLAS BLAS_CFLAGS BLAS_LIBS HDF5_DIR MPI_HOME CUDA
+# CUDA_HOME CUDA_ARCHS CUDNN_HOME NCCL_HOME PKG_CONFIG_PATH; changing one re-configures.
 #
 # Layout of the build: every .c under model/ kernels/ kernels/cpu/ trainer/ data/ except *main.c goes
-# into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when nvcc exists.
+# into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when CUDA is on.
 # tests/test_*.c each become build/tests/test_* linked against that archive.
 
 BUILD   ?= build
-CC      ?= gcc
-CUDA_HOME ?= /usr/local/cuda
-NVCC    ?= $(firstword $(wildcard $(CUDA_HOME)/bin/nvcc) $(shell command -v nvcc 2>/dev/null))
-CUDA_ARCHS ?= 80 90
-# (plus PTX of the last architecture, so newer GPUs can JIT-compile it)
-MPI_INC := $(shell pkg-config --cflags-only-I ompi-c 2>/dev/null)
-MPI_LIB := $(shell pkg-config --libs ompi-c 2>/dev/null)
-HDF5_INC := -I/usr/include/hdf5/serial
-# OpenBLAS built on OpenMP, so that BLAS calls and our OpenMP loops share one thread pool (the
-# pthread build's spinning threads fight OpenMP's on a small machine: 2x slower here).
-BLAS_DIR := /usr/lib/x86_64-linux-gnu/openblas-openmp
-BLAS_INC := -I/usr/include/x86_64-linux-gnu/openblas-openmp
-BLAS_LIB := -L$(BLAS_DIR) -Wl,-rpath,$(BLAS_DIR) -lopenblas
-HDF5_LIB := -L/usr/lib/x86_64-linux-gnu/hdf5/serial -lhdf5_serial -lhdf5_serial_hl
+CXX     ?= g++
+CONFIG_MK := $(BUILD)/config.mk
 
-CFLAGS  ?= -O3 -march=x86-64-v3 -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
-           -I. $(MPI_INC) $(HDF5_INC) $(BLAS_INC) -MMD -MP
-LDLIBS  := -fopenmp $(BLAS_LIB) $(HDF5_LIB) -linih -lcjson -lpcre2-8 -lutf8proc -lz -lzstd $(MPI_LIB) -lm -lpthread
+# ---- configuration (tools/configure) --------------------------------------------------------
+# What configure's result depends on besides its own text: the overrides and the search path.
+CONFIG_INPUTS := CC=$(CC) ARCH_FLAGS=$(origin ARCH_FLAGS):$(ARCH_FLAGS) BLAS=$(BLAS) BLAS_CFLAGS=$(BLAS_CFLAGS) \
+  BLAS_LIBS=$(BLAS_LIBS) HDF5_DIR=$(HDF5_DIR) MPI_HOME=$(MPI_HOME) CUDA=$(CUDA) CUDA_HOME=$(CUDA_HOME) \
+  CUDA_ARCHS=$(CUDA_ARCHS) CUDNN_HOME=$(origin CUDNN_HOME):$(CUDNN_HOME) NCCL_HOME=$(origin NCCL_HOME):$(NCCL_HOME) \
+  PKG_CONFIG_PATH=$(PKG_CONFIG_PATH) PATH=$(PATH)
+NO_CONFIG_GOALS := clean help
+ifneq ($(filter-out $(NO_CONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+  -include $(CONFIG_MK)
+  ifneq ($(CONFIG_INPUTS_SEEN),$(CONFIG_INPUTS))
+    CONFIG_FORCE := FORCE
+  endif
+endif
+# The overrides a user gave (environment or make line) are exported to configure; the ones not
+# given stay unset there (an empty CUDNN_HOME= would mean "no cuDNN").
+CONFIG_VARS := CC ARCH_FLAGS BLAS BLAS_CFLAGS BLAS_LIBS HDF5_DIR MPI_HOME CUDA CUDA_HOME CUDA_ARCHS CUDNN_HOME NCCL_HOME
+$(foreach v,$(CONFIG_VARS),$(if $(filter environment command% override,$(origin $(v))),$(eval export $(v))))
+$(CONFIG_MK): tools/configure tools/install-deps $(CONFIG_FORCE)
+	@mkdir -p $(BUILD)
+	@tools/configure --out $@.new --summary $(BUILD)/config.summary --quiet || \
+	  { tools/install-deps build && tools/configure --out $@.new --summary $(BUILD)/config.summary --quiet; } || \
+	  { rm -f $@.new; tools/configure --out /dev/null; exit 1; }
+	@echo 'CONFIG_INPUTS_SEEN := $(CONFIG_INPUTS)' >> $@.new
+	@cat $(BUILD)/config.summary
+	@if cmp -s $@.new $@; then rm -f $@.new; touch $@; else mv $@.new $@; fi
+FORCE:
+.PHONY: FORCE config
+config: $(CONFIG_MK)
+	@cat $(BUILD)/config.summary
+
+ARCH_FLAGS_USED := $(CONFIG_ARCH_FLAGS)
+CC := $(or $(CONFIG_CC),$(CC))
+BLAS_INC := $(CONFIG_BLAS_CFLAGS)
+MPI_INC  := $(CONFIG_MPI_CFLAGS)
+
+CFLAGS  ?= -O3 -g
+CFLAGS  += $(ARCH_FLAGS_USED) -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+           -I. -I$(BUILD)/gen $(CONFIG_CFLAGS) -MMD -MP
+LDLIBS  := -fopenmp $(CONFIG_LIBS) -lm -lpthread
 
 LDLIBS_HOST := $(LDLIBS)
 
-ifneq ($(NVCC),)
-  HAVE_CUDA := 1
-  CFLAGS  += -DPHASELAB_CUDA -I$(CUDA_HOME)/include
-  NVFLAGS := -O3 -std=c++17 -I. -I$(CUDA_HOME)/include -DPHASELAB_CUDA $(MPI_INC) -MMD -MP \
-             $(foreach a,$(CUDA_ARCHS),-gencode arch=compute_$(a),code=sm_$(a)) \
-             -gencode arch=compute_$(lastword $(CUDA_ARCHS)),code=compute_$(lastword $(CUDA_ARCHS)) -Xcompiler -fPIC
-  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lcudnn -lnccl -lstdc++
+HAVE_CUDA := $(filter 1,$(CONFIG_HAVE_CUDA))
+NVCC := $(CONFIG_NVCC)
+CUDA_HOME_USED := $(CONFIG_CUDA_HOME)
+CUDA_ARCHS_USED := $(CONFIG_CUDA_ARCHS)
+ifneq ($(HAVE_CUDA),)
+  CUDA_DEFS := -DPHASELAB_CUDA $(if $(filter 1,$(CONFIG_HAVE_CUDNN)),-DPHASELAB_CUDNN $(CONFIG_CUDNN_CFLAGS)) \
+               $(if $(filter 1,$(CONFIG_HAVE_NCCL)),-DPHASELAB_NCCL $(CONFIG_NCCL_CFLAGS))
+  CFLAGS  += -I$(CUDA_HOME_USED)/include $(CUDA_DEFS)
+  NVFLAGS := -O3 -std=c++17 -I. -I$(BUILD)/gen -I$(CUDA_HOME_USED)/include $(CUDA_DEFS) $(MPI_INC) -MMD -MP \
+             $(foreach a,$(CUDA_ARCHS_USED),-gencode arch=compute_$(a),code=sm_$(a)) \
+             -gencode arch=compute_$(lastword $(CUDA_ARCHS_USED)),code=compute_$(lastword $(CUDA_ARCHS_USED)) -Xcompiler -fPIC
+  LDLIBS  += $(CONFIG_CUDA_LIBS) $(if $(filter 1,$(CONFIG_HAVE_CUDNN)),$(CONFIG_CUDNN_LIBS)) \
+             $(if $(filter 1,$(CONFIG_HAVE_NCCL)),$(CONFIG_NCCL_LIBS)) -lstdc++
 endif
 
 LIB_SRC  := $(filter-out %main.c,$(wildcard model/*.c kernels/cpu/*.c trainer/*.c data/*.c kernels/*.c))
@@ -49,26 +86,31 @@ TEST_SRC := $(wildcard tests/test_*.c tests/gpu/test_*.c)
 TEST_BIN := $(TEST_SRC:%.c=$(BUILD)/%) $(BUILD)/tests/ref_forward
 PROGRAMS := train tokenize
 
-DEPS_STAMP := $(BUILD)/.deps-ok
+VERSION_H := $(BUILD)/gen/phaselab_version.h
 
 .PHONY: all test run bench clean deps gpu-check
 all: $(PROGRAMS)
 
-# Re-run tools/install-deps whenever a header or tool we need is missing.
-$(DEPS_STAMP): tools/install-deps
-	@missing=0; for f in /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h /usr/include/ini.h /usr/include/cjson/cJSON.h \
-	  /usr/include/hdf5/serial/hdf5.h /usr/include/pcre2.h /usr/include/utf8proc.h /usr/include/zstd.h /usr/bin/mpirun /usr/sbin/slurmctld /usr/bin/zstd; do \
-	  [ -e $$f ] || missing=1; done; \
-	python3 -c "import numpy, h5py, matplotlib" 2>/dev/null || missing=1; \
-	if [ $$missing = 1 ]; then tools/install-deps; fi
-	@mkdir -p $(BUILD) && touch $@
-deps: ; @tools/install-deps
+# Everything compiled depends on the configuration: a changed config.mk (another BLAS, cuDNN
+# turned off, ...) rebuilds every object. config.mk changes only when configure's result does.
+CONFIG_DEP := $(CONFIG_MK)
+deps: ; @tools/install-deps all
 
-$(BUILD)/%.o: %.c | $(DEPS_STAMP)
+# The code version (git describe) as one generated header: every object that records the
+# version includes "phaselab_version.h" and is rebuilt when the commit (or dirty state) changes.
+# The header is rewritten only when its text changes.
+PHASELAB_GIT_VERSION := $(shell git describe --always --dirty 2>/dev/null || echo unknown)
+$(VERSION_H): FORCE
+	@mkdir -p $(dir $@)
+	@printf '/* generated by make: the code version (git describe --always --dirty) and what tools/configure built in */\n#define PHASELAB_VERSION "%s"\n#define PHASELAB_BUILD_FEATURES "%s"\n' \
+	  '$(PHASELAB_GIT_VERSION)' '$(CONFIG_FEATURES)' > $@.new
+	@if cmp -s $@.new $@; then rm -f $@.new; else mv $@.new $@; fi
+
+$(BUILD)/%.o: %.c $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu | $(DEPS_STAMP)
+$(BUILD)/%.cu.o: %.cu $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@
 
@@ -88,7 +130,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libphaselab.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # cuDNN graph check (nvcc builds only): offline in make test, on the GPU in tests/gpu/check.sh
-ifneq ($(NVCC),)
+ifneq ($(filter 1,$(CONFIG_HAVE_CUDNN)),)
 TEST_BIN += $(BUILD)/tests/gpu/cudnn_graph_check
 $(BUILD)/tests/gpu/cudnn_graph_check: $(BUILD)/tests/gpu/cudnn_graph_check.cu.o $(BUILD)/libphaselab.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -97,7 +139,6 @@ endif
 # ---- cuemu: the CUDA backend's own .cu files compiled with g++ against tests/cuemu (a CPU
 # emulator of the CUDA runtime, WMMA, cuBLASLt and CUB), so that the GPU parity tests run on
 # every machine. No nvcc needed. Binaries: $(BUILD)/tests/cuemu/test_* ("cuemu: " names).
-CXX ?= g++
 CUEMU_FLAGS := -std=c++17 -O2 -g -Itests/cuemu/include -I. $(BLAS_INC) -DPHASELAB_CUDA -DPHASELAB_CUEMU -MMD -MP \
                -Wall -Wno-comment -Wno-sign-compare -Wno-unknown-pragmas -Wno-unused-parameter -Wno-unused-function
 CUEMU_OBJ := $(patsubst %.cu,$(BUILD)/cuemu/%.o,$(wildcard kernels/cuda/*.cu)) \
@@ -105,15 +146,15 @@ CUEMU_OBJ := $(patsubst %.cu,$(BUILD)/cuemu/%.o,$(wildcard kernels/cuda/*.cu)) \
 CUEMU_TEST := $(patsubst tests/gpu/%.c,$(BUILD)/tests/cuemu/%,$(wildcard tests/gpu/test_*.c)) $(BUILD)/tests/cuemu/test_cuemu_checks
 TEST_BIN += $(CUEMU_TEST)
 
-$(BUILD)/cuemu/%.o: %.cu | $(DEPS_STAMP)
+$(BUILD)/cuemu/%.o: %.cu $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUEMU_FLAGS) -x c++ -c $< -o $@
 
-$(BUILD)/cuemu/%.o: %.cpp | $(DEPS_STAMP)
+$(BUILD)/cuemu/%.o: %.cpp $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CUEMU_FLAGS) -c $< -o $@
 
-$(BUILD)/tests/cuemu/%.o: tests/gpu/%.c | $(DEPS_STAMP)
+$(BUILD)/tests/cuemu/%.o: tests/gpu/%.c $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -DPHASELAB_CUDA -DPHASELAB_CUEMU '-DCHECK_NAME_PREFIX="cuemu: "' -c $< -o $@
 
@@ -126,10 +167,14 @@ $(BUILD)/tests/cuemu/test_cuemu_checks: $(BUILD)/cuemu/tests/cuemu/test_cuemu_ch
 $(BUILD)/tests/cuemu/%: $(BUILD)/tests/cuemu/%.o $(CUEMU_OBJ) $(BUILD)/libphaselab.a
 	$(CXX) -o $@ $^ $(LDLIBS_HOST)
 
+# make test and make run install what their scripts need (Python modules; Slurm and munge for
+# the scheduler test) where they can; plain make never does.
 test: $(PROGRAMS) $(TEST_BIN)
+	@tools/install-deps test
 	@BUILD=$(BUILD) tests/run_tests.sh
 
 run: $(PROGRAMS)
+	@tools/install-deps run
 	@tools/demo-run
 
 bench: $(PROGRAMS)
@@ -140,15 +185,12 @@ gpu-check:
 	tests/gpu/check.sh
 
 clean:
-	rm -rf $(BUILD) tokenize
+	rm -rf $(BUILD) train tokenize
 
 # test objects are intermediates of build/tests/%: keep them (no rebuild, no "rm" lines)
 .SECONDARY:
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
-
-# The code version recorded in metrics.h5, checkpoints and logs.
-$(BUILD)/trainer/main.o: CFLAGS += -DPHASELAB_VERSION=\"$(shell git describe --always --dirty 2>/dev/null || echo unknown)\"
 
 # Feature fragments (fuzzing, sanitizers, ...): each mk/*.mk adds its own targets.
 -include $(wildcard mk/*.mk)

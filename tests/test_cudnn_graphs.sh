@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 B=${BUILD:-build}
 bin=$B/tests/gpu/cudnn_graph_check
 if [ ! -x "$bin" ]; then
-  echo "skip - cudnn_graph: skipped: no nvcc in this build (CUDA backend not built)"
+  echo "skip - cudnn_graph: skipped: no cuDNN in this build (tools/configure found no nvcc or no cuDNN)"
   exit 0
 fi
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

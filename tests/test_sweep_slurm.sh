@@ -17,7 +17,7 @@ T=test_sweep_slurm
 
 for b in slurmctld slurmd munged sbatch squeue scontrol; do
   if ! command -v "$b" >/dev/null 2>&1; then
-    echo "skip - $T: skipped: $b not installed (Debian packages slurm-wlm and munge)"
+    echo "skip - $T: skipped: no Slurm ($b not installed; Debian packages slurm-wlm and munge)"
     exit 0
   fi
 done

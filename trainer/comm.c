@@ -52,8 +52,15 @@
 #include "kernels/kernels.h"
 #include "model/errors.h"
 
+/* NCCL collectives need a CUDA build with NCCL (tools/configure: PHASELAB_NCCL). A CUDA build
+ * without NCCL trains on one rank only: comm_attach_backend refuses a larger world. */
+#if defined(PHASELAB_CUDA) && defined(PHASELAB_NCCL)
+#define COMM_NCCL 1
+#endif
 #ifdef PHASELAB_CUDA
 #include <cuda_runtime.h>
+#endif
+#ifdef COMM_NCCL
 #include <nccl.h>
 /* kernels/cuda/cuda_backend.cu: the backend's stream (a cudaStream_t), so that NCCL runs in
  * order with the ops. */
@@ -72,7 +79,7 @@ typedef struct CommImpl {
     float *scratch;        /* host scratch for packed reduce-scatter pieces */
     size_t scratch_n;
     int is_cuda;
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
     ncclComm_t nccl;
     int have_nccl;
 #endif
@@ -349,6 +356,10 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
         return set_err(err, "comm: rank %d: no CUDA device: %s", c->rank, ce != cudaSuccess ? cudaGetErrorString(ce) : "count 0");
     if ((ce = cudaSetDevice(c->local_rank % n_dev)) != cudaSuccess)
         return set_err(err, "comm: rank %d: cudaSetDevice(%d): %s", c->rank, c->local_rank % n_dev, cudaGetErrorString(ce));
+#ifndef COMM_NCCL
+    return set_err(err, "comm: rank %d: this build has no NCCL (tools/configure found none), so a CUDA run is "
+                   "limited to one rank: rebuild with NCCL_HOME=<NCCL prefix>, or train with run.device=cpu", c->rank);
+#else
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
     ncclResult_t nr = ncclSuccess;
@@ -368,6 +379,7 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
         return set_err(err, "comm: rank %d: ncclCommInitRank: %s", c->rank, ncclGetErrorString(nr));
     m->have_nccl = 1;
     return 0;
+#endif
 #else
     return set_err(err, "comm: rank %d: backend cuda, but phaselab was built without CUDA", c->rank);
 #endif
@@ -377,7 +389,7 @@ void comm_finalize(Comm *c) {
     CommImpl *m = c->impl;
     if (!m) { c->using_mpi = 0; return; }
     watchdog_stop(m);
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
     if (m->have_nccl) ncclCommDestroy(m->nccl);
     m->have_nccl = 0;
 #endif
@@ -441,7 +453,7 @@ void comm_bcast_host(Comm *c, void *buf, size_t bytes) {
 
 /* ---- backend-memory collectives ---- */
 
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
 static cudaStream_t comm_stream(void) { return (cudaStream_t)cuda_backend_stream(); }
 
 static void nccl_check(Comm *c, ncclResult_t r, const char *op) {
@@ -492,7 +504,7 @@ void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t sha
     CommImpl *m = c->impl;
     const char *name = "reduce_scatter_sum";
     size_t W = (size_t)c->world;
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
     if (use_nccl(c)) {
         NCCL_COLLECTIVE(c, name, ncclReduceScatter(send, recv, shard, ncclFloat, ncclSum, m->nccl, comm_stream()));
         return;
@@ -528,7 +540,7 @@ void comm_allgather(Comm *c, float *buf, size_t shard) {
     CommImpl *m = c->impl;
     const char *name = "allgather";
     size_t W = (size_t)c->world;
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
     if (use_nccl(c)) {
         NCCL_COLLECTIVE(c, name, ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, m->nccl, comm_stream()));
         return;
@@ -558,7 +570,7 @@ void comm_allgather(Comm *c, float *buf, size_t shard) {
 
 void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (!active(c) || n == 0) return;
-#ifdef PHASELAB_CUDA
+#ifdef COMM_NCCL
     if (use_nccl(c)) {
         CommImpl *m = c->impl;
         const char *name = "allreduce_sum";

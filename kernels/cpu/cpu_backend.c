@@ -8,7 +8,9 @@
 #include <unistd.h>
 #include "kernels/cpu/cpu_internal.h"
 
+#ifdef PHASELAB_OPENBLAS /* tools/configure: the BLAS is OpenBLAS, which keeps its own thread count */
 void openblas_set_num_threads(int);
+#endif
 
 static void *cpu_alloc(size_t bytes) {
     void *p = NULL;
@@ -45,7 +47,9 @@ const Backend *backend_cpu(int threads) {
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads < 1) threads = 1;
     omp_set_num_threads(threads);
+#ifdef PHASELAB_OPENBLAS
     openblas_set_num_threads(threads);
+#endif
     cpu_backend.peak_flops = threads * 2.5e9 * 32.0;
     return &cpu_backend;
 }

@@ -107,11 +107,12 @@
  *   B=4, T=4096, H=16: 2 GiB); when it cannot be allocated the shape falls back, as above.
  * - Host side is single-threaded, like the rest of the backend.
  *
- * Under PHASELAB_CUEMU (the CPU emulation build, no cudnn.h) both functions are stubs that
- * return 0. */
+ * Under PHASELAB_CUEMU (the CPU emulation build, no cudnn.h), and in a CUDA build without cuDNN
+ * (tools/configure found none: no PHASELAB_CUDNN), both functions are stubs that return 0, so
+ * full attention runs on the custom kernels. */
 #include "kernels/cuda/cuda_attention_cudnn.h"
 
-#ifdef PHASELAB_CUEMU
+#if defined(PHASELAB_CUEMU) || !defined(PHASELAB_CUDNN)
 
 int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
@@ -911,4 +912,4 @@ int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, 
     return run(e, 13, uids, ptrs, ws, outs, 3);
 }
 
-#endif /* PHASELAB_CUEMU */
+#endif /* PHASELAB_CUEMU || !PHASELAB_CUDNN */
