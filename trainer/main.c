@@ -123,6 +123,9 @@ static int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
+    if (!st.checksummed)
+        fprintf(stderr, "phaselab: warning: %s has no checksums (written before phaselab recorded them): only file "
+                "sizes were checked\n", ckpt);
     printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, st.step, st.tokens);
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
     if (cfg.data.val[0]) {

@@ -241,6 +241,9 @@ static int setup(Trainer *tr, char *err) {
     int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
     if (found < 0) return -1;
     if (found) {
+        if (!st.checksummed)
+            logf_("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
+                  "checked\n", ckpt);
         if (check_resume_config(cfg, ckpt, &st, data_fp, err)) return -2;
         if (checkpoint_load(ckpt, tr->model, &tr->opt, &st, err)) return -1;
         tr->st = st;
