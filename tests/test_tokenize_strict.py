@@ -62,12 +62,13 @@ fails_cleanly(rc, se, "--vocab-size", "--vocab-size past 2^32: usage error", cod
 if os.path.exists(QWEN):
     tj = json.load(open(QWEN))
     many = json.loads(json.dumps(tj))
-    many["pre_tokenizer"] = {"type": "Split", "pattern": {"Regex": "\\s?\\S+" + "|\\s" * 3000}, "behavior": "Isolated",
-                             "invert": False}
+    # the rewrite of \S to [^White_Space] grows 2 bytes to 99: a pattern of escapes only is the
+    # worst case (it overflowed the n * 48 + 1 buffer; ASan shows it for a single escape)
+    many["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\s\\S" * 4
     open(f"{S}/many_s.json", "w").write(json.dumps(many))
     rc, so, se = run(["--tokenizer", f"{S}/many_s.json", "--input", f"{S}/a.jsonl", "--out", f"{S}/t2", "--quiet"])
-    check(rc in (0, 2) and (rc == 0 or "many_s.json" in last_line(se)),
-          "a pre-tokenizer regex with 3000 \\s loads (no heap overflow)", f"exit {rc}: {se[-300:]}")
+    check(rc == 0,
+          "a pre-tokenizer regex of \\s/\\S escapes loads (no heap overflow)", f"exit {rc}: {se[-300:]}")
     huge = json.loads(json.dumps(tj))
     huge["added_tokens"].append({"id": 2147483000, "content": "<|huge|>", "single_word": False, "lstrip": False,
                                  "rstrip": False, "normalized": False, "special": True})
