@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "trainer/fsutil.h"
@@ -86,4 +87,33 @@ char *fs_read_all(const char *path, size_t *bytes) {
 int fs_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+int fs_lock_dir(const char *dir, int *fd_out, char *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lock", dir);
+    *fd_out = -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return set_err(err, "%s: cannot open the run lock: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return set_err(err, "%s: the run directory is in use by pid %s (another ./train of this run.name); wait for "
+                           "it to end or use another run.name", path, pid[0] ? pid : "?"), -2;
+        return set_err(err, "%s: cannot lock: %s", path, strerror(e));
+    }
+    /* ours (a stale lock of a dead process is released by the kernel): record our pid */
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)len, 0) != len) {
+        close(fd);
+        return set_err(err, "%s: cannot write the run lock: %s", path, strerror(errno));
+    }
+    *fd_out = fd;
+    return 0;
 }

@@ -1,5 +1,6 @@
 /* Small filesystem helpers for crash-safe output: mkdir -p, fsync of a file or directory,
- * recursive removal, atomic whole-file writes (PATH.tmp, fsync, rename, fsync the directory). */
+ * recursive removal, atomic whole-file writes (PATH.tmp, fsync, rename, fsync the directory),
+ * the run-directory lock. */
 #ifndef PHASELAB_FSUTIL_H
 #define PHASELAB_FSUTIL_H
 #include <stddef.h>
@@ -10,4 +11,8 @@ int fs_write_atomic(const char *path, const void *data, size_t bytes, char *err)
 /* Reads a whole file into a malloc'd NUL-terminated buffer; NULL on failure. */
 char *fs_read_all(const char *path, size_t *bytes);
 int fs_exists(const char *path);
+/* Locks DIR/lock (flock, exclusive, held until *fd_out is closed or the process ends) and
+ * writes this pid into it. Returns 0, -2 when another live process holds it (err names its
+ * pid, as read from the file), -1 on other errors. */
+int fs_lock_dir(const char *dir, int *fd_out, char *err);
 #endif
