@@ -128,10 +128,18 @@ static int cmd_eval(int argc, char **argv) {
                 "sizes were checked\n", ckpt);
     printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, st.step, st.tokens);
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    if (!cfg.data.val[0] && !probe_path) {
+        fprintf(stderr, "phaselab: %s: nothing to evaluate: [data] val is empty and there is no probe set (expected "
+                "data.val=GLOB or --probe FILE)\n", path);
+        model_free(m);
+        return 2;
+    }
     if (cfg.data.val[0]) {
         ValSet *val;
         if (val_set_open(&val, cfg.data.val, T, (uint32_t)cfg.model.vocab_size, cfg.eval.val_tokens / T, err)) {
-            fprintf(stderr, "phaselab: validation skipped: %s\n", err);
+            fprintf(stderr, "phaselab: %s (data.val = %s; nothing was evaluated)\n", err, cfg.data.val);
+            model_free(m);
+            return 1;
         } else {
             EvalResult r;
             if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, &comm, 1, &r, err)) {
@@ -185,7 +193,11 @@ int main(int argc, char **argv) {
         if (rc) return rc;
         char err[ERR_LEN];
         printf("config %s: valid\n", argv[2]);
-        if (print_model_summary(stdout, &cfg, 1, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+        if (print_model_summary(stdout, &cfg, 1, err)) {
+            fflush(stdout);                  /* the error line after the partial summary, not inside it */
+            fprintf(stderr, "phaselab: %s\n", err);
+            return 2;
+        }
         return 0;
     }
     if (cmd[0] == '-') { fprintf(stderr, "phaselab: unknown option %s\n", cmd); usage(stderr); return 2; }
