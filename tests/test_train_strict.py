@@ -84,4 +84,23 @@ pid_in_lock = open(f"{runs}/lock/lock").read().strip()
 rc, out = tu.run(base + ["run.name=lock", "train.steps=5", "checkpoint.every=20", "eval.every=0"])
 check(rc == 0 and pid_in_lock == str(second.pid) and "in use" not in out,
       "a stale lock of a killed run is taken over", f"exit {rc}, lock held pid {pid_in_lock}: {err_line(out)}")
+
+# --- a shard truncated in place while training: an error naming it, not SIGBUS
+import shutil  # noqa: E402
+tdir = f"{d}/trunc"
+os.makedirs(tdir, exist_ok=True)
+shutil.copy(f"{data}/train_000.bin", f"{tdir}/train_000.bin")
+args = [tu.TINY, f"data.train={tdir}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={runs}", "run.name=trunc",
+        "train.steps=100000", "checkpoint.every=0", "eval.every=0"]
+p = tu.start(args)
+started = tu.wait_for_line(f"{runs}/trunc/log.txt", "step ", p, timeout=120)
+os.truncate(f"{tdir}/train_000.bin", 1024 + 4 * 1000)
+try:
+    out, _ = p.communicate(timeout=120)
+except Exception:
+    p.kill()
+    out, _ = p.communicate()
+line = err_line(out)
+check(started and p.returncode == 1 and "train_000.bin@" in line and "shrank" in line,
+      "a shard truncated in place during training: exit 1 naming the file, no SIGBUS", f"exit {p.returncode}: {line}")
 finish()
