@@ -57,6 +57,7 @@
 #include "data/tokenizer.h"
 #include "model/errors.h"
 #include "model/json_num.h"
+#include "trainer/fsutil.h"
 
 #define BATCH_BYTES (1u << 20)
 #define BATCH_ITEMS 4096
@@ -354,12 +355,9 @@ static void write_state(int complete) {
     cJSON_AddStringToObject(c, "first_forced", st->first_forced);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[2048], tmp[2100];
+    char path[2048], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/%s", opt.out, STATE_FILE);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-        fatal(1, "%s: cannot write: %s", tmp, strerror(errno));
+    if (fs_write_atomic(path, text, strlen(text), err)) fatal(1, "%s", err);
     free(text);
     checkpoints++;
     if (kill_after >= 0 && checkpoints >= kill_after) raise(SIGKILL);   /* test hook */
@@ -524,8 +522,9 @@ static void load_stats(const char *path, const cJSON *c) {
 static int load_state(void) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", opt.out, STATE_FILE);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *text = fs_read_all(path, NULL);
+    if (!text) {
+        if (errno != ENOENT) fatal(1, "%s: cannot read: %s", path, strerror(errno));
         glob_t g;
         char pat[2100];
         snprintf(pat, sizeof pat, "%s/*_[0-9][0-9][0-9][0-9][0-9][0-9].bin", opt.out);
@@ -534,13 +533,8 @@ static int load_state(void) {
         globfree(&g);
         return 0;
     }
-    TextBuf text = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text_buf_append(&text, buf, n);
-    fclose(f);
-    cJSON *root = cJSON_Parse(text.data ? text.data : "");
-    text_buf_free(&text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
     if (!root) fatal(1, "%s: not valid JSON (expected a state written by ./tokenize; delete it to start over)", path);
     char *have = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "options"));
     cJSON *want_obj = cJSON_Parse(options_json);

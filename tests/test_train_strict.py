@@ -45,6 +45,12 @@ line = err_line(out)
 check(rc == 2 and "tiny.ini" in line and "micro_batch" in line and "activations 0.00 B" not in out,
       "--dry-run: an activation plan past 2^60 bytes is an error, not 0.00 B", f"exit {rc}: {line}")
 
+# --- command-line numbers that used to wrap through an int cast
+rc, out = tu.run(["--make-synthetic", f"{d}/wrap", "--seq-len", "4294967297"])
+check(rc == 2 and "--seq-len" in err_line(out), "--make-synthetic --seq-len 2^32+1: usage error, not 1", err_line(out))
+rc, out = tu.run(["--bench", "--threads", "4294967296"], timeout=60)
+check(rc == 2 and "--threads" in err_line(out), "--bench --threads 2^32: usage error, not 0", err_line(out))
+
 # --- --eval never silently skips
 rc, out = tu.run(base + ["run.name=ev", "train.steps=5"])
 ck = f"{runs}/ev/checkpoints/step_00000005"

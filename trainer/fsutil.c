@@ -71,13 +71,11 @@ int fs_write_atomic(const char *path, const void *data, size_t bytes, char *err)
 
 char *fs_read_all(const char *path, size_t *bytes) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n < 0) { fclose(f); return NULL; }
-    char *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
+    if (!f) return NULL;                               /* errno from fopen (ENOENT, ...) */
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf) { int e = n < 0 ? EIO : ENOMEM; fclose(f); errno = e; return NULL; }
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); errno = EIO; return NULL; }
     buf[n] = 0;
     fclose(f);
     if (bytes) *bytes = (size_t)n;

@@ -7,8 +7,10 @@
 int fs_mkdirs(const char *path, char *err);
 int fs_fsync_path(const char *path);          /* file or directory */
 int fs_remove_tree(const char *path);
+/* The one crash-safe writer: PATH.tmp, fsync, rename over PATH, fsync the directory. */
 int fs_write_atomic(const char *path, const void *data, size_t bytes, char *err);
-/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL on failure. */
+/* Reads a whole file into a malloc'd NUL-terminated buffer; NULL on failure, with errno set
+ * (ENOENT for a missing file). The one reader of whole state/config files. */
 char *fs_read_all(const char *path, size_t *bytes);
 int fs_exists(const char *path);
 /* Locks DIR/lock (flock, exclusive, held until *fd_out is closed or the process ends) and
