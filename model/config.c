@@ -600,7 +600,10 @@ static void range_text(const KeyRule *r, char *out, size_t n) {
     format_double(r->lo, lo, sizeof lo);
     format_double(r->hi, hi, sizeof hi);
     int has_lo = isfinite(r->lo), has_hi = isfinite(r->hi);
-    if (has_lo && has_hi)
+    int integer = r->type == T_INT || r->type == T_LONG;
+    if (has_lo && has_hi && integer)      /* integers: the lower bound first, the upper one a size cap */
+        snprintf(out, n, "must be %s %s and <= %s", r->flags & F_LO_OPEN ? ">" : ">=", lo, hi);
+    else if (has_lo && has_hi)
         snprintf(out, n, "must be in %c%s, %s%c", r->flags & F_LO_OPEN ? '(' : '[', lo, hi, r->flags & F_HI_OPEN ? ')' : ']');
     else if (has_lo) snprintf(out, n, "must be %s %s", r->flags & F_LO_OPEN ? ">" : ">=", lo);
     else snprintf(out, n, "must be %s %s", r->flags & F_HI_OPEN ? "<" : "<=", hi);
