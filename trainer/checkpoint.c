@@ -352,11 +352,16 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
     }
     if (!rc) {
         cJSON *x = cJSON_GetObjectItem(j, "seed");
-        st->seed = cJSON_IsString(x) ? strtoull(x->valuestring, NULL, 10) : 0;
+        char *end = NULL;
+        errno = 0;
+        if (cJSON_IsString(x) && x->valuestring[0] >= '0' && x->valuestring[0] <= '9')
+            st->seed = strtoull(x->valuestring, &end, 10);
+        if (!end || *end || errno)
+            rc = set_err(err, "%s: key 'seed' missing or not a decimal string (corrupt checkpoint)", path);
         x = cJSON_GetObjectItem(j, "data_fingerprint");
         if (cJSON_IsString(x)) snprintf(st->data_fingerprint, sizeof st->data_fingerprint, "%s", x->valuestring);
         cJSON *files = cJSON_GetObjectItem(j, "files");
-        if (!cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
+        if (!rc && !cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
         /* every part this state needs must be listed (and so checked) */
         for (int r = -2; r < st->world_size && !rc; r++) {
             char rel[64];
