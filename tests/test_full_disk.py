@@ -43,4 +43,9 @@ for size, what in [("16k", "creating metrics.h5"), ("40k", "appending to metrics
     check(rc == 1 and len(errs) == 1 and "metrics.h5" in errs[0] and "HDF5: infinite loop" not in out and
           "FL,FL" not in out, f"full disk while {what} ({size}): exit 1, one line naming the file",
           f"exit {rc}: {out[-400:]}")
+# 300k: metrics.h5 fits, the first checkpoint does not
+rc, out = in_small_disk("300k", args + ["run.name=r"])
+errs = [l for l in out.splitlines() if l.startswith("phaselab:")]
+check(rc == 1 and len(errs) == 1 and ".tmp_step_00000005" in errs[0] and "No space left" in errs[0],
+      "full disk while writing a checkpoint: exit 1, one line naming the file", f"exit {rc}: {out[-400:]}")
 finish()

@@ -91,9 +91,11 @@ static herr_t keep_innermost_error(unsigned n, const H5E_error2_t *e, void *out)
 }
 
 /* Fills err with "PATH: message: strerror" when the innermost HDF5 error is a failed system
- * call (its text carries "errno = N", e.g. a full disk), else "PATH: message (HDF5: error)",
+ * call (its text carries "errno = N", e.g. a full disk; or errno is ENOSPC/EDQUOT), else
+ * "PATH: message (HDF5: error)",
  * always on one line; returns -1. */
 static int fail(const char *path, char *err, const char *fmt, ...) {
+    int call_errno = errno;                   /* a write that just failed (HDF5 does not always say) */
     char message[ERR_LEN / 2], detail[256] = "";
     va_list ap;
     va_start(ap, fmt);
@@ -101,7 +103,7 @@ static int fail(const char *path, char *err, const char *fmt, ...) {
     va_end(ap);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost_error, detail);
     const char *e = strstr(detail, "errno = ");
-    int sys_errno = e ? atoi(e + 8) : 0;
+    int sys_errno = e ? atoi(e + 8) : call_errno == ENOSPC || call_errno == EDQUOT ? call_errno : 0;
     if (sys_errno > 0) return set_err(err, "%s: %s: %s", path, message, strerror(sys_errno));
     for (char *p = detail; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
