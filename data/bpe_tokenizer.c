@@ -93,10 +93,19 @@ static uint32_t vocab_index_get(const VocabIndex *vi, const Tokenizer *t, const 
     return UINT32_MAX;
 }
 
+/* A JSON number usable as a token id: a whole number in [0, 2^32 - 2]. */
+static int json_is_id(const cJSON *x) {
+    return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < 4294967295.0 &&
+           x->valuedouble == (double)(uint32_t)x->valuedouble;
+}
+
 /* Rewrites \s (and \S outside classes) to the White_Space set (see the header comment). */
 static char *rewrite_pattern(const char *pat) {
     size_t n = strlen(pat);
-    char *out = malloc(n * 48 + 1);
+    /* worst case: every 2-byte escape becomes "[^" WHITE_SPACE "]" */
+    size_t grow = sizeof WHITE_SPACE - 1 + 3;
+    if (n > (SIZE_MAX - 1) / grow) return NULL;
+    char *out = malloc(n * grow + 1);
     if (!out) return NULL;
     size_t o = 0;
     int in_class = 0;
@@ -126,7 +135,7 @@ static char *rewrite_pattern(const char *pat) {
 
 static int compile_regex(Tokenizer *t, const char *path, const char *pattern, char *err) {
     char *pat = rewrite_pattern(pattern);
-    if (!pat) return set_err(err, "phaselab: tokenizer: out of memory");
+    if (!pat) return set_err(err, "phaselab: %s: out of memory for the pre-tokenizer regex", path);
     int code;
     PCRE2_SIZE off;
     t->regex = pcre2_compile((PCRE2_SPTR)pat, PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &code, &off, NULL);
@@ -252,7 +261,7 @@ int bpe_load(Tokenizer *t, const char *path, char *err) {
     size_t blob_bytes = 0;
     const cJSON *item;
     cJSON_ArrayForEach(item, vocab) {
-        if (!cJSON_IsNumber(item) || item->valuedouble < 0 || item->valuedouble >= 4e9) {
+        if (!json_is_id(item)) {
             set_err(err, "phaselab: %s: model.vocab[\"%s\"]: expected a non-negative integer id", path, item->string);
             goto done;
         }
@@ -262,7 +271,7 @@ int bpe_load(Tokenizer *t, const char *path, char *err) {
     cJSON_ArrayForEach(item, added) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(item, "id");
         const cJSON *content = cJSON_GetObjectItemCaseSensitive(item, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 4e9 || !cJSON_IsString(content) || !content->valuestring[0]) {
+        if (!json_is_id(id) || !cJSON_IsString(content) || !content->valuestring[0]) {
             set_err(err, "phaselab: %s: added_tokens: expected {\"id\": N, \"content\": \"non-empty\"}", path);
             goto done;
         }
@@ -274,12 +283,20 @@ int bpe_load(Tokenizer *t, const char *path, char *err) {
         blob_bytes += strlen(content->valuestring);
         t->n_added++;
     }
+    /* ids are dense (HuggingFace numbers its entries 0..n-1): an id past the number of entries
+     * is a corrupt file, not a reason to allocate tables for 2^32 ids */
+    size_t n_entries = (size_t)cJSON_GetArraySize(vocab) + (size_t)t->n_added;
+    if ((size_t)max_id >= n_entries) {
+        set_err(err, "phaselab: %s: token id %u, expected < %zu (the number of model.vocab and added_tokens entries)",
+                path, max_id, n_entries);
+        goto done;
+    }
     t->n_ids = max_id + 1;
     t->blob = malloc(blob_bytes + 1);
     t->token_off = malloc(t->n_ids * sizeof *t->token_off);
     t->token_len = calloc(t->n_ids, sizeof *t->token_len);
     t->added = calloc((size_t)t->n_added + 1, sizeof *t->added);
-    if (!t->blob || !t->token_off || !t->token_len || !t->added) { set_err(err, "phaselab: tokenizer: out of memory"); goto done; }
+    if (!t->blob || !t->token_off || !t->token_len || !t->added) { set_err(err, "phaselab: %s: out of memory for %u token ids", path, t->n_ids); goto done; }
     for (uint32_t i = 0; i < t->n_ids; i++) t->token_off[i] = UINT64_MAX;
 
     uint32_t byte_to_cp[256];

@@ -170,9 +170,7 @@ static int dataset_window(const Dataset *d, uint64_t w, int32_t *out, char *err)
     const Shard *s = &d->shards[f];
     uint64_t begin = (w - d->first_window[f]) * (uint64_t)d->T;
     uint64_t end = begin + (uint64_t)d->T + 1;
-    if (shard_check_tokens(s, begin, end, d->vocab_limit, err) != 0) return -1;
-    memcpy(out, s->tokens + begin, (size_t)(end - begin) * sizeof(int32_t));
-    return 0;
+    return shard_read_tokens(s, begin, end, d->vocab_limit, (uint32_t *)out, err);
 }
 
 /* ------------------------------------------------------------------ training loader */

@@ -102,7 +102,8 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
                 path, maxlen_f, max_len, max_len);
         goto done;
     }
-    if (q + 1 > maxlen_f) { set_err(err, "%s@104: query position %u, expected < the longest prompt %u", path, q, maxlen_f); goto done; }
+    if (q >= maxlen_f) {   /* not q + 1 > maxlen_f: q = 2^32-1 wraps */
+        set_err(err, "%s@104: query position %u, expected < the longest prompt %u", path, q, maxlen_f); goto done; }
     uint64_t expect = (uint64_t)PROBE_HEADER_BYTES + (uint64_t)PROBE_RECORD_BYTES * n + 4 * n_tokens;
     if (n_tokens > ((uint64_t)1 << 40) || expect != size) {
         set_err(err, "%s@32: n_tokens %llu and n_prompts %u imply %llu bytes, the file has %zu", path,
@@ -146,7 +147,8 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
                     (unsigned long long)off, (unsigned long long)(off + len), (unsigned long long)n_tokens);
             goto done;
         }
-        if (tk + 1 >= q) { set_err(err, "%s@%zu: prompt %u: t_K %u, expected < query position - 1 = %u", path, at + 8, i, tk, q - 1); goto done; }
+        if (tk >= q || tk + 1 >= q) {   /* tk = 2^32-1 wraps tk + 1 */
+            set_err(err, "%s@%zu: prompt %u: t_K %u, expected < query position - 1 = %u", path, at + 8, i, tk, q - 1); goto done; }
         if (res != tk % P) { set_err(err, "%s@%zu: prompt %u: residue %u, expected t_K mod P = %u", path, at + 4, i, res, tk % P); goto done; }
         const int32_t *t = ps->tokens + off;
         if (t[tk] != t[q]) {

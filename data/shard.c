@@ -8,6 +8,9 @@
  * dataset of thousands of shards holds mappings, not file descriptors. All sizes and offsets
  * are 64-bit; token i lives at byte offset 1024 + 4*i. Bytes 96..1023 are reserved (written
  * as zero) and not checked, so that a later format version can use them.
+ * A file truncated in place while mapped turns reads past its new end into SIGBUS: every read
+ * of the mapping here (shard_check_tokens, shard_read_tokens) runs under a SIGBUS guard (a
+ * per-thread sigsetjmp target the handler jumps to) and reports the file instead of dying.
  *
  * Writer. Tokens are buffered and streamed to PATH.tmp behind a header whose n_tokens is 0;
  * shard_writer_close flushes, patches n_tokens at byte 24, fsyncs the file, renames it to
@@ -19,6 +22,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -198,19 +203,76 @@ fail:
     return rc;
 }
 
+/* ---- SIGBUS guard for reads of a mapping ---- */
+static _Thread_local sigjmp_buf *volatile bus_target;   /* set while this thread reads a mapping (volatile: the
+                                                          * handler reads it; its stores must not be elided) */
+
+static void on_sigbus(int sig) {
+    if (bus_target) siglongjmp(*bus_target, 1);
+    signal(sig, SIG_DFL);                             /* not ours: die as before */
+    raise(sig);
+}
+
+static void install_bus_guard(void) {
+    static int installed;
+    if (installed) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+    installed = 1;
+}
+
+static int shrank(const Shard *s, uint64_t index, char *err) {
+    struct stat st;
+    long long now = stat(s->path, &st) == 0 ? (long long)st.st_size : -1;
+    return set_err(err, "%s@%" PRIu64 ": the file shrank while in use (now %lld bytes, expected %zu): it was "
+                   "truncated or rewritten in place during the run", s->path,
+                   (uint64_t)SHARD_HEADER_BYTES + SHARD_BYTES_PER_TOKEN * index, now, s->map_bytes);
+}
+
+static int bad_token(const Shard *s, uint64_t i, uint32_t t, uint32_t vocab_limit, char *err) {
+    return set_err(err, "%s@%" PRIu64 ": token %" PRIu32 " (token index %" PRIu64
+                   "), expected an id below the vocabulary size %" PRIu32,
+                   s->path, (uint64_t)SHARD_HEADER_BYTES + SHARD_BYTES_PER_TOKEN * i, t, i, vocab_limit);
+}
+
 int shard_check_tokens(const Shard *s, uint64_t begin, uint64_t end, uint32_t vocab_limit,
                        char *err) {
     if (begin > end || end > s->n_tokens)
         return set_err(err, "%s: token range [%" PRIu64 ", %" PRIu64 ") outside the shard's %"
                        PRIu64 " tokens", s->path, begin, end, s->n_tokens);
     const uint32_t *t = s->tokens;
-    for (uint64_t i = begin; i < end; i++) {
-        if (t[i] >= vocab_limit)
-            return set_err(err, "%s@%" PRIu64 ": token %" PRIu32 " (token index %" PRIu64
-                           "), expected an id below the vocabulary size %" PRIu32,
-                           s->path, (uint64_t)SHARD_HEADER_BYTES + SHARD_BYTES_PER_TOKEN * i,
-                           t[i], i, vocab_limit);
+    volatile uint64_t i = begin;                      /* read after a longjmp */
+    sigjmp_buf target;
+    install_bus_guard();
+    if (sigsetjmp(target, 1)) { bus_target = NULL; return shrank(s, i, err); }
+    bus_target = &target;
+    for (; i < end; i++) {
+        if (t[i] >= vocab_limit) {
+            uint32_t bad = t[i];
+            bus_target = NULL;
+            return bad_token(s, i, bad, vocab_limit, err);
+        }
     }
+    bus_target = NULL;
+    return 0;
+}
+
+int shard_read_tokens(const Shard *s, uint64_t begin, uint64_t end, uint32_t vocab_limit, uint32_t *out,
+                      char *err) {
+    if (begin > end || end > s->n_tokens)
+        return set_err(err, "%s: token range [%" PRIu64 ", %" PRIu64 ") outside the shard's %"
+                       PRIu64 " tokens", s->path, begin, end, s->n_tokens);
+    sigjmp_buf target;
+    install_bus_guard();
+    if (sigsetjmp(target, 1)) { bus_target = NULL; return shrank(s, begin, err); }
+    bus_target = &target;
+    memcpy(out, s->tokens + begin, (size_t)(end - begin) * sizeof *out);
+    bus_target = NULL;
+    for (uint64_t i = begin; i < end; i++)
+        if (out[i - begin] >= vocab_limit) return bad_token(s, i, out[i - begin], vocab_limit, err);
     return 0;
 }
 

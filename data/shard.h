@@ -11,7 +11,8 @@
  *                name such as "bytes" or "synthetic")
  *   bytes 96-1023 zero
  * Documents are separated by the end-of-text id and keep their input order.
- * Readers memory-map the tokens (64-bit offsets throughout: shards of many GB work). */
+ * Readers memory-map the tokens (64-bit offsets throughout: shards of many GB work); a shard
+ * truncated in place while mapped is reported as an error, not a SIGBUS. */
 #ifndef PHASELAB_SHARD_H
 #define PHASELAB_SHARD_H
 #include <stdint.h>
@@ -39,6 +40,10 @@ int shard_open(Shard *s, const char *path, char *err);
 /* Checks tokens [begin, end) against vocab_limit (the model's vocabulary): the first token
  * >= vocab_limit is reported with the file and its byte offset. */
 int shard_check_tokens(const Shard *s, uint64_t begin, uint64_t end, uint32_t vocab_limit, char *err);
+/* Copies tokens [begin, end) into out [end - begin] and checks them as shard_check_tokens does.
+ * Both report a file truncated in place while mapped (which would otherwise be a SIGBUS). */
+int shard_read_tokens(const Shard *s, uint64_t begin, uint64_t end, uint32_t vocab_limit, uint32_t *out,
+                      char *err);
 void shard_close(Shard *s);
 
 /* Writer: streams tokens to PATH.tmp, then on close patches n_tokens into the header, fsyncs

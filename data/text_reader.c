@@ -1,7 +1,8 @@
 /* Streaming corpus reader (format and record rules in data/text_reader.h).
  *
- * Layers: a Stream gives decompressed bytes of one file (plain read, zlib gzread, or zstd
- * ZSTD_decompressStream over 128 KiB input blocks); the reader keeps one buffer holding the
+ * Layers: a Stream gives decompressed bytes of one file (plain read, zlib inflate with the gzip
+ * wrapper only, or zstd ZSTD_decompressStream, over 128 KiB input blocks; compressed input is
+ * read strictly: not empty, nothing but complete gzip members / zstd frames); the reader keeps one buffer holding the
  * current record from `start` to `end` (compacted and refilled as records are consumed, grown
  * up to max_record + READ_CHUNK) and cuts records out of it. */
 #include <errno.h>
@@ -19,12 +20,17 @@
 
 typedef enum { STREAM_PLAIN, STREAM_GZ, STREAM_ZSTD } StreamKind;
 
+/* where a gzip stream is: before its first member, inside a member, or just after one */
+typedef enum { GZ_START, GZ_MEMBER, GZ_BETWEEN } GzState;
+
 typedef struct {
     StreamKind kind;
     FILE *f;
-    gzFile gz;
+    z_stream zs;                /* gzip: inflate, gzip wrapper only (no zlib, raw or plain text) */
+    int zs_init;
+    GzState gz_state;
     ZSTD_DCtx *zd;
-    char *zin;
+    char *zin;                  /* compressed input block (gzip and zstd) */
     ZSTD_inBuffer in;
     size_t zret;                /* last ZSTD_decompressStream result (0 = frame complete) */
     uint64_t disk_pos;
@@ -104,7 +110,7 @@ TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size
 
 static void stream_close(Stream *s) {
     if (s->f) fclose(s->f);
-    if (s->gz) gzclose(s->gz);
+    if (s->zs_init) inflateEnd(&s->zs);
     if (s->zd) ZSTD_freeDCtx(s->zd);
     free(s->zin);
     memset(s, 0, sizeof *s);
@@ -113,19 +119,62 @@ static void stream_close(Stream *s) {
 static int stream_open(Stream *s, StreamKind kind, const char *path, char *err) {
     memset(s, 0, sizeof *s);
     s->kind = kind;
-    if (kind == STREAM_GZ) {
-        s->gz = gzopen(path, "rb");
-        if (s->gz) gzbuffer(s->gz, 1u << 18);
-    } else {
-        s->f = fopen(path, "rb");
+    s->f = fopen(path, "rb");
+    if (!s->f) return set_err(err, "phaselab: %s: cannot open: %s", path, strerror(errno));
+    if (kind != STREAM_PLAIN) {
+        s->zin = malloc(ZSTD_IN);
+        if (!s->zin) { stream_close(s); return set_err(err, "phaselab: %s: out of memory", path); }
     }
-    if (!s->f && !s->gz) return set_err(err, "phaselab: %s: cannot open: %s", path, strerror(errno));
     if (kind == STREAM_ZSTD) {
         s->zd = ZSTD_createDCtx();
-        s->zin = malloc(ZSTD_IN);
-        if (!s->zd || !s->zin) { stream_close(s); return set_err(err, "phaselab: reader: out of memory"); }
+        if (!s->zd) { stream_close(s); return set_err(err, "phaselab: %s: out of memory", path); }
+    }
+    if (kind == STREAM_GZ) {
+        if (inflateInit2(&s->zs, 16 + MAX_WBITS) != Z_OK) { stream_close(s); return set_err(err, "phaselab: %s: out of memory", path); }
+        s->zs_init = 1;
+        s->gz_state = GZ_START;
     }
     return 0;
+}
+
+/* gzip, read strictly: the file is one or more complete gzip members and nothing else (no
+ * plain-text pass-through, no trailing bytes, not empty). Returns like stream_read. */
+static long gz_read(Stream *s, char *dst, size_t n, const char *path, uint64_t at, char *err) {
+    z_stream *z = &s->zs;
+    size_t want = n > (1u << 30) ? (1u << 30) : n;
+    z->next_out = (Bytef *)dst;
+    z->avail_out = (uInt)want;
+    while (z->avail_out == want) {
+        if (z->avail_in == 0) {
+            size_t got = fread(s->zin, 1, ZSTD_IN, s->f);
+            if (got == 0) {
+                if (ferror(s->f)) return set_err(err, "phaselab: %s: read error", path);
+                if (s->gz_state == GZ_START)
+                    return set_err(err, "phaselab: %s@0: empty file (expected gzip data)", path);
+                if (s->gz_state == GZ_MEMBER)
+                    return set_err(err, "phaselab: %s@%llu: gzip stream is truncated (expected the rest of a member)",
+                                   path, (unsigned long long)at);
+                return 0;
+            }
+            s->disk_pos += got;
+            z->next_in = (Bytef *)s->zin;
+            z->avail_in = (uInt)got;
+        }
+        int between = s->gz_state == GZ_BETWEEN;
+        if (between) inflateReset(z);        /* the next bytes must start another member */
+        if (s->gz_state != GZ_MEMBER) s->gz_state = GZ_MEMBER;
+        uint64_t disk_at = s->disk_pos - z->avail_in;
+        int rc = inflate(z, Z_NO_FLUSH);
+        if (rc == Z_STREAM_END) s->gz_state = GZ_BETWEEN;
+        else if (rc != Z_OK && rc != Z_BUF_ERROR) {
+            if (between)
+                return set_err(err, "phaselab: %s@%llu (compressed): trailing bytes after the gzip data (expected the "
+                               "end of the file or another gzip member)", path, (unsigned long long)disk_at);
+            return set_err(err, "phaselab: %s@%llu: %s: %s", path, (unsigned long long)at,
+                           disk_at == 0 ? "not gzip data" : "gzip stream is corrupt", z->msg ? z->msg : "inflate error");
+        }
+    }
+    return (long)(want - z->avail_out);
 }
 
 /* Reads up to n decompressed bytes; returns the count (0 at the end) or -1 with err. */
@@ -136,15 +185,7 @@ static long stream_read(Stream *s, char *dst, size_t n, const char *path, uint64
         s->disk_pos += got;
         return (long)got;
     }
-    if (s->kind == STREAM_GZ) {
-        int got = gzread(s->gz, dst, (unsigned)(n > (1u << 30) ? (1u << 30) : n));
-        int code;
-        const char *msg = gzerror(s->gz, &code);
-        if (got < 0 || (code != Z_OK && code != Z_STREAM_END))
-            return set_err(err, "phaselab: %s@%llu: gzip stream is corrupt or truncated: %s", path, (unsigned long long)at, msg);
-        s->disk_pos = (uint64_t)gzoffset(s->gz);
-        return got;
-    }
+    if (s->kind == STREAM_GZ) return gz_read(s, dst, n, path, at, err);
     ZSTD_outBuffer out = {dst, n, 0};
     while (out.pos == 0) {
         if (s->in.pos == s->in.size) {
@@ -153,6 +194,8 @@ static long stream_read(Stream *s, char *dst, size_t n, const char *path, uint64
             s->in.src = s->zin; s->in.size = got; s->in.pos = 0;
             if (got == 0) {
                 if (ferror(s->f)) return set_err(err, "phaselab: %s: read error", path);
+                if (s->disk_pos == 0)
+                    return set_err(err, "phaselab: %s@0: empty file (expected a zstd frame)", path);
                 if (s->zret != 0)
                     return set_err(err, "phaselab: %s@%llu: zstd stream is truncated (expected the rest of a frame)", path, (unsigned long long)at);
                 return 0;
@@ -224,7 +267,8 @@ int text_reader_seek(TextReader *r, int file_index, uint64_t offset, uint64_t li
     if (r->open) { stream_close(&r->s); r->open = 0; }
     if (open_file(r, file_index, err)) return -1;
     if (file_index == r->n_paths) return 0;
-    uint64_t skipped = 0;
+    uint64_t skipped = 0, lines = 1;
+    char last = '\n';
     while (skipped < offset) {
         if (r->start == r->end) {
             int f = fill(r, err);
@@ -234,9 +278,18 @@ int text_reader_seek(TextReader *r, int file_index, uint64_t offset, uint64_t li
         }
         size_t take = r->end - r->start;
         if (take > offset - skipped) take = (size_t)(offset - skipped);
+        const char *p = r->buf + r->start, *e = p + take;
+        while ((p = memchr(p, '\n', (size_t)(e - p)))) { lines++; p++; }
+        last = r->buf[r->start + take - 1];
         r->start += take;
         skipped += take;
     }
+    /* a resume point is where a record starts: the start of a line, whose number is known */
+    if (last != '\n' || lines != line)
+        return set_err(err, "phaselab: %s@%llu: resume point %s line %llu (expected the start of line %llu; the input "
+                       "changed, or an edited state)", r->paths[file_index], (unsigned long long)offset,
+                       last != '\n' ? "is inside a line, not at the start of" : "is the start of", (unsigned long long)lines,
+                       (unsigned long long)line);
     r->offset = offset;
     r->line = line;
     return 0;
@@ -294,8 +347,13 @@ static int next_jsonl(TextReader *r, TextRecord *rec, char *err) {
     size_t len = line_end;
     if (len && rec->data[len - 1] == '\n') len--;
     if (len && rec->data[len - 1] == '\r') len--;
-    rec->len = len;
     consume(r, line_end);
+    if (len > r->max_record) {                        /* long, but it fitted the read buffer */
+        rec->too_long = 1;
+        rec->data = "";
+        return 1;
+    }
+    rec->len = len;
     return 1;
 }
 

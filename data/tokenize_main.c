@@ -56,6 +56,8 @@
 #include "data/text_reader.h"
 #include "data/tokenizer.h"
 #include "model/errors.h"
+#include "model/json_num.h"
+#include "trainer/fsutil.h"
 
 #define BATCH_BYTES (1u << 20)
 #define BATCH_ITEMS 4096
@@ -314,6 +316,7 @@ static uint64_t doc_emitted, skip_tokens, doc_index;
 static int doc_file;
 static uint64_t doc_offset, doc_line;
 static long kill_after = -1, checkpoints;
+static char state_path[2048];      /* the state file this run resumed from (for messages) */
 
 static void shard_path(char *path, size_t n, int split, uint32_t index) {
     snprintf(path, n, "%s/%s_%06u.bin", opt.out, split_names[split], index);
@@ -352,12 +355,9 @@ static void write_state(int complete) {
     cJSON_AddStringToObject(c, "first_forced", st->first_forced);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char path[2048], tmp[2100];
+    char path[2048], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/%s", opt.out, STATE_FILE);
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) < 0 || fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 || rename(tmp, path) != 0)
-        fatal(1, "%s: cannot write: %s", tmp, strerror(errno));
+    if (fs_write_atomic(path, text, strlen(text), err)) fatal(1, "%s", err);
     free(text);
     checkpoints++;
     if (kill_after >= 0 && checkpoints >= kill_after) raise(SIGKILL);   /* test hook */
@@ -435,6 +435,10 @@ static void write_item(const Batch *b, const Item *it) {
     if (it->more) return;
     uint32_t eot = tokenizer_eot_id(tok);
     emit(&eot, 1);
+    if (skip_tokens)
+        fatal(1, "%s: resume.skip_tokens: %llu more tokens than the document at %s:%llu has (the input changed, or "
+              "an edited state; delete the directory to start over)", state_path, (unsigned long long)skip_tokens,
+              files.gl_pathv[doc_file], (unsigned long long)doc_line);
     stats.docs++;
     doc_index++;
     if (doc_split == SPLIT_VAL && splits[SPLIT_VAL].tokens >= opt.val_tokens) close_shard(SPLIT_VAL);
@@ -493,8 +497,17 @@ static void summary(double seconds, uint64_t tokens_this_run, int resumed) {
 
 /* ---------------------------------------------------------------- state file */
 
-static void load_stats(const cJSON *c) {
-#define NUM(field, key) stats.field = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(c, key))
+/* A whole number in [0, hi] at obj[key] of the state file, else a fatal error naming it. */
+static uint64_t state_u64(const char *path, const cJSON *obj, const char *where, const char *key, uint64_t hi) {
+    uint64_t v;
+    if (json_get_u64(obj, key, 0, hi, &v))
+        fatal(1, "%s: %s%s: missing or not an integer in [0, %llu] (expected a state written by ./tokenize; delete "
+              "the directory to start over)", path, where, key, (unsigned long long)hi);
+    return v;
+}
+
+static void load_stats(const char *path, const cJSON *c) {
+#define NUM(field, key) stats.field = state_u64(path, c, "stats.", key, JSON_MAX_EXACT)
     NUM(docs, "documents"); NUM(empty, "empty"); NUM(bad, "bad_lines"); NUM(tokens, "tokens");
     NUM(raw_bytes, "raw_bytes"); NUM(doc_bytes, "doc_bytes"); NUM(invalid_docs, "invalid_utf8_docs");
     NUM(invalid_seqs, "invalid_utf8_seqs"); NUM(forced_splits, "forced_splits");
@@ -509,8 +522,9 @@ static void load_stats(const cJSON *c) {
 static int load_state(void) {
     char path[2048];
     snprintf(path, sizeof path, "%s/%s", opt.out, STATE_FILE);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    char *text = fs_read_all(path, NULL);
+    if (!text) {
+        if (errno != ENOENT) fatal(1, "%s: cannot read: %s", path, strerror(errno));
         glob_t g;
         char pat[2100];
         snprintf(pat, sizeof pat, "%s/*_[0-9][0-9][0-9][0-9][0-9][0-9].bin", opt.out);
@@ -519,13 +533,8 @@ static int load_state(void) {
         globfree(&g);
         return 0;
     }
-    TextBuf text = {0};
-    char buf[65536];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0) text_buf_append(&text, buf, n);
-    fclose(f);
-    cJSON *root = cJSON_Parse(text.data ? text.data : "");
-    text_buf_free(&text);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
     if (!root) fatal(1, "%s: not valid JSON (expected a state written by ./tokenize; delete it to start over)", path);
     char *have = cJSON_PrintUnformatted(cJSON_GetObjectItemCaseSensitive(root, "options"));
     cJSON *want_obj = cJSON_Parse(options_json);
@@ -533,27 +542,46 @@ static int load_state(void) {
     if (!have || strcmp(have, want) != 0)
         fatal(2, "%s: this directory was tokenized with other options or inputs (expected the same --tokenizer, --input files, --field, --shard-tokens, --val-tokens, --txt-docs, --max-doc-bytes, --vocab-size; use another --out)", path);
     free(have); free(want); cJSON_Delete(want_obj);
+    /* every counter is checked against the output it describes: the shards listed as done
+     * exist, are valid and hold exactly the recorded tokens */
     for (int s = 0; s < 2; s++) {
         const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, split_names[s]);
-        splits[s].shard_index = (uint32_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "shards_done"));
-        splits[s].tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(o, "tokens"));
+        char where[16];
+        snprintf(where, sizeof where, "%s.", split_names[s]);
+        splits[s].shard_index = (uint32_t)state_u64(path, o, where, "shards_done", 999999);
+        splits[s].tokens = state_u64(path, o, where, "tokens", JSON_MAX_EXACT);
+        uint64_t in_shards = 0;
         for (uint32_t i = 0; i < splits[s].shard_index; i++) {
-            char sp[2048];
-            struct stat st;
+            char sp[2048], serr[ERR_LEN];
+            Shard sh;
             shard_path(sp, sizeof sp, s, i);
-            if (stat(sp, &st) != 0) fatal(1, "%s: listed as complete in %s but missing (delete the directory to start over)", sp, path);
+            struct stat sst;
+            if (stat(sp, &sst) != 0) fatal(1, "%s: listed as complete in %s but missing (delete the directory to start over)", sp, path);
+            if (shard_open(&sh, sp, serr)) fatal(1, "%s (listed as complete in %s)", serr, path);
+            in_shards += sh.n_tokens;
+            shard_close(&sh);
         }
+        if (in_shards != splits[s].tokens)
+            fatal(1, "%s: %s.tokens is %llu but its %u shards hold %llu tokens (edited or corrupt state; delete the "
+                  "directory to start over)", path, split_names[s], (unsigned long long)splits[s].tokens,
+                  splits[s].shard_index, (unsigned long long)in_shards);
     }
-    load_stats(cJSON_GetObjectItemCaseSensitive(root, "stats"));
+    load_stats(path, cJSON_GetObjectItemCaseSensitive(root, "stats"));
     int complete = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "complete"));
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "resume");
-    doc_file = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "file"));
-    doc_offset = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "offset"));
-    doc_line = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "line"));
-    skip_tokens = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "skip_tokens"));
-    resume_split = (int)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "split"));
-    doc_index = (uint64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(r, "doc_index"));
-    /* tokens already in shards for the resumed document are in the split counters already */
+    doc_file = (int)state_u64(path, r, "resume.", "file", files.gl_pathc);
+    doc_offset = state_u64(path, r, "resume.", "offset", JSON_MAX_EXACT);
+    doc_line = state_u64(path, r, "resume.", "line", JSON_MAX_EXACT);
+    skip_tokens = state_u64(path, r, "resume.", "skip_tokens", JSON_MAX_EXACT);
+    resume_split = (int)state_u64(path, r, "resume.", "split", 1);
+    doc_index = state_u64(path, r, "resume.", "doc_index", JSON_MAX_EXACT);
+    if (doc_line < 1 && doc_file < (int)files.gl_pathc)
+        fatal(1, "%s: resume.line 0, expected a 1-based line", path);
+    /* the resumed document's first skip_tokens tokens are in the resumed split's shards */
+    if (skip_tokens > splits[resume_split].tokens)
+        fatal(1, "%s: resume.skip_tokens %llu exceeds the %llu tokens of the %s shards (edited or corrupt state)", path,
+              (unsigned long long)skip_tokens, (unsigned long long)splits[resume_split].tokens, split_names[resume_split]);
+    snprintf(state_path, sizeof state_path, "%s", path);
     cJSON_Delete(root);
     return complete ? 2 : 1;
 }
@@ -567,12 +595,13 @@ static void usage(void) {
             "                  [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]\n");
 }
 
-static uint64_t parse_u64(const char *flag, const char *v, uint64_t min) {
+static uint64_t parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max) {
     char *end;
     errno = 0;
     unsigned long long x = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || x < min)
-        fatal(2, "%s: \"%s\" is not valid (expected an integer >= %llu)", flag, v, (unsigned long long)min);
+    if (errno || end == v || *end || v[0] == '-' || x < min || x > max)
+        fatal(2, "%s: \"%s\" is not valid (expected an integer in [%llu, %llu])", flag, v, (unsigned long long)min,
+              (unsigned long long)max);
     return x;
 }
 
@@ -581,7 +610,8 @@ static void parse_args(int argc, char **argv, char ***globs, int *n_globs) {
     opt.shard_tokens = 100000000;
     opt.val_tokens = 0;
     opt.max_doc_bytes = 64ull << 20;
-    opt.threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    opt.threads = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
     opt.txt_mode = TXT_DOC_PER_BLOCK;
     *globs = calloc((size_t)argc, sizeof **globs);
     for (int i = 1; i < argc; i++) {
@@ -594,11 +624,11 @@ static void parse_args(int argc, char **argv, char ***globs, int *n_globs) {
         else if (!strcmp(a, "--input")) (*globs)[(*n_globs)++] = (char *)v;
         else if (!strcmp(a, "--out")) opt.out = v;
         else if (!strcmp(a, "--field")) opt.field = v;
-        else if (!strcmp(a, "--shard-tokens")) opt.shard_tokens = parse_u64(a, v, 1);
-        else if (!strcmp(a, "--val-tokens")) opt.val_tokens = parse_u64(a, v, 0);
-        else if (!strcmp(a, "--threads")) opt.threads = (int)parse_u64(a, v, 1);
-        else if (!strcmp(a, "--max-doc-bytes")) opt.max_doc_bytes = parse_u64(a, v, 4096);
-        else if (!strcmp(a, "--vocab-size")) opt.vocab_size = (uint32_t)parse_u64(a, v, 1);
+        else if (!strcmp(a, "--shard-tokens")) opt.shard_tokens = parse_u64(a, v, 1, (uint64_t)1 << 40);
+        else if (!strcmp(a, "--val-tokens")) opt.val_tokens = parse_u64(a, v, 0, (uint64_t)1 << 50);
+        else if (!strcmp(a, "--threads")) opt.threads = (int)parse_u64(a, v, 1, 256);
+        else if (!strcmp(a, "--max-doc-bytes")) opt.max_doc_bytes = parse_u64(a, v, 4096, (uint64_t)1 << 40);
+        else if (!strcmp(a, "--vocab-size")) opt.vocab_size = (uint32_t)parse_u64(a, v, 1, UINT32_MAX);
         else if (!strcmp(a, "--txt-docs")) {
             if (!strcmp(v, "block")) opt.txt_mode = TXT_DOC_PER_BLOCK;
             else if (!strcmp(v, "file")) opt.txt_mode = TXT_DOC_PER_FILE;
@@ -606,7 +636,6 @@ static void parse_args(int argc, char **argv, char ***globs, int *n_globs) {
         } else { usage(); fatal(2, "unknown option %s", a); }
     }
     if (!opt.tokenizer || !*n_globs || !opt.out) { usage(); fatal(2, "--tokenizer, --input and --out are required"); }
-    if (opt.threads > 256) opt.threads = 256;
 }
 
 static void build_options_json(void) {

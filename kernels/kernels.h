@@ -155,5 +155,5 @@ const Backend *backend_select(const char *device, int threads, int local_rank, c
 
 /* Host helper: the RoPE table [positions, r/2, 2] (cos, sin) for inv_freq_i = theta^(-2i/r),
  * angles computed in double. Caller frees. */
-float *rope_table(int positions, int r, double theta);
+float *rope_table(int positions, int r, double theta);   /* malloc'd; NULL when out of memory */
 #endif

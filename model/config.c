@@ -56,24 +56,24 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
 /* X(section, key, type, default, lo, hi, flags, allowed words, help) */
 #define CONFIG_KEYS(X)                                                                           \
-    X(model, d_model, T_INT, "1024", 1, NOHI, 0, NULL, "model width D (>= 1)")                     \
-    X(model, n_layers, T_INT, "28", 1, NOHI, 0, NULL, "decoder layers (>= 1)")                     \
-    X(model, n_heads, T_INT, "16", 1, NOHI, 0, NULL, "query heads H (>= 1, a multiple of n_kv_heads)") \
-    X(model, n_kv_heads, T_INT, "8", 1, NOHI, 0, NULL,                                             \
+    X(model, d_model, T_INT, "1024", 1, 65536, 0, NULL, "model width D (1..65536)")                     \
+    X(model, n_layers, T_INT, "28", 1, 1024, 0, NULL, "decoder layers (1..1024)")                     \
+    X(model, n_heads, T_INT, "16", 1, 1024, 0, NULL, "query heads H (1..1024, a multiple of n_kv_heads)") \
+    X(model, n_kv_heads, T_INT, "8", 1, 1024, 0, NULL,                                             \
       "KV heads G of grouped-query attention (>= 1, must divide n_heads)")                          \
-    X(model, head_dim, T_INT, "128", 1, NOHI, 0, NULL, "dimension d of one head (>= 1)")           \
-    X(model, d_ff, T_INT, "3072", 1, NOHI, 0, NULL, "SwiGLU hidden width (>= 1)")                  \
-    X(model, vocab_size, T_INT, "151936", 1, NOHI, 0, NULL,                                        \
-      "vocabulary size (>= 1; every token of the shards must be below it)")                        \
+    X(model, head_dim, T_INT, "128", 1, 4096, 0, NULL, "dimension d of one head (1..4096)")           \
+    X(model, d_ff, T_INT, "3072", 1, 1048576, 0, NULL, "SwiGLU hidden width (1..2^20)")                  \
+    X(model, vocab_size, T_INT, "151936", 1, 16777216, 0, NULL,                                        \
+      "vocabulary size (1..2^24; every token of the shards must be below it)")                        \
     X(model, rope_theta, T_DOUBLE, "1000000", 0, NOHI, F_LO_OPEN, NULL, "RoPE base theta (> 0)")   \
     X(model, norm_eps, T_DOUBLE, "1e-6", 0, NOHI, F_LO_OPEN, NULL, "RMSNorm epsilon (> 0)")        \
     X(model, tie_embeddings, T_BOOL, "true", 0, 0, 0, NULL,                                        \
       "output classifier shares the embedding matrix (true|false)")                                \
     X(model, attention, T_ENUM, "full", 0, 0, 0, attention_words,                                  \
       "attention of every layer: full (the Qwen3 control) | compressed (SPEC.md section 2)")       \
-    X(model, window, T_INT, "8", 1, NOHI, F_COMPRESSED, NULL,                                      \
-      "compression window W in tokens (compressed only; >= 1, >= stride)")                          \
-    X(model, stride, T_INT, "8", 1, NOHI, F_COMPRESSED, NULL,                                      \
+    X(model, window, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
+      "compression window W in tokens (compressed only; 1..min(65536, seq_len), >= stride)")                          \
+    X(model, stride, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
       "compression stride S in tokens (compressed only; 1..window)")                                \
     X(model, gate, T_ENUM, "scalar", 0, 0, F_COMPRESSED, gate_words,                               \
       "compressor gate: scalar (one score per offset) | vector (one per channel) | uniform (alpha = 1/W)") \
@@ -89,7 +89,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "rotated dims r, the last r of each head: head_dim, or an even number 0..head_dim (0 = no RoPE)") \
     X(model, local, T_ENUM, "window", 0, 0, F_COMPRESSED, local_words,                             \
       "raw tokens a query sees: window (the last n_local) | tail (those no visible entry covers yet)") \
-    X(model, n_local, T_INT, "16", 1, NOHI, F_COMPRESSED, NULL,                                    \
+    X(model, n_local, T_INT, "16", 1, 4194304, F_COMPRESSED, NULL,                                    \
       "raw local window length for local = window (>= 1)")                                         \
     X(model, compressor, T_ENUM, "paper", 0, 0, F_COMPRESSED, compressor_words,                    \
       "paper (maps per offset) | deepseek (maps shared per half window, keys = values; needs window = 2*stride)") \
@@ -97,15 +97,15 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, val, T_STR, "", 0, 0, 0, NULL, "glob of the validation token shards (empty = no validation loss)") \
-    X(data, seq_len, T_INT, "4096", 1, NOHI, 0, NULL, "training sequence length T in tokens (>= 1)") \
-    X(train, steps, T_LONG, "1000", 1, NOHI, 0, NULL, "optimizer steps (>= 1)")                    \
-    X(train, batch_tokens, T_LONG, "524288", 1, NOHI, 0, NULL,                                     \
+    X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
+    X(train, steps, T_LONG, "1000", 1, 1099511627776, 0, NULL, "optimizer steps (>= 1)")                    \
+    X(train, batch_tokens, T_LONG, "524288", 1, 1099511627776, 0, NULL,                                     \
       "tokens per optimizer step, all ranks together (a multiple of seq_len * micro_batch)")       \
-    X(train, micro_batch, T_INT, "8", 1, NOHI, 0, NULL, "sequences per forward pass per rank (>= 1)") \
+    X(train, micro_batch, T_INT, "8", 1, 1048576, 0, NULL, "sequences per forward pass per rank (>= 1)") \
     X(train, lr, T_DOUBLE, "3e-4", 0, NOHI, 0, NULL, "peak learning rate (>= 0)")                  \
     X(train, min_lr, T_DOUBLE, "3e-5", 0, NOHI, 0, NULL,                                           \
       "learning rate at the end of the decay (0..lr)")                                             \
-    X(train, warmup_steps, T_LONG, "100", 0, NOHI, 0, NULL, "linear warm-up steps (>= 0)")         \
+    X(train, warmup_steps, T_LONG, "100", 0, 1099511627776, 0, NULL, "linear warm-up steps (>= 0)")         \
     X(train, weight_decay, T_DOUBLE, "0.1", 0, NOHI, 0, NULL, "AdamW decoupled weight decay (>= 0)") \
     X(train, grad_clip, T_DOUBLE, "1.0", 0, NOHI, 0, NULL,                                         \
       "clip of the global gradient norm (>= 0; 0 = no clipping)")                                  \
@@ -114,17 +114,17 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(train, eps, T_DOUBLE, "1e-8", 0, NOHI, F_LO_OPEN, NULL, "AdamW epsilon (> 0)")               \
     X(train, seed, T_U64, "42", 0, 0, 0, NULL,                                                     \
       "seed of the initialisation and the data order (unsigned 64-bit integer)")                   \
-    X(train, max_bad_steps, T_INT, "5", 1, NOHI, 0, NULL,                                          \
+    X(train, max_bad_steps, T_INT, "5", 1, 1000000, 0, NULL,                                          \
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
-    X(eval, every, T_LONG, "0", 0, NOHI, 0, NULL, "steps between evaluations (>= 0; 0 = only at the end)") \
-    X(eval, val_tokens, T_LONG, "1048576", 1, NOHI, 0, NULL,                                       \
+    X(eval, every, T_LONG, "0", 0, 1099511627776, 0, NULL, "steps between evaluations (>= 0; 0 = only at the end)") \
+    X(eval, val_tokens, T_LONG, "1048576", 1, 1099511627776, 0, NULL,                                       \
       "validation tokens per evaluation: floor(val_tokens / seq_len) windows (>= seq_len)")        \
-    X(eval, residues, T_INT, "24", 1, NOHI, 0, NULL,                                               \
+    X(eval, residues, T_INT, "24", 1, 65536, 0, NULL,                                               \
       "P: per-residue loss and probe accuracy group positions by t mod P (>= 1)")                  \
     X(eval, probe, T_STR, "", 0, 0, 0, NULL, "lookup probe-set file (empty = no probe)")           \
-    X(checkpoint, every, T_LONG, "0", 0, NOHI, 0, NULL,                                            \
+    X(checkpoint, every, T_LONG, "0", 0, 1099511627776, 0, NULL,                                            \
       "steps between checkpoints (>= 0; 0 = only at the end)")                                     \
-    X(checkpoint, keep, T_INT, "2", 1, NOHI, 0, NULL, "newest checkpoints kept on disk (>= 1)")    \
+    X(checkpoint, keep, T_INT, "2", 1, 4096, 0, NULL, "newest checkpoints kept on disk (>= 1)")    \
     X(run, name, T_STR, "", 0, 0, 0, NULL,                                                         \
       "run name, the run directory under dir (empty = the config file name without .ini, or run)") \
     X(run, dir, T_STR, "runs", 0, 0, 0, NULL, "directory that holds the run directories")          \
@@ -600,7 +600,10 @@ static void range_text(const KeyRule *r, char *out, size_t n) {
     format_double(r->lo, lo, sizeof lo);
     format_double(r->hi, hi, sizeof hi);
     int has_lo = isfinite(r->lo), has_hi = isfinite(r->hi);
-    if (has_lo && has_hi)
+    int integer = r->type == T_INT || r->type == T_LONG;
+    if (has_lo && has_hi && integer)      /* integers: the lower bound first, the upper one a size cap */
+        snprintf(out, n, "must be %s %s and <= %s", r->flags & F_LO_OPEN ? ">" : ">=", lo, hi);
+    else if (has_lo && has_hi)
         snprintf(out, n, "must be in %c%s, %s%c", r->flags & F_LO_OPEN ? '(' : '[', lo, hi, r->flags & F_HI_OPEN ? ')' : ']');
     else if (has_lo) snprintf(out, n, "must be %s %s", r->flags & F_LO_OPEN ? ">" : ">=", lo);
     else snprintf(out, n, "must be %s %s", r->flags & F_HI_OPEN ? "<" : "<=", hi);
@@ -650,6 +653,11 @@ static int validate(const LoadCtx *c) {
         if (m->stride > m->window) {
             int k = blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, window), -1);
             return key_error(c, k, "stride = %d is larger than window = %d; stride must be 1..window", m->stride, m->window);
+        }
+        if (m->window > cfg->data.seq_len) {
+            int k = blame(c, KEY_INDEX(model, window), KEY_INDEX(data, seq_len), -1);
+            return key_error(c, k, "window = %d is longer than seq_len = %d; a sequence must hold at least one "
+                             "compression window (window <= seq_len)", m->window, cfg->data.seq_len);
         }
         if (m->compressor == COMPRESSOR_DEEPSEEK && m->window != 2 * m->stride) {
             int k = blame(c, KEY_INDEX(model, window), KEY_INDEX(model, compressor), KEY_INDEX(model, stride), -1);

@@ -134,6 +134,7 @@ Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, in
 Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_batch, int T, size_t min_floats,
                            char *err) {
     Model *m = calloc(1, sizeof *m);
+    if (!m) { set_err(err, "out of host memory"); return NULL; }
     m->cfg = *cfg;
     m->be = be;
     m->max_batch = max_batch;
@@ -147,8 +148,25 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->tied_kv = cfg->kv_tied || cfg->compressor == COMPRESSOR_DEEPSEEK;
     m->channels = cfg->gate == GATE_VECTOR ? cfg->head_dim : 1;
     m->n_maps = cfg->compressor == COMPRESSOR_DEEPSEEK ? 2 : cfg->window;
+    /* Every arena size below is a size_t product: bound them all in double first so that none
+     * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
+    double N = (double)max_batch * T, slots = (double)max_batch * m->nW * cfg->n_kv_heads * cfg->window;
+    double widths = (double)cfg->d_model + (double)cfg->n_heads * cfg->head_dim +
+                    (double)cfg->n_kv_heads * cfg->head_dim + cfg->d_ff + cfg->n_heads + cfg->n_kv_heads;
+    double bound = 64.0 * ((double)cfg->n_layers + 1) * (N * widths + slots * (cfg->head_dim + m->channels) +
+                                                         (double)max_batch * m->nW * cfg->n_kv_heads * cfg->head_dim) +
+                   64.0 * N * cfg->vocab_size + 64.0 * (double)T * cfg->rope_dims;
+    if (max_batch < 1 || T < 1 || !(bound < 1152921504606846976.0)) {
+        set_err(err, "activations for micro-batch %d x seq_len %d would exceed 2^60 bytes (%.3g); use a smaller "
+                "micro_batch, seq_len or model", max_batch, T, bound);
+        tensor_table_free(&m->tt); free(m); return NULL;
+    }
     m->li = calloc(cfg->n_layers, sizeof(LayerIdx));
     m->la = calloc(cfg->n_layers, sizeof(LayerActs));
+    if (!m->li || !m->la) {
+        set_err(err, "out of host memory for %d layers", cfg->n_layers);
+        free(m->li); free(m->la); tensor_table_free(&m->tt); free(m); return NULL;
+    }
     const TensorTable *tt = &m->tt;
     for (int L = 0; L < cfg->n_layers; L++) {
         LayerIdx *x = &m->li[L];
@@ -186,7 +204,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->arena_bytes = c.used;
     m->arena = be->alloc(c.used);
     m->host_losses = malloc(sizeof(float) * (size_t)max_batch * T);
-    if (!m->params || !m->grads || !m->work || !m->arena) {
+    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
                 be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
         model_free(m);
@@ -196,6 +214,11 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     lay_out(m, &c);
     if (cfg->rope_dims > 0) {
         float *tab = rope_table(T, cfg->rope_dims, cfg->rope_theta);
+        if (!tab) {
+            set_err(err, "out of host memory for the RoPE table (seq_len %d x rope_dims %d)", T, cfg->rope_dims);
+            model_free(m);
+            return NULL;
+        }
         be->upload(m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         free(tab);
     }

@@ -12,9 +12,13 @@
 
 static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init, int ndim, const int64_t *shape,
                       const char *fmt, ...) {
+    if (*cap < 0) return -1;                 /* an earlier allocation failed (see the builder) */
     if (tt->n == *cap) {
-        *cap = *cap ? *cap * 2 : 64;
-        tt->t = realloc(tt->t, sizeof(TensorInfo) * *cap);
+        int grow = *cap ? *cap * 2 : 64;
+        TensorInfo *t = grow > *cap ? realloc(tt->t, sizeof(TensorInfo) * (size_t)grow) : NULL;
+        if (!t) { *cap = -1; return -1; }
+        tt->t = t;
+        *cap = grow;
     }
     TensorInfo *t = &tt->t[tt->n++];
     memset(t, 0, sizeof *t);
@@ -38,6 +42,11 @@ static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init,
 #define NDIM(...) ((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)))
 #define ADD(layer, decay, init, name_fmt, ...) \
     add_tensor(tt, &cap, layer, decay, init, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), name_fmt
+
+static const TensorTable *sort_table;      /* the table cmp_by_name sorts (build is not reentrant) */
+static int cmp_by_name(const void *a, const void *b) {
+    return strcmp(sort_table->t[*(const int *)a].name, sort_table->t[*(const int *)b].name);
+}
 
 int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
     memset(tt, 0, sizeof *tt);
@@ -87,16 +96,30 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
     ADD(-1, 0, ONE, "model.norm.weight", D));
     if (!m->tie_embeddings)
         ADD(-1, 1, N_, "lm_head.weight", V, D));
+    if (cap < 0) { tensor_table_free(tt); return set_err(err, "tensor table: out of memory (%d layers)", m->n_layers); }
+    /* names in sorted order, for tensor_table_find */
+    tt->by_name = malloc(sizeof(int) * (size_t)(tt->n + 1));
+    if (!tt->by_name) { tensor_table_free(tt); return set_err(err, "tensor table: out of memory"); }
+    for (int i = 0; i < tt->n; i++) tt->by_name[i] = i;
+    sort_table = tt;
+    qsort(tt->by_name, (size_t)tt->n, sizeof(int), cmp_by_name);
+    sort_table = NULL;
     return 0;
 }
 
 void tensor_table_free(TensorTable *tt) {
     free(tt->t);
+    free(tt->by_name);
     memset(tt, 0, sizeof *tt);
 }
 
 int tensor_table_find(const TensorTable *tt, const char *name) {
-    for (int i = 0; i < tt->n; i++)
-        if (strcmp(tt->t[i].name, name) == 0) return i;
+    int lo = 0, hi = tt->n;              /* binary search of by_name: O(log n) per lookup */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(tt->t[tt->by_name[mid]].name, name);
+        if (c == 0) return tt->by_name[mid];
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
     return -1;
 }

@@ -29,6 +29,7 @@ typedef struct {
     int n;
     size_t n_params;      /* sum of numel (distinct trainable parameters) */
     size_t n_floats;      /* buffer length including alignment padding */
+    int *by_name;         /* [n] indices of t in name order (tensor_table_find) */
 } TensorTable;
 
 int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err);

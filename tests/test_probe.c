@@ -206,6 +206,8 @@ int main(void) {
         {"reader_token_outside_vocab", 256 + 32 * NP + 4 * 10, 100, 0, "outside the vocabulary", 64, 16},
         {"reader_prompt_too_long", 0, 0, 0, "do not fit", 64, 8},
         {"reader_vocab_larger_than_model", 0, 0, 0, "@24:", 16, 16},
+        /* q = 2^32-1: q + 1 wraps to 0 (it passed the bounds check and read out of bounds) */
+        {"reader_query_position_wraps", 104, 0xFFFFFFFFu, 0, "@104:", 64, 16},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         memcpy(bad, buf, n);
@@ -218,6 +220,15 @@ int main(void) {
               "rc %d, err \"%s\", expected \"%s\"", rc, err, cases[c].want);
         if (rc == 0) probe_set_free(ps);
     }
+    /* t_K = 2^32-1 with a matching residue: t_K + 1 wraps past the "t_K < q - 1" check */
+    memcpy(bad, buf, n);
+    put32(bad + 256 + 8, 0xFFFFFFFFu);
+    put32(bad + 256 + 4, 0xFFFFFFFFu % P);
+    write_file(path, bad, n);
+    ps = NULL;
+    rc = probe_set_load(&ps, path, 64, 16, err);
+    check(rc != 0 && strstr(err, "@264:"), "reader_target_key_wraps", "rc %d, err \"%s\"", rc, err);
+    if (rc == 0) probe_set_free(ps);
     rc = probe_set_load(&ps, "build/scratch/test_probe/missing.probe", 64, 16, err);
     check(rc != 0 && strstr(err, "missing.probe"), "reader_missing_file", "%s", err);
     return check_exit_code();

@@ -1,6 +1,7 @@
-/* Checkpoint save, discovery and load (format and protocol in trainer/checkpoint.h). */
+/* Checkpoint save, discovery, verification and load (format and protocol in trainer/checkpoint.h). */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,9 @@
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/fsutil.h"
+#include "data/tokenizer.h"
 #include "model/errors.h"
+#include "model/json_num.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "kernels/kernels.h"
@@ -94,6 +97,17 @@ static void ckpt_name(char *out, size_t len, const char *run_dir, const char *pr
     snprintf(out, len, "%s/checkpoints/%sstep_%08ld", run_dir, prefix, step);
 }
 
+long checkpoint_name_step(const char *name) {
+    if (strncmp(name, "step_", 5) || name[5] < '0' || name[5] > '9') return -1;
+    char *end;
+    errno = 0;
+    long s = strtol(name + 5, &end, 10);
+    if (errno || *end || s < 0) return -1;
+    char canon[64];
+    snprintf(canon, sizeof canon, "step_%08ld", s);
+    return strcmp(canon, name) == 0 ? s : -1;          /* one name per step: no "step_007" aliases */
+}
+
 /* step numbers of complete checkpoints, newest first */
 static int list_checkpoints(const char *run_dir, long *steps, int max) {
     char dir[4096];
@@ -103,8 +117,8 @@ static int list_checkpoints(const char *run_dir, long *steps, int max) {
     int n = 0;
     struct dirent *e;
     while ((e = readdir(d)) && n < max) {
-        long s;
-        if (strlen(e->d_name) == 13 && sscanf(e->d_name, "step_%ld", &s) == 1) steps[n++] = s;
+        long s = checkpoint_name_step(e->d_name);
+        if (s >= 0) steps[n++] = s;
     }
     closedir(d);
     for (int i = 0; i < n; i++)           /* sort descending */
@@ -128,7 +142,29 @@ void checkpoint_clean_tmp(const char *run_dir) {
     closedir(d);
 }
 
-/* rank 0: state.json with the size of every file, fsync, rename to the final name, prune */
+/* files[name] = {"bytes": N, "sha256": HEX} for one file of the directory being committed */
+static int add_file_entry(cJSON *files, const char *dir, const char *name, char *err) {
+    char path[4600], hex[65];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    long bytes = file_size(path);
+    if (bytes < 0 || sha256_file_hex(path, hex, err)) return set_err(err, "%s: cannot read back for its checksum", path);
+    cJSON *e = cJSON_AddObjectToObject(files, name);
+    cJSON_AddNumberToObject(e, "bytes", (double)bytes);
+    cJSON_AddStringToObject(e, "sha256", hex);
+    return 0;
+}
+
+/* sha256 of the state object printed without its "state_sha256" member (see checkpoint.h) */
+static void state_digest(cJSON *j, char hex[65]) {
+    cJSON *self = cJSON_DetachItemFromObjectCaseSensitive(j, "state_sha256");
+    char *text = cJSON_PrintUnformatted(j);
+    sha256_hex(text, strlen(text), hex);
+    free(text);
+    if (self) cJSON_AddItemToObject(j, "state_sha256", self);
+}
+
+/* rank 0: state.json with the size and sha256 of every file, fsync, rename to the final name,
+ * prune older checkpoints beyond `keep` */
 static int commit_checkpoint(const char *run_dir, const char *tmp, const char *final, const TrainState *st,
                              const Optimizer *o, int world, const char *code_version, int keep, char *err) {
     char path[4600];
@@ -148,27 +184,32 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     cJSON_AddNumberToObject(j, "shard", (double)o->shard);
     cJSON *files = cJSON_AddObjectToObject(j, "files");
     const char *names[] = {"model.safetensors", "config.json", "config.ini"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
-        cJSON_AddNumberToObject(files, names[i], (double)file_size(path));
-    }
-    for (int r = 0; r < world; r++) {
+    int rc = 0;
+    for (int i = 0; i < 3 && !rc; i++) rc = add_file_entry(files, tmp, names[i], err);
+    for (int r = 0; r < world && !rc; r++) {
         char rel[64];
         snprintf(rel, sizeof rel, "optimizer/rank_%05d.bin", r);
-        snprintf(path, sizeof path, "%s/%s", tmp, rel);
-        cJSON_AddNumberToObject(files, rel, (double)file_size(path));
+        rc = add_file_entry(files, tmp, rel, err);
     }
     cJSON_AddBoolToObject(j, "complete", 1);
-    char *s = cJSON_Print(j);
+    char digest[65];
+    state_digest(j, digest);
+    cJSON_AddStringToObject(j, "state_sha256", digest);
+    char *s = rc ? NULL : cJSON_Print(j);
     cJSON_Delete(j);
+    if (rc) return -1;
     snprintf(path, sizeof path, "%s/state.json", tmp);
-    int rc = fs_write_atomic(path, s, strlen(s), err);
+    rc = fs_write_atomic(path, s, strlen(s), err);
     free(s);
     if (rc) return -1;
     snprintf(path, sizeof path, "%s/optimizer", tmp);
     fs_fsync_path(path);
     fs_fsync_path(tmp);
-    fs_remove_tree(final);   /* an older save of the same step (a resume after a crash) */
+    /* A directory of this step already exists only when something is off (a resume never
+     * re-saves a step it resumed from): it is never replaced, the save fails instead. */
+    if (fs_exists(final))
+        return set_err(err, "%s: a checkpoint of step %ld already exists; not replacing it (move it away to "
+                       "save again)", final, st->step);
     if (rename(tmp, final)) return set_err(err, "%s: cannot rename into place: %s", final, strerror(errno));
     char cdir[4096];
     snprintf(cdir, sizeof cdir, "%s/checkpoints", run_dir);
@@ -176,6 +217,7 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     long steps[4096];
     int n = list_checkpoints(run_dir, steps, 4096);
     for (int i = keep; i < n; i++) {
+        if (steps[i] >= st->step) continue;   /* only checkpoints the new one supersedes */
         char old[4096];
         ckpt_name(old, sizeof old, run_dir, "", steps[i]);
         fs_remove_tree(old);
@@ -232,6 +274,42 @@ int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg
     return 0;
 }
 
+/* One files[] entry: {"bytes", "sha256"} (or, in checkpoints written before checksums, a plain
+ * byte count). Checks the file's size and digest. */
+static int verify_file(const char *ckpt_dir, const char *state_path, const cJSON *f, int hashed, char *err) {
+    char fp[4800];
+    if (!f->string[0] || f->string[0] == '/' || strstr(f->string, ".."))
+        return set_err(err, "%s: files: '%s' is not a path inside the checkpoint (corrupt checkpoint)", state_path, f->string);
+    snprintf(fp, sizeof fp, "%s/%s", ckpt_dir, f->string);
+    uint64_t want;
+    const cJSON *hex = cJSON_GetObjectItemCaseSensitive(f, "sha256");
+    if (hashed ? json_get_u64(f, "bytes", 0, JSON_MAX_EXACT, &want) || !cJSON_IsString(hex) || strlen(hex->valuestring) != 64
+               : json_u64_in(f, 0, JSON_MAX_EXACT, &want))
+        return set_err(err, "%s: files: entry '%s' is not %s (corrupt checkpoint)", state_path, f->string,
+                       hashed ? "{\"bytes\": N, \"sha256\": HEX}" : "a byte count");
+    long have = file_size(fp);
+    if (have < 0 || (uint64_t)have != want)
+        return set_err(err, "%s: %s %ld bytes, expected %llu (corrupt checkpoint); move %s away to resume from the "
+                       "previous checkpoint", fp, have < 0 ? "missing," : "size", have, (unsigned long long)want, ckpt_dir);
+    if (!hashed) return 0;
+    char got[65];
+    if (sha256_file_hex(fp, got, err)) return -1;
+    if (strcmp(got, hex->valuestring))
+        return set_err(err, "%s: sha256 %.12s..., state.json records %.12s... (corrupt checkpoint); move %s away to "
+                       "resume from the previous checkpoint", fp, got, hex->valuestring, ckpt_dir);
+    return 0;
+}
+
+/* The step of a directory named step_N (any parent path, trailing slashes allowed), or -1. */
+static long dir_name_step(const char *dir) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = 0;
+    const char *base = strrchr(buf, '/');
+    return checkpoint_name_step(base ? base + 1 : buf);
+}
+
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
     char path[4600];
     snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
@@ -242,31 +320,59 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
     if (!j) return set_err(err, "%s: not valid JSON (corrupt checkpoint)", path);
     memset(st, 0, sizeof *st);
     int rc = 0;
-    const char *keys[] = {"step", "tokens", "updates", "skipped_steps", "world_size", "samples"};
-    double vals[6];
-    for (int i = 0; i < 6 && !rc; i++) {
-        cJSON *x = cJSON_GetObjectItem(j, keys[i]);
-        if (!cJSON_IsNumber(x)) rc = set_err(err, "%s: key '%s' missing or not a number (corrupt checkpoint)", path, keys[i]);
-        else vals[i] = x->valuedouble;
+    if (!cJSON_IsObject(j)) rc = set_err(err, "%s: not a JSON object (corrupt checkpoint)", path);
+    if (!rc && !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(j, "complete")))
+        rc = set_err(err, "%s: \"complete\" is not true (an unfinished or corrupt checkpoint)", path);
+    /* the state's own checksum; its absence marks a checkpoint from before checksums */
+    const cJSON *self = cJSON_GetObjectItemCaseSensitive(j, "state_sha256");
+    st->checksummed = self != NULL;
+    if (!rc && self) {
+        char digest[65];
+        state_digest(j, digest);
+        if (!cJSON_IsString(self) || strcmp(digest, self->valuestring))
+            rc = set_err(err, "%s: state_sha256 does not match the contents (edited or corrupt checkpoint)", path);
     }
+    const char *keys[] = {"step", "tokens", "updates", "skipped_steps", "world_size", "samples"};
+    const uint64_t hi[] = {LONG_MAX, LONG_MAX, LONG_MAX, LONG_MAX, 65536, JSON_MAX_EXACT};
+    uint64_t vals[6];
+    for (int i = 0; i < 6 && !rc; i++)
+        if (json_get_u64(j, keys[i], i == 4 ? 1 : 0, hi[i], &vals[i]))
+            rc = set_err(err, "%s: key '%s' missing or not an integer in [%d, %llu] (corrupt checkpoint)", path,
+                         keys[i], i == 4 ? 1 : 0, (unsigned long long)hi[i]);
     if (!rc) {
         st->step = (long)vals[0]; st->tokens = (long)vals[1]; st->updates = (long)vals[2];
-        st->skipped_steps = (long)vals[3]; st->world_size = (int)vals[4]; st->samples = (uint64_t)vals[5];
+        st->skipped_steps = (long)vals[3]; st->world_size = (int)vals[4]; st->samples = vals[5];
+        long named = dir_name_step(ckpt_dir);
+        if (named >= 0 && named != st->step)
+            rc = set_err(err, "%s: step %ld, but the directory is named for step %ld (corrupt checkpoint); move %s away "
+                         "to resume from the previous checkpoint", path, st->step, named, ckpt_dir);
+        else if (st->updates + st->skipped_steps != st->step)
+            rc = set_err(err, "%s: updates %ld + skipped_steps %ld != step %ld (corrupt checkpoint)", path, st->updates,
+                         st->skipped_steps, st->step);
+    }
+    if (!rc) {
         cJSON *x = cJSON_GetObjectItem(j, "seed");
-        st->seed = cJSON_IsString(x) ? strtoull(x->valuestring, NULL, 10) : 0;
+        char *end = NULL;
+        errno = 0;
+        if (cJSON_IsString(x) && x->valuestring[0] >= '0' && x->valuestring[0] <= '9')
+            st->seed = strtoull(x->valuestring, &end, 10);
+        if (!end || *end || errno)
+            rc = set_err(err, "%s: key 'seed' missing or not a decimal string (corrupt checkpoint)", path);
         x = cJSON_GetObjectItem(j, "data_fingerprint");
         if (cJSON_IsString(x)) snprintf(st->data_fingerprint, sizeof st->data_fingerprint, "%s", x->valuestring);
         cJSON *files = cJSON_GetObjectItem(j, "files");
-        if (!files) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
-        for (cJSON *f = files ? files->child : NULL; f && !rc; f = f->next) {
-            char fp[4800];
-            snprintf(fp, sizeof fp, "%s/%s", ckpt_dir, f->string);
-            long have = file_size(fp);
-            if (have != (long)f->valuedouble)
-                rc = set_err(err, "%s: %s %ld bytes, expected %ld (corrupt checkpoint); move %s away to resume "
-                             "from the previous checkpoint", fp, have < 0 ? "missing," : "size", have,
-                             (long)f->valuedouble, ckpt_dir);
+        if (!rc && !cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
+        /* every part this state needs must be listed (and so checked) */
+        for (int r = -2; r < st->world_size && !rc; r++) {
+            char rel[64];
+            if (r == -2) snprintf(rel, sizeof rel, "model.safetensors");
+            else if (r == -1) snprintf(rel, sizeof rel, "config.ini");
+            else snprintf(rel, sizeof rel, "optimizer/rank_%05d.bin", r);
+            if (!cJSON_GetObjectItemCaseSensitive(files, rel))
+                rc = set_err(err, "%s: files: '%s' is not listed (corrupt checkpoint)", path, rel);
         }
+        for (cJSON *f = files ? files->child : NULL; f && !rc; f = f->next)
+            rc = verify_file(ckpt_dir, path, f, st->checksummed, err);
     }
     cJSON_Delete(j);
     return rc;
@@ -285,6 +391,7 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
     char path[4600];
     const TensorTable *tt = model_tensors(m);
     float *host = calloc(tt->n_floats, sizeof(float));
+    if (!host) return set_err(err, "%s: out of memory for %zu weights", ckpt_dir, tt->n_floats);
     snprintf(path, sizeof path, "%s/model.safetensors", ckpt_dir);
     if (safetensors_read(path, tt, host, err)) { free(host); return -1; }
     model_upload_params(m, host);
@@ -292,6 +399,9 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
     if (!o) return 0;
     /* optimizer: gather [o->lo, o->hi) from the checkpoint's shards, whatever their world size */
     float *mv = calloc(2 * o->shard, sizeof(float));
+    if (!mv) return set_err(err, "%s: out of memory for the optimizer state", ckpt_dir);
+    if (st->world_size < 1) { free(mv); return set_err(err, "%s: world_size %d, expected >= 1", ckpt_dir, st->world_size); }
+    uint64_t expect_lo = 0;                /* the shards tile [0, n) in rank order */
     for (int r = 0; r < st->world_size; r++) {
         snprintf(path, sizeof path, "%s/optimizer/rank_%05d.bin", ckpt_dir, r);
         FILE *f = fopen(path, "rb");
@@ -302,8 +412,23 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
             return set_err(err, "%s@0: missing or not an optimizer shard (magic %s expected)", path, OPT_MAGIC);
         }
         uint64_t u64[3];
+        uint32_t u32[4];
         memcpy(u64, hdr + 24, 24);
+        memcpy(u32, hdr + 8, 16);
         uint64_t lo = u64[0], count = u64[1];
+        long fsize = file_size(path);
+        const char *bad = u32[0] != 1 ? "version, expected 1"
+                        : u32[1] != (uint32_t)r ? "rank, expected the file's own"
+                        : u32[2] != (uint32_t)st->world_size ? "world size, expected state.json's world_size"
+                        : lo != expect_lo ? "lo, expected the end of the previous rank's range"
+                        : count > ((uint64_t)1 << 40) || fsize < 0 || (uint64_t)fsize != OPT_HEADER_BYTES + 8 * count
+                          ? "count, expected (file size - 48) / 8" : NULL;
+        if (bad) {
+            fclose(f);
+            free(mv);
+            return set_err(err, "%s@8: bad optimizer shard header: %s", path, bad);
+        }
+        expect_lo = lo + count;
         if (u64[2] != tt->n_floats) {
             fclose(f);
             free(mv);
@@ -319,6 +444,11 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
             if (!ok) { fclose(f); free(mv); return set_err(err, "%s: truncated optimizer shard", path); }
         }
         fclose(f);
+    }
+    if (expect_lo < tt->n_floats) {
+        free(mv);
+        return set_err(err, "%s/optimizer: the shards cover %llu of %zu floats (corrupt checkpoint)", ckpt_dir,
+                       (unsigned long long)expect_lo, tt->n_floats);
     }
     o->be->upload(o->m, mv, sizeof(float) * o->shard);
     o->be->upload(o->v, mv + o->shard, sizeof(float) * o->shard);

@@ -6,13 +6,23 @@
  *                             u32 world, u32 0, u64 lo, u64 count, u64 n_floats, then m[count], v[count]
  *                             (fp32) for the flat-buffer range [lo, lo + count)
  *   state.json                step, tokens, samples consumed (the loader position), AdamW updates,
- *                             skipped steps, world size, seed, data fingerprint, and the size of
- *                             every other file (written last)
+ *                             skipped steps, world size, seed, data fingerprint, "files": NAME ->
+ *                             {"bytes", "sha256"} for every other file, "complete": true, and
+ *                             "state_sha256": sha256 of the object printed unformatted (cJSON)
+ *                             without that member (written last)
  * Every rank writes its part into checkpoints/.tmp_step_NNNNNNNN/; after a barrier rank 0
  * writes state.json, fsyncs and renames the directory to its final name: a directory named
  * step_* is complete by construction, and a crash leaves only a .tmp_* that is ignored and
- * removed. The newest `keep` checkpoints are kept. Loading re-shards the optimizer state for
- * the current world size (the files hold flat-buffer ranges). */
+ * removed. The newest `keep` checkpoints are kept; a save removes only checkpoints older than
+ * the one it wrote and never replaces an existing directory. Loading re-shards the optimizer
+ * state for the current world size (the files hold flat-buffer ranges).
+ * Verification on load (checkpoint_read_state): state_sha256, "complete", the counters
+ * (integers, world_size >= 1, updates + skipped_steps = step), the step against a step_N
+ * directory name, every needed file listed, each file's size and sha256; checkpoint_load then
+ * checks the safetensors header (model/safetensors.h) and each optimizer shard header (version,
+ * rank, world, ranges tiling the buffer, file size). Checkpoints written before checksums (no
+ * state_sha256, byte counts only) are accepted with sizes checked and checksummed = 0, for the
+ * caller to warn about. */
 #ifndef PHASELAB_CHECKPOINT_H
 #define PHASELAB_CHECKPOINT_H
 #include <stddef.h>
@@ -32,6 +42,7 @@ typedef struct {
     int world_size;
     uint64_t seed;
     char data_fingerprint[65];
+    int checksummed;        /* read_state: 1 when sha256 sums were verified, 0 for an old checkpoint */
 } TrainState;
 
 /* Collective: every rank calls it. */
@@ -44,6 +55,8 @@ int checkpoint_latest(const char *run_dir, char *dir_out, size_t dir_len, TrainS
  * re-sharded from the checkpoint's world size). */
 int checkpoint_load(const char *ckpt_dir, struct Model *m, Optimizer *optimizer, const TrainState *st, char *err);
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err);
+/* The step of a checkpoint directory name "step_%08ld", or -1 for any other name. */
+long checkpoint_name_step(const char *name);
 /* Removes stale .tmp_* directories (rank 0, at start-up). */
 void checkpoint_clean_tmp(const char *run_dir);
 #endif

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "trainer/fsutil.h"
@@ -70,13 +71,11 @@ int fs_write_atomic(const char *path, const void *data, size_t bytes, char *err)
 
 char *fs_read_all(const char *path, size_t *bytes) {
     FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    if (n < 0) { fclose(f); return NULL; }
-    char *buf = malloc((size_t)n + 1);
-    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); return NULL; }
+    if (!f) return NULL;                               /* errno from fopen (ENOENT, ...) */
+    long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    char *buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf) { int e = n < 0 ? EIO : ENOMEM; fclose(f); errno = e; return NULL; }
+    if (fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); fclose(f); errno = EIO; return NULL; }
     buf[n] = 0;
     fclose(f);
     if (bytes) *bytes = (size_t)n;
@@ -86,4 +85,33 @@ char *fs_read_all(const char *path, size_t *bytes) {
 int fs_exists(const char *path) {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+int fs_lock_dir(const char *dir, int *fd_out, char *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lock", dir);
+    *fd_out = -1;
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return set_err(err, "%s: cannot open the run lock: %s", path, strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB)) {
+        int e = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = 0;
+        pid[strcspn(pid, "\n")] = 0;
+        close(fd);
+        if (e == EWOULDBLOCK)
+            return set_err(err, "%s: the run directory is in use by pid %s (another ./train of this run.name); wait for "
+                           "it to end or use another run.name", path, pid[0] ? pid : "?"), -2;
+        return set_err(err, "%s: cannot lock: %s", path, strerror(e));
+    }
+    /* ours (a stale lock of a dead process is released by the kernel): record our pid */
+    char pid[32];
+    int len = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) || pwrite(fd, pid, (size_t)len, 0) != len) {
+        close(fd);
+        return set_err(err, "%s: cannot write the run lock: %s", path, strerror(errno));
+    }
+    *fd_out = fd;
+    return 0;
 }

@@ -5,6 +5,8 @@
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,11 +62,12 @@ static int load_config(Config *cfg, const char *path, int argc, char **argv) {
     return 0;
 }
 
-static int parse_long(const char *opt, const char *s, long lo, long *out) {
+static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
     char *end;
+    errno = 0;
     long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || v < lo) {
-        fprintf(stderr, "phaselab: %s: '%s' is not an integer >= %ld\n", opt, s, lo);
+    if (*s == 0 || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "phaselab: %s: '%s' is not an integer in [%ld, %ld]\n", opt, s, lo, hi);
         return 2;
     }
     *out = v;
@@ -78,10 +81,10 @@ static int cmd_make_synthetic(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
         const char *o = argv[i], *v = argv[++i];
-        int rc = !strcmp(o, "--seq-len") ? parse_long(o, v, 1, &T)
-               : !strcmp(o, "--train-rows") ? parse_long(o, v, 1, &train_rows)
-               : !strcmp(o, "--val-rows") ? parse_long(o, v, 1, &val_rows)
-               : !strcmp(o, "--seed") ? parse_long(o, v, 0, &seed)
+        int rc = !strcmp(o, "--seq-len") ? parse_long(o, v, 1, 1 << 22, &T)
+               : !strcmp(o, "--train-rows") ? parse_long(o, v, 1, 1L << 40, &train_rows)
+               : !strcmp(o, "--val-rows") ? parse_long(o, v, 1, 1L << 40, &val_rows)
+               : !strcmp(o, "--seed") ? parse_long(o, v, 0, LONG_MAX, &seed)
                : (fprintf(stderr, "phaselab: unknown option %s\n", o), 2);
         if (rc) return rc;
     }
@@ -104,6 +107,7 @@ static int cmd_eval(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_path = argv[++i];
         else if (n_over < 64) overrides[n_over++] = argv[i];
+        else { fprintf(stderr, "phaselab: --eval: more than 64 overrides (at '%s')\n", argv[i]); return 2; }
     }
     char path[4600], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/config.ini", ckpt);
@@ -121,12 +125,23 @@ static int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
+    if (!st.checksummed)
+        fprintf(stderr, "phaselab: warning: %s has no checksums (written before phaselab recorded them): only file "
+                "sizes were checked\n", ckpt);
     printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, st.step, st.tokens);
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    if (!cfg.data.val[0] && !probe_path) {
+        fprintf(stderr, "phaselab: %s: nothing to evaluate: [data] val is empty and there is no probe set (expected "
+                "data.val=GLOB or --probe FILE)\n", path);
+        model_free(m);
+        return 2;
+    }
     if (cfg.data.val[0]) {
         ValSet *val;
         if (val_set_open(&val, cfg.data.val, T, (uint32_t)cfg.model.vocab_size, cfg.eval.val_tokens / T, err)) {
-            fprintf(stderr, "phaselab: validation skipped: %s\n", err);
+            fprintf(stderr, "phaselab: %s (data.val = %s; nothing was evaluated)\n", err, cfg.data.val);
+            model_free(m);
+            return 1;
         } else {
             EvalResult r;
             if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, &comm, 1, &r, err)) {
@@ -166,8 +181,8 @@ int main(int argc, char **argv) {
         long threads = 2, steps = 10;
         for (int i = 2; i < argc; i += 2) {
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
-            int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, &threads)
-                   : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, &steps)
+            int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, 4096, &threads)
+                   : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, 1L << 30, &steps)
                    : (fprintf(stderr, "phaselab: unknown option %s\n", argv[i]), 2);
             if (rc) return rc;
         }
@@ -180,7 +195,11 @@ int main(int argc, char **argv) {
         if (rc) return rc;
         char err[ERR_LEN];
         printf("config %s: valid\n", argv[2]);
-        if (print_model_summary(stdout, &cfg, 1, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+        if (print_model_summary(stdout, &cfg, 1, err)) {
+            fflush(stdout);                  /* the error line after the partial summary, not inside it */
+            fprintf(stderr, "phaselab: %s\n", err);
+            return 2;
+        }
         return 0;
     }
     if (cmd[0] == '-') { fprintf(stderr, "phaselab: unknown option %s\n", cmd); usage(stderr); return 2; }

@@ -90,14 +90,23 @@ static herr_t keep_innermost_error(unsigned n, const H5E_error2_t *e, void *out)
     return 0;
 }
 
-/* Fills err with "PATH: message (HDF5: innermost error)" and returns -1. */
+/* Fills err with "PATH: message: strerror" when the innermost HDF5 error is a failed system
+ * call (its text carries "errno = N", e.g. a full disk; or errno is ENOSPC/EDQUOT), else
+ * "PATH: message (HDF5: error)",
+ * always on one line; returns -1. */
 static int fail(const char *path, char *err, const char *fmt, ...) {
+    int call_errno = errno;                   /* a write that just failed (HDF5 does not always say) */
     char message[ERR_LEN / 2], detail[256] = "";
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
     va_end(ap);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost_error, detail);
+    const char *e = strstr(detail, "errno = ");
+    int sys_errno = e ? atoi(e + 8) : call_errno == ENOSPC || call_errno == EDQUOT ? call_errno : 0;
+    if (sys_errno > 0) return set_err(err, "%s: %s: %s", path, message, strerror(sys_errno));
+    for (char *p = detail; *p; p++)
+        if (*p == '\n' || *p == '\r') *p = ' ';
     if (detail[0])
         return set_err(err, "%s: %s (HDF5: %s)", path, message, detail);
     return set_err(err, "%s: %s", path, message);
@@ -546,6 +555,12 @@ Metrics *metrics_open(const char *path, const MetricsShape *shape, const char *c
         return NULL;
     }
     if (check_shape(path, shape, err)) return NULL;
+    /* No HDF5 atexit handler: after a write failure (a full disk) a file cannot be closed, and
+     * the library's exit-time shutdown then loops ("infinite loop closing library") or crashes.
+     * Every file is closed explicitly (metrics_close); a failed one is left to the kernel. Must
+     * come before the library's first use, so before any other H5 call of the process. */
+    static int no_atexit;
+    if (!no_atexit) { H5dont_atexit(); no_atexit = 1; }
     Metrics *m = calloc(1, sizeof *m);
     if (!m || !(m->path = strdup(path))) {
         free(m);

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "trainer/summary.h"
+#include "model/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"
 #include "kernels/kernels.h"
@@ -16,7 +17,7 @@ static void count_free(void *p) { (void)p; }
 static void count_upload(void *d, const void *s, size_t n) { (void)d; (void)s; (void)n; }
 
 /* bytes of the activation arena for micro-batch B of T tokens */
-static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_bytes) {
+static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_bytes, char *err) {
     Backend counting;
     memset(&counting, 0, sizeof counting);
     counting.name = "count";
@@ -24,7 +25,6 @@ static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_byt
     counting.alloc = count_alloc;
     counting.free = count_free;
     counting.upload = count_upload;
-    char err[1024];
     Model *m = model_create(mc, &counting, B, T, err);
     if (!m) return 0;
     size_t bytes = model_arena_bytes(m);
@@ -82,7 +82,14 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
     for (int cuda = 0; cuda < 2; cuda++) {
         char a[32], b[32], c[32], d[32], e[32], wk[32];
         double w = tt.n_floats * 4.0, g = w, opt = 2.0 * w / world, work = cuda ? tt.n_floats * 2.0 : 0;
-        double arena = (double)arena_estimate(m, micro, T, cuda ? 2 : 4);
+        char merr[ERR_LEN];
+        size_t arena_bytes = arena_estimate(m, micro, T, cuda ? 2 : 4, merr);
+        if (!arena_bytes) {
+            tensor_table_free(&tt);
+            return set_err(err, "%s: [model] with [train] micro_batch %d and [data] seq_len %d: %s", cfg->source, micro,
+                           T, merr);
+        }
+        double arena = (double)arena_bytes;
         human(w, a, 32); human(g, b, 32); human(opt, c, 32); human(arena, d, 32); human(work, wk, 32);
         human(w + g + opt + work + arena, e, 32);
         fprintf(f, "memory plan per rank, %s: weights %s + gradients %s + AdamW state %s%s%s + activations %s "

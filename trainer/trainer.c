@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include "trainer/trainer.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
@@ -81,6 +82,7 @@ typedef struct {
     const char *code_version;
     double flops_per_token;
     int micro;
+    int lock_fd;            /* rank 0: flock on RUN/lock for the run's lifetime (-1: none) */
 } Trainer;
 
 /* Refuses a resume whose config would not continue the same run; notes harmless changes. */
@@ -188,12 +190,17 @@ static int setup(Trainer *tr, char *err) {
     if (comm->rank == 0) {
         char path[4096];
         if (fs_mkdirs(tr->run_dir, lerr)) fail = 1;
+        int lrc = fail ? 0 : fs_lock_dir(tr->run_dir, &tr->lock_fd, lerr);   /* before anything is written */
+        if (lrc) fail = lrc == -2 ? 2 : 1;
         snprintf(path, sizeof path, "%s/log.txt", tr->run_dir);
         if (!fail && log_open(path, lerr)) fail = 1;
         if (!fail) checkpoint_clean_tmp(tr->run_dir);
     }
     comm_allreduce_max_int(comm, &fail, 1);
-    if (fail) return set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not set up the run directory");
+    if (fail) {
+        set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not set up the run directory");
+        return fail == 2 ? -2 : -1;
+    }
     logf_("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
 
     long Bg = cfg->train.batch_tokens / T;
@@ -241,6 +248,9 @@ static int setup(Trainer *tr, char *err) {
     int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
     if (found < 0) return -1;
     if (found) {
+        if (!st.checksummed)
+            logf_("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
+                  "checked\n", ckpt);
         if (check_resume_config(cfg, ckpt, &st, data_fp, err)) return -2;
         if (checkpoint_load(ckpt, tr->model, &tr->opt, &st, err)) return -1;
         tr->st = st;
@@ -277,6 +287,7 @@ static void teardown(Trainer *tr) {
     if (tr->val) val_set_close(tr->val);
     if (tr->probe) probe_set_free(tr->probe);
     log_close();
+    if (tr->lock_fd >= 0) close(tr->lock_fd);
 }
 
 int train_main(Config *cfg, Comm *comm, const char *code_version) {
@@ -286,6 +297,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     tr.cfg = cfg;
     tr.comm = comm;
     tr.code_version = code_version;
+    tr.lock_fd = -1;
     log_set_quiet(comm->rank != 0);
     tr.be = backend_select(cfg->run.device, cfg->run.threads, comm->local_rank, err);
     if (!tr.be) { log_error("%s", err); return 2; }

@@ -11,6 +11,7 @@
 float *rope_table(int positions, int r, double theta) {
     int half = r / 2;
     float *t = malloc(sizeof(float) * 2 * (size_t)(positions > 0 ? positions : 1) * (half > 0 ? half : 1));
+    if (!t) return NULL;
     for (int p = 0; p < positions; p++)
         for (int i = 0; i < half; i++) {
             double inv_freq = pow(theta, -2.0 * i / r);
