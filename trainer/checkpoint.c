@@ -144,6 +144,9 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddStringToObject(j, "data_fingerprint", st->data_fingerprint);
     cJSON_AddStringToObject(j, "code_version", code_version);
+    /* relative paths of config.ini (data globs, the probe) are relative to this directory */
+    char cwd[4096];
+    cJSON_AddStringToObject(j, "working_dir", getcwd(cwd, sizeof cwd) ? cwd : "");
     cJSON_AddNumberToObject(j, "n_floats", (double)o->tt->n_floats);
     cJSON_AddNumberToObject(j, "shard", (double)o->shard);
     cJSON *files = cJSON_AddObjectToObject(j, "files");
@@ -325,4 +328,18 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
     o->updates = st->updates;
     free(mv);
     return 0;
+}
+
+int checkpoint_working_dir(const char *ckpt_dir, char *out, size_t len) {
+    char path[4600];
+    out[0] = 0;
+    snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
+    char *text = fs_read_all(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cJSON *w = j ? cJSON_GetObjectItem(j, "working_dir") : NULL;
+    int found = cJSON_IsString(w) && w->valuestring[0];
+    if (found) snprintf(out, len, "%s", w->valuestring);
+    cJSON_Delete(j);
+    return found;
 }

@@ -6,8 +6,9 @@
  *                             u32 world, u32 0, u64 lo, u64 count, u64 n_floats, then m[count], v[count]
  *                             (fp32) for the flat-buffer range [lo, lo + count)
  *   state.json                step, tokens, samples consumed (the loader position), AdamW updates,
- *                             skipped steps, world size, seed, data fingerprint, and the size of
- *                             every other file (written last)
+ *                             skipped steps, world size, seed, data fingerprint, working_dir (the
+ *                             directory the run's relative paths are relative to), and the size
+ *                             of every other file (written last)
  * Every rank writes its part into checkpoints/.tmp_step_NNNNNNNN/; after a barrier rank 0
  * writes state.json, fsyncs and renames the directory to its final name: a directory named
  * step_* is complete by construction, and a crash leaves only a .tmp_* that is ignored and
@@ -44,6 +45,9 @@ int checkpoint_latest(const char *run_dir, char *dir_out, size_t dir_len, TrainS
  * re-sharded from the checkpoint's world size). */
 int checkpoint_load(const char *ckpt_dir, struct Model *m, Optimizer *optimizer, const TrainState *st, char *err);
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err);
+/* The working directory recorded in state.json (what config.ini's relative paths are relative
+ * to); returns 1 and fills out, or 0 when the checkpoint records none (older checkpoints). */
+int checkpoint_working_dir(const char *ckpt_dir, char *out, size_t len);
 /* Removes stale .tmp_* directories (rank 0, at start-up). */
 void checkpoint_clean_tmp(const char *run_dir);
 #endif
