@@ -241,6 +241,6 @@ int hf_export_write(const char *dir, const ModelConfig *m, int T, char *err) {
     cJSON_AddStringToObject(tc, "pad_token", "<|endoftext|>");
     cJSON_AddBoolToObject(tc, "add_bos_token", 0);
     cJSON_AddBoolToObject(tc, "clean_up_tokenization_spaces", 0);
-    cJSON_AddNumberToObject(tc, "model_max_length", T);
+    cJSON_AddNumberToObject(tc, "model_max_length", T > 40960 ? T : 40960);   /* = max_position_embeddings */
     return write_json(dir, "tokenizer_config.json", tc, err);
 }
