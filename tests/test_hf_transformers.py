@@ -105,7 +105,8 @@ def paper_variants():
 VARIANTS = paper_variants()
 VARIANTS["full_kv4_rope16"] = dict(n_kv_heads="4", attention="full", rope_dims="16")
 VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="false")
-check(len(VARIANTS) >= 16, f"{len(VARIANTS)} distinct variants of configs/paper (+2 full-attention)",
+ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
+check(len(VARIANTS) >= 16, f"{len(VARIANTS) - 2} distinct [model] variants of configs/paper, +2 full-attention",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -154,6 +155,8 @@ def refuses_without_remote_code(ckpt):
 
 
 for name, v in VARIANTS.items():
+    if ONLY and name not in ONLY:
+        continue
     model_args = [f"model.{k}={val}" for k, val in {**TINY, **v}.items()]
     rc, out = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",
                       f"run.name={name}", f"train.steps={STEPS}", f"checkpoint.every={STEPS}", "eval.every=0",
@@ -207,4 +210,48 @@ for name, v in VARIANTS.items():
     greedy = seq[0, prompt.shape[1]:].tolist()
     check(gen == greedy, f"{name}: generate() of {N_NEW} tokens equals greedy decoding by phaselab's forward",
           f"generate {gen}, phaselab {greedy}")
+
+
+# SPEC.md 2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
+# identities that follow from their definitions, on random weights.
+def remedy_model(**variant):
+    sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))
+    from modeling_phaselab import PhaselabConfig, PhaselabForCausalLM
+    cfg = PhaselabConfig(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=variant.pop("G", 2), head_dim=8,
+                         rope_theta=100.0, phaselab=dict(attention="compressed", window=4, stride=2, **variant))
+    torch.manual_seed(0)
+    model = PhaselabForCausalLM(cfg).eval()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.copy_(torch.randn_like(p) * (0.3 if p.dim() > 1 else 0.1) + (1.0 if n.endswith("norm.weight") else 0.0))
+    return model
+
+
+tokens = torch.randint(0, 50, (2, 24), generator=torch.Generator().manual_seed(1))
+with torch.no_grad():
+    paper, shared = remedy_model(gate="vector"), remedy_model(gate="vector", compressor="shared")
+    for L in range(2):   # paper maps all equal to the shared map: the same model
+        cp, cs = paper.model.layers[L].self_attn.compressor, shared.model.layers[L].self_attn.compressor
+        for br in ("k", "v"):
+            for part in ("gate", "payload"):
+                hs, hp = getattr(cs, f"{br}_{part}"), getattr(cp, f"{br}_{part}")
+                hp.weight.copy_(hs.weight.expand_as(hp.weight))
+                if part == "gate":
+                    hp.bias.copy_(hs.bias)
+        cp.ck_norm.weight.copy_(cs.ck_norm.weight)
+    for n, p in shared.named_parameters():
+        if "compressor" not in n:
+            dict(paper.named_parameters())[n].copy_(p)
+    diff = float((paper(tokens).logits - shared(tokens).logits).abs().max())
+    check(diff < 1e-5, "2b compressor = shared equals paper with every offset's maps equal", f"max |diff| {diff}")
+    aligned, staggered = remedy_model(G=1), remedy_model(G=1, grid="staggered")
+    diff = float((aligned(tokens).logits - staggered(tokens).logits).abs().max())
+    check(diff == 0.0, "2b grid = staggered with one KV head equals aligned", f"max |diff| {diff}")
+    staggered2 = remedy_model(G=2, grid="staggered")
+    comp = staggered2.model.layers[0].self_attn.compressor
+    starts = [comp.starts(g, 24).tolist() for g in range(2)]
+    check(starts == [list(range(0, 21, 2)), list(range(1, 20, 2))],
+          "2b grid = staggered: KV head g's windows start at floor(g S / G) + jS and end inside T",
+          str(starts))
 finish()
