@@ -6,7 +6,7 @@ no qk_norm, no gate bias, no RoPE, RoPE on 16 dims, tail, deepseek, full attenti
 full-attention variants that are not Qwen3 (rope_dims < head_dim, qk_norm = false), shrunk to
 tiny shapes (d_model 64, 2 layers, 8 query heads, head_dim 32, vocabulary 256; variant keys,
 window, stride and KV heads kept, RoPE on all dims becomes 32), a run of 3 steps on the synthetic
-corpus writes a real checkpoint with ./train. Then, in transformers:
+corpus writes a real checkpoint with ./train (and one compressed run with attn_sink). Then, in transformers:
   * config.json: model_type qwen3 exactly for plain Qwen3 models, phaselab otherwise;
   * plain AutoModelForCausalLM.from_pretrained refuses every phaselab checkpoint with an error,
     and loads the Qwen3 ones as Qwen3ForCausalLM;
@@ -105,8 +105,9 @@ def paper_variants():
 VARIANTS = paper_variants()
 VARIANTS["full_kv4_rope16"] = dict(n_kv_heads="4", attention="full", rope_dims="16")
 VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="false")
+VARIANTS["w8s8_kv2_sink"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", attn_sink="true")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 16, f"{len(VARIANTS) - 2} distinct [model] variants of configs/paper, +2 full-attention",
+check(len(VARIANTS) >= 16, f"{len(VARIANTS) - 3} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -175,7 +176,7 @@ for name, v in VARIANTS.items():
     else:
         refused, why = refuses_without_remote_code(ckpt)
         check(refused and ("trust_remote_code" in why or "custom code" in why),
-              f"{name}: plain AutoModelForCausalLM refuses it ({why.split(' The repository')[0]}: custom code)", why)
+              f"{name}: plain AutoModelForCausalLM refuses it ({why.split(':')[0]}: contains custom code)", why)
         model = AutoModelForCausalLM.from_pretrained(ckpt, trust_remote_code=True, dtype=torch.float32)
         check(type(model).__name__ == "PhaselabForCausalLM", f"{name}: trust_remote_code loads PhaselabForCausalLM",
               type(model).__name__)
