@@ -109,6 +109,14 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
         snprintf(path, sizeof path, "%s/%s", tmp, names[i]);
         cJSON_AddNumberToObject(files, names[i], (double)file_size(path));
     }
+    /* the HuggingFace files this checkpoint has (trainer/hf_export.c) */
+    const char *optional[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                              "configuration_phaselab.py", "modeling_phaselab.py"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, optional[i]);
+        long size = file_size(path);
+        if (size >= 0) cJSON_AddNumberToObject(files, optional[i], (double)size);
+    }
     for (int r = 0; r < world; r++) {
         char rel[64];
         snprintf(rel, sizeof rel, "optimizer/rank_%05d.bin", r);
