@@ -14,7 +14,8 @@ NXdata definitions, never from the writer's code:
     scales to the raw datasets (/val/loss_by_residue, /probe/acc_pp, /gates/profile, ...);
   * long_name of every plotted dataset ends with its units in parentheses where it has units;
   * NXentry carries title, program_name (with a version) and an ISO 8601 start_time;
-  * the raw tables /train /val /probe /gates keep their paths and carry no NeXus class.
+  * the raw tables /train /val /probe /gates keep their paths and carry no NeXus class;
+  * ./train resuming on a file of the older layout (no /entry, tables as NXdata) upgrades it.
 With nexusformat installed, also its checker (nxcheck): 0 errors. Scratch: build/scratch/test_metrics_nexus/."""
 import datetime
 import os
@@ -102,6 +103,46 @@ def check_nxdata(name, g):
     if units is not None and not text(sig.attrs["long_name"]).endswith(f"({text(units)})"):
         bad.append(f"long_name {text(sig.attrs['long_name'])!r} does not end with its units ({text(units)})")
     return bad
+
+
+def check_old_file_resume():
+    """A metrics.h5 of the layout before /entry (raw tables as NXdata, root default=train) gains
+    /entry with every plot, and its tables lose their NeXus class, when ./train resumes on it."""
+    train = os.path.join(ROOT, "train")
+    if not os.access(train, os.X_OK):
+        skip("resume upgrades an older metrics.h5", "./train not built")
+        return
+    d = os.path.join(SCRATCH, "old")
+    os.makedirs(d)
+    subprocess.run([train, "--make-synthetic", f"{d}/data", "--seq-len", "64", "--train-rows", "200", "--val-rows", "8"],
+                   check=True, stdout=subprocess.DEVNULL)
+    base = [os.path.join(ROOT, "configs", "test", "tiny.ini"), f"data.train={d}/data/train_*.bin",
+            f"data.val={d}/data/val_*.bin", f"run.dir={d}/runs", "run.name=old", "eval.every=5", "checkpoint.every=5"]
+    p = subprocess.run([train] + base + ["train.steps=5"], capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "tiny run for the old-layout file", p.stdout[-300:] + p.stderr[-300:]):
+        return
+    path = f"{d}/runs/old/metrics.h5"
+    with h5py.File(path, "r+") as f:   # back to the old layout: only step scales, no /entry
+        for g in ("val", "probe", "gates"):
+            for ds in f[g].values():
+                for dim in list(ds.dims)[1:]:
+                    for scale in list(dim.values()):
+                        dim.detach_scale(scale)
+        del f["entry"]
+        f.attrs["default"] = "train"
+        for g in ("train", "val", "probe", "gates"):
+            f[g].attrs["NX_class"] = "NXdata"
+            f[g].attrs["signal"] = "loss" if g in ("train", "val") else list(f[g].keys())[0]
+            del f[g].attrs["description"]
+    p = subprocess.run([train] + base + ["train.steps=10"], capture_output=True, text=True, timeout=300)
+    check(p.returncode == 0, "./train resumes on the old-layout file", p.stdout[-300:] + p.stderr[-300:])
+    with h5py.File(path, "r") as f:
+        entry = f.get("entry")
+        ok = (entry is not None and text(f.attrs["default"]) == "entry" and text(entry.attrs["NX_class"]) == "NXentry"
+              and list(entry["val_loss/step"][...]) == [5, 10] and "NX_class" not in f["train"].attrs
+              and f["val/loss_by_residue"].dims[1][0] == entry["val_loss_by_residue/residue"])
+        check(ok, "resume upgrades an older metrics.h5: /entry with both evaluations, scales attached, "
+              "plain raw tables", f"{list(f.keys())} {dict(f.attrs)}")
 
 
 def main():
@@ -214,6 +255,7 @@ def main():
               "units in long_name: training loss (nats), gap (percentage points)",
               text(f["train/loss"].attrs.get("long_name", "")))
 
+    check_old_file_resume()
     try:
         import nexusformat  # noqa: F401
     except ImportError:
