@@ -98,6 +98,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, val, T_STR, "", 0, 0, 0, NULL, "glob of the validation token shards (empty = no validation loss)") \
     X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
+    X(data, tokenizer, T_STR, "", 0, 0, 0, NULL,                                                   \
+      "tokenizer.json the shards were made with, copied into checkpoints (empty = next to the shards)") \
     X(train, steps, T_LONG, "1000", 1, 1099511627776, 0, NULL, "optimizer steps (>= 1)")                    \
     X(train, batch_tokens, T_LONG, "524288", 1, 1099511627776, 0, NULL,                                     \
       "tokens per optimizer step, all ranks together (a multiple of seq_len * micro_batch)")       \

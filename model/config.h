@@ -33,6 +33,7 @@ typedef struct {
     char train[1024];        /* glob of training shards */
     char val[1024];          /* glob of validation shards */
     int seq_len;             /* T */
+    char tokenizer[1024];    /* tokenizer.json of ./tokenize shards ("" = look next to them) */
 } DataConfig;
 
 typedef struct {

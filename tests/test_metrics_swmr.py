@@ -10,7 +10,7 @@ written (after refresh()), with the values the writer mode documents:
          probe acc_pp[r] = 10(r+1)+k, acc_ip NaN, mean_pp = 25+k (P = 4); gates
          eff_static[l,g,b] = (l*G + g)*2 + b + k with L=2, G=3.
 After "close", h5dump must read the closed file, and h5py (non-SWMR) must read the layout,
-dimension scales and NeXus attributes. Scratch: build/scratch/test_metrics_swmr/."""
+dimension scales and the /entry default (the NeXus layout itself: tests/test_metrics_nexus.py). Scratch: build/scratch/test_metrics_swmr/."""
 import math
 import os
 import selectors
@@ -153,7 +153,7 @@ def main():
               and "name = swmr" in as_str(f.attrs["config"]), "root NX_class, code_version, config via h5py",
               f"{dict(f.attrs)}")
         groups = sorted(f.keys())
-        check(groups == ["gates", "probe", "train", "val"], "groups train val probe gates", f"{groups}")
+        check(groups == ["entry", "gates", "probe", "train", "val"], "groups entry train val probe gates", f"{groups}")
         want = {"train": {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_sec", "mfu"},
                 "val": {"step", "loss", "loss_by_residue"},
                 "probe": {"step", "acc_pp", "acc_ip", "mean_pp", "worst_pp", "best_pp", "gap_pp",
@@ -162,11 +162,14 @@ def main():
         for group, names in want.items():
             g = f[group]
             check(set(g.keys()) == names, f"/{group} holds exactly the DESIGN.md datasets", f"{sorted(g.keys())}")
-            check(as_str(g.attrs.get("NX_class", "")) == "NXdata" and as_str(g.attrs.get("signal", "")) in g,
-                  f"/{group} NXdata with a signal that exists", f"{dict(g.attrs)}")
-            scales_ok = all(g[n].dims[0][0].name == f"/{group}/step" for n in names - {"step"})
+            check("NX_class" not in g.attrs and as_str(g.attrs.get("description", "")),
+                  f"/{group} is a plain described table (the NXdata plots are under /entry)", f"{dict(g.attrs)}")
+            # the step scale is one object reachable from several paths (/entry links to it)
+            scales_ok = all(g[n].dims[0][0] == g["step"] for n in names - {"step"})
             check(scales_ok and g["step"].maxshape[0] is None, f"/{group} datasets use step as dim-0 scale",
                   "a dataset lacks the scale")
+        check(as_str(f.attrs.get("default", "")) == "entry" and as_str(f["entry"].attrs.get("NX_class", "")) == "NXentry",
+              "root default is the NXentry /entry (layout: tests/test_metrics_nexus.py)", f"{dict(f.attrs)}")
         prof = f["gates/profile"]
         check(prof.shape == (ROWS, 2, 3, 2, 5) and prof.dims[4].label == "offset", "/gates/profile [n,L,G,2,W]",
               f"shape {prof.shape} label {prof.dims[4].label!r}")

@@ -12,6 +12,7 @@
 #include "trainer/comm.h"
 #include "trainer/fsutil.h"
 #include "data/tokenizer.h"
+#include "trainer/hf_export.h"
 #include "model/errors.h"
 #include "model/json_num.h"
 #include "model/model.h"
@@ -24,53 +25,6 @@
 static long file_size(const char *path) {
     struct stat st;
     return stat(path, &st) ? -1 : (long)st.st_size;
-}
-
-/* HuggingFace config.json; plain full attention is a Qwen3ForCausalLM. */
-static char *hf_config_json(const ModelConfig *m, int T) {
-    int vanilla = m->attention == ATTN_FULL && m->qk_norm && m->rope_dims == m->head_dim && !m->attn_sink;
-    cJSON *j = cJSON_CreateObject();
-    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
-    cJSON_AddItemToArray(arch, cJSON_CreateString(vanilla ? "Qwen3ForCausalLM" : "PhaselabQwen3ForCausalLM"));
-    cJSON_AddStringToObject(j, "model_type", "qwen3");
-    cJSON_AddNumberToObject(j, "hidden_size", m->d_model);
-    cJSON_AddNumberToObject(j, "intermediate_size", m->d_ff);
-    cJSON_AddNumberToObject(j, "num_hidden_layers", m->n_layers);
-    cJSON_AddNumberToObject(j, "num_attention_heads", m->n_heads);
-    cJSON_AddNumberToObject(j, "num_key_value_heads", m->n_kv_heads);
-    cJSON_AddNumberToObject(j, "head_dim", m->head_dim);
-    cJSON_AddNumberToObject(j, "vocab_size", m->vocab_size);
-    cJSON_AddNumberToObject(j, "rope_theta", m->rope_theta);
-    cJSON_AddNumberToObject(j, "rms_norm_eps", m->norm_eps);
-    cJSON_AddBoolToObject(j, "tie_word_embeddings", m->tie_embeddings);
-    cJSON_AddNumberToObject(j, "max_position_embeddings", T > 40960 ? T : 40960);
-    cJSON_AddStringToObject(j, "hidden_act", "silu");
-    cJSON_AddBoolToObject(j, "attention_bias", 0);
-    cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
-    cJSON_AddBoolToObject(j, "use_sliding_window", 0);
-    cJSON_AddNullToObject(j, "rope_scaling");
-    cJSON_AddNumberToObject(j, "initializer_range", 0.02);
-    cJSON_AddStringToObject(j, "torch_dtype", "float32");
-    cJSON_AddBoolToObject(j, "use_cache", 1);
-    if (!vanilla) {
-        cJSON *p = cJSON_AddObjectToObject(j, "phaselab");
-        cJSON_AddStringToObject(p, "attention", m->attention == ATTN_FULL ? "full" : "compressed");
-        cJSON_AddNumberToObject(p, "window", m->window);
-        cJSON_AddNumberToObject(p, "stride", m->stride);
-        cJSON_AddStringToObject(p, "gate", m->gate == GATE_SCALAR ? "scalar" : m->gate == GATE_VECTOR ? "vector" : "uniform");
-        cJSON_AddBoolToObject(p, "gate_bias", m->gate_bias);
-        cJSON_AddBoolToObject(p, "kv_tied", m->kv_tied);
-        cJSON_AddBoolToObject(p, "post_norm", m->post_norm);
-        cJSON_AddBoolToObject(p, "qk_norm", m->qk_norm);
-        cJSON_AddNumberToObject(p, "rope_dims", m->rope_dims);
-        cJSON_AddStringToObject(p, "local", m->local == LOCAL_TAIL ? "tail" : "window");
-        cJSON_AddNumberToObject(p, "n_local", m->n_local);
-        cJSON_AddStringToObject(p, "compressor", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : "paper");
-        cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
-    }
-    char *s = cJSON_Print(j);
-    cJSON_Delete(j);
-    return s;
 }
 
 static int write_optimizer_shard(const char *path, const Optimizer *o, int rank, int world, char *err) {
@@ -180,12 +134,22 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     cJSON_AddStringToObject(j, "seed", seed);
     cJSON_AddStringToObject(j, "data_fingerprint", st->data_fingerprint);
     cJSON_AddStringToObject(j, "code_version", code_version);
+    /* relative paths of config.ini (data globs, the probe) are relative to this directory */
+    char cwd[4096];
+    cJSON_AddStringToObject(j, "working_dir", getcwd(cwd, sizeof cwd) ? cwd : "");
     cJSON_AddNumberToObject(j, "n_floats", (double)o->tt->n_floats);
     cJSON_AddNumberToObject(j, "shard", (double)o->shard);
     cJSON *files = cJSON_AddObjectToObject(j, "files");
     const char *names[] = {"model.safetensors", "config.json", "config.ini"};
     int rc = 0;
     for (int i = 0; i < 3 && !rc; i++) rc = add_file_entry(files, tmp, names[i], err);
+    /* the HuggingFace files this checkpoint has (trainer/hf_export.c) */
+    const char *optional[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                              "configuration_phaselab.py", "modeling_phaselab.py"};
+    for (int i = 0; i < 5 && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, optional[i]);
+        if (file_size(path) >= 0) rc = add_file_entry(files, tmp, optional[i], err);
+    }
     for (int r = 0; r < world && !rc; r++) {
         char rel[64];
         snprintf(rel, sizeof rel, "optimizer/rank_%05d.bin", r);
@@ -253,10 +217,8 @@ int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg
         snprintf(path, sizeof path, "%s/model.safetensors", tmp);
         if (safetensors_write(path, tt, host, meta, local_err)) my_fail = 1;
         free(host);
-        char *hf = hf_config_json(&cfg->model, cfg->data.seq_len);
-        snprintf(path, sizeof path, "%s/config.json", tmp);
-        if (!my_fail && fs_write_atomic(path, hf, strlen(hf), local_err)) my_fail = 1;
-        free(hf);
+        /* config.json, model code, generation and tokenizer files (trainer/hf_export.c) */
+        if (!my_fail && hf_export_write(tmp, &cfg->model, cfg->data.seq_len, local_err)) my_fail = 1;
         char *ini = config_to_string(cfg);
         snprintf(path, sizeof path, "%s/config.ini", tmp);
         if (!my_fail && fs_write_atomic(path, ini, strlen(ini), local_err)) my_fail = 1;
@@ -455,4 +417,18 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
     o->updates = st->updates;
     free(mv);
     return 0;
+}
+
+int checkpoint_working_dir(const char *ckpt_dir, char *out, size_t len) {
+    char path[4600];
+    out[0] = 0;
+    snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
+    char *text = fs_read_all(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cJSON *w = j ? cJSON_GetObjectItem(j, "working_dir") : NULL;
+    int found = cJSON_IsString(w) && w->valuestring[0];
+    if (found) snprintf(out, len, "%s", w->valuestring);
+    cJSON_Delete(j);
+    return found;
 }

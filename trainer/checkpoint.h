@@ -6,7 +6,8 @@
  *                             u32 world, u32 0, u64 lo, u64 count, u64 n_floats, then m[count], v[count]
  *                             (fp32) for the flat-buffer range [lo, lo + count)
  *   state.json                step, tokens, samples consumed (the loader position), AdamW updates,
- *                             skipped steps, world size, seed, data fingerprint, "files": NAME ->
+ *                             skipped steps, world size, seed, data fingerprint, working_dir (the
+ *                             directory the run's relative paths are relative to), "files": NAME ->
  *                             {"bytes", "sha256"} for every other file, "complete": true, and
  *                             "state_sha256": sha256 of the object printed unformatted (cJSON)
  *                             without that member (written last)
@@ -57,6 +58,9 @@ int checkpoint_load(const char *ckpt_dir, struct Model *m, Optimizer *optimizer,
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err);
 /* The step of a checkpoint directory name "step_%08ld", or -1 for any other name. */
 long checkpoint_name_step(const char *name);
+/* The working directory recorded in state.json (what config.ini's relative paths are relative
+ * to); returns 1 and fills out, or 0 when the checkpoint records none (older checkpoints). */
+int checkpoint_working_dir(const char *ckpt_dir, char *out, size_t len);
 /* Removes stale .tmp_* directories (rank 0, at start-up). */
 void checkpoint_clean_tmp(const char *run_dir);
 #endif

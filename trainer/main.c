@@ -7,9 +7,11 @@
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
+#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "data/loader.h"
 #include "data/probe.h"
 #include "data/synth.h"
@@ -98,23 +100,69 @@ static int cmd_make_synthetic(int argc, char **argv) {
     return 0;
 }
 
+/* A relative path of a checkpoint's config.ini (data.val, eval.probe) is relative to the
+ * directory the run was started from, recorded in state.json (working_dir); a value given on
+ * this command line (an override, or --probe) is relative to the current directory. Fills
+ * out with the path to use; says in one line what it resolved. */
+static void resolve_run_path(const char *key, const char *value, const char *from_checkpoint, const char *run_dir,
+                             char *out, size_t len) {
+    snprintf(out, len, "%s", value);
+    if (!value[0] || value[0] == '/' || strcmp(value, from_checkpoint) != 0 || !run_dir[0]) return;
+    snprintf(out, len, "%s/%s", run_dir, value);
+    printf("%s = %s (relative to the run's directory %s)\n", key, value, run_dir);
+}
+
+/* Does the glob match at least one file? */
+static int glob_matches(const char *pattern) {
+    glob_t g;
+    int rc = glob(pattern, 0, NULL, &g);
+    int n = rc == 0 ? (int)g.gl_pathc : 0;
+    if (rc == 0) globfree(&g);
+    return n > 0;
+}
+
 static int cmd_eval(int argc, char **argv) {
     if (argc < 1) { usage(stderr); return 2; }
     const char *ckpt = argv[0];
-    const char *probe_path = NULL;
+    const char *probe_arg = NULL;
     char *overrides[64];
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_path = argv[++i];
+        if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_arg = argv[++i];
         else if (n_over < 64) overrides[n_over++] = argv[i];
         else { fprintf(stderr, "phaselab: --eval: more than 64 overrides (at '%s')\n", argv[i]); return 2; }
     }
     char path[4600], err[ERR_LEN];
     snprintf(path, sizeof path, "%s/config.ini", ckpt);
-    Config cfg;
-    int rc = load_config(&cfg, path, n_over, overrides);
+    Config cfg, saved;
+    int rc = load_config(&saved, path, 0, NULL);
     if (rc) return rc;
-    if (!probe_path && cfg.eval.probe[0]) probe_path = cfg.eval.probe;
+    rc = load_config(&cfg, path, n_over, overrides);
+    if (rc) return rc;
+    char run_dir[4096], val_glob[4200], probe_file[4200];
+    int recorded = checkpoint_working_dir(ckpt, run_dir, sizeof run_dir);
+    resolve_run_path("data.val", cfg.data.val, saved.data.val, run_dir, val_glob, sizeof val_glob);
+    if (probe_arg) snprintf(probe_file, sizeof probe_file, "%s", probe_arg);
+    else resolve_run_path("eval.probe", cfg.eval.probe, saved.eval.probe, run_dir, probe_file, sizeof probe_file);
+    if (val_glob[0] && !glob_matches(val_glob)) {
+        fprintf(stderr, "phaselab: %s: data.val = '%s' matches no file (%s); name the validation shards with "
+                        "data.val=GLOB (relative to the current directory)\n",
+                path, cfg.data.val,
+                !strcmp(cfg.data.val, saved.data.val) && recorded && cfg.data.val[0] != '/'
+                    ? "looked relative to the run's directory recorded in state.json"
+                    : recorded ? "as given" : "this checkpoint records no run directory; looked relative to the current directory");
+        return 2;
+    }
+    if (probe_file[0] && access(probe_file, R_OK) != 0) {
+        fprintf(stderr, "phaselab: %s: eval.probe = '%s' cannot be read (%s); name the probe set with --probe FILE\n",
+                path, probe_file, strerror(errno));
+        return 2;
+    }
+    if (!val_glob[0] && !probe_file[0]) {
+        fprintf(stderr, "phaselab: %s: nothing to evaluate: the checkpoint's config has no data.val and no "
+                        "eval.probe; give data.val=GLOB or --probe FILE\n", path);
+        return 2;
+    }
     const Backend *be = backend_select(cfg.run.device, cfg.run.threads, 0, err);
     if (!be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
     int T = cfg.data.seq_len, micro = cfg.train.micro_batch;
@@ -130,43 +178,46 @@ static int cmd_eval(int argc, char **argv) {
                 "sizes were checked\n", ckpt);
     printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, st.step, st.tokens);
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
-    if (!cfg.data.val[0] && !probe_path) {
-        fprintf(stderr, "phaselab: %s: nothing to evaluate: [data] val is empty and there is no probe set (expected "
-                "data.val=GLOB or --probe FILE)\n", path);
-        model_free(m);
-        return 2;
-    }
-    if (cfg.data.val[0]) {
+    int evaluated = 0;
+    if (val_glob[0]) {
         ValSet *val;
-        if (val_set_open(&val, cfg.data.val, T, (uint32_t)cfg.model.vocab_size, cfg.eval.val_tokens / T, err)) {
-            fprintf(stderr, "phaselab: %s (data.val = %s; nothing was evaluated)\n", err, cfg.data.val);
-            model_free(m);
+        if (val_set_open(&val, val_glob, T, (uint32_t)cfg.model.vocab_size, cfg.eval.val_tokens / T, err)) {
+            fprintf(stderr, "phaselab: validation: %s (data.val = %s; nothing was evaluated; name other shards with data.val=GLOB)\n", err, val_glob);
             return 1;
-        } else {
-            EvalResult r;
-            if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, &comm, 1, &r, err)) {
-                fprintf(stderr, "phaselab: %s\n", err);
-                return 1;
-            }
-            printf("validation loss %.4f over %ld windows; by residue t mod %d:\n", r.loss, r.windows, r.residues);
-            for (int i = 0; i < r.residues; i++) printf("  r=%2d  %.4f\n", i, r.loss_by_residue[i]);
-            eval_result_free(&r);
-            val_set_close(val);
         }
+        EvalResult r;
+        if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, &comm, 1, &r, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            return 1;
+        }
+        if (r.windows < 1) {
+            fprintf(stderr, "phaselab: %s: no validation window of %d tokens evaluated\n", val_glob, T + 1);
+            return 1;
+        }
+        printf("validation loss %.4f over %ld windows; by residue t mod %d:\n", r.loss, r.windows, r.residues);
+        for (int i = 0; i < r.residues; i++) printf("  r=%2d  %.4f\n", i, r.loss_by_residue[i]);
+        eval_result_free(&r);
+        val_set_close(val);
+        evaluated++;
     }
-    if (probe_path) {
+    if (probe_file[0]) {
         ProbeSet *ps;
-        if (probe_set_load(&ps, probe_path, (uint32_t)cfg.model.vocab_size, T, err)) {
+        if (probe_set_load(&ps, probe_file, (uint32_t)cfg.model.vocab_size, T, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
             return 1;
         }
         ProbeResult pr;
         if (probe_evaluate(m, ps, T, micro, &pr, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-        printf("lookup probe %s:\n", probe_path);
+        printf("lookup probe %s:\n", probe_file);
         probe_print_table(stdout, &pr);
         probe_set_free(ps);
+        evaluated++;
     }
     model_free(m);
+    if (!evaluated) {
+        fprintf(stderr, "phaselab: %s: nothing evaluated\n", ckpt);
+        return 1;
+    }
     return 0;
 }
 

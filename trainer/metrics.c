@@ -24,6 +24,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <hdf5.h>
@@ -53,7 +54,7 @@ typedef struct {
 /* One group: columns[0] is `step`, the dimension scale of the others. */
 typedef struct {
     const char *name;
-    const char *signal; /* NeXus default plot */
+    const char *description;
     int enabled;        /* this run writes the group */
     int n_columns;
     Column columns[MAX_COLUMNS];
@@ -146,7 +147,7 @@ static void build_schema(Metrics *m) {
     Column *c;
 
     t = &m->tables[TABLE_TRAIN];
-    t->name = "train", t->signal = "loss", t->enabled = 1;
+    t->name = "train", t->description = "training log, one row every run.log_every steps (the plots of it are in /entry)", t->enabled = 1;
     add_column(t, "step", KIND_INT64, "optimizer step", NULL);
     add_column(t, "tokens", KIND_INT64, "training tokens seen (all ranks)", "tokens");
     add_column(t, "loss", KIND_FLOAT64, "training cross-entropy", "nats");
@@ -156,7 +157,7 @@ static void build_schema(Metrics *m) {
     add_column(t, "mfu", KIND_FLOAT64, "model FLOPs utilization (fraction of peak, 0..1)", NULL);
 
     t = &m->tables[TABLE_VAL];
-    t->name = "val", t->signal = "loss", t->enabled = 1;
+    t->name = "val", t->description = "validation loss, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
     add_column(t, "step", KIND_INT64, "optimizer step", NULL);
     add_column(t, "loss", KIND_FLOAT64, "validation cross-entropy", "nats");
     c = add_column(t, "loss_by_residue", KIND_FLOAT64,
@@ -165,7 +166,7 @@ static void build_schema(Metrics *m) {
     add_dim(c, s->residues, "residue");
 
     t = &m->tables[TABLE_PROBE];
-    t->name = "probe", t->signal = "mean_pp", t->enabled = 1;
+    t->name = "probe", t->description = "lookup-probe accuracy, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
     add_column(t, "step", KIND_INT64, "optimizer step", NULL);
     c = add_column(t, "acc_pp", KIND_FLOAT64,
                    "lookup-probe top-1 accuracy by residue of the target key, prefix padding", "%");
@@ -187,7 +188,7 @@ static void build_schema(Metrics *m) {
                "percentage points");
 
     t = &m->tables[TABLE_GATES];
-    t->name = "gates", t->signal = "eff_static", t->enabled = s->has_gates;
+    t->name = "gates", t->description = "compressor gate statistics over the validation windows, one row per evaluation (the plots of it are in /entry)", t->enabled = s->has_gates;
     add_column(t, "step", KIND_INT64, "optimizer step", NULL);
     c = add_column(t, "eff_static", KIND_FLOAT32,
                    "static effective number of offsets exp(H(E[alpha]))", "offsets");
@@ -259,6 +260,33 @@ static int write_int_attr(hid_t obj, const char *name, int value) {
     return rc;
 }
 
+/* long_name with the units in parentheses ("training cross-entropy (nats)"): viewers label
+ * their axes with long_name and show no units attribute. */
+static int write_long_name(hid_t obj, const char *long_name, const char *units) {
+    char text[256];
+    if (units) snprintf(text, sizeof text, "%s (%s)", long_name, units);
+    else snprintf(text, sizeof text, "%s", long_name);
+    return write_string_attr(obj, "long_name", text);
+}
+
+static int delete_attr_if_present(hid_t obj, const char *name) {
+    return H5Aexists(obj, name) > 0 ? (int)H5Adelete(obj, name) : 0;
+}
+
+/* A scalar variable-length UTF-8 string dataset (NeXus fields such as title, start_time). */
+static int write_string_dataset(hid_t group, const char *name, const char *value) {
+    hid_t type = utf8_string_type();
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t dset = (type < 0 || space < 0) ? NO_HID
+                                         : H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = (dset < 0 || H5Dwrite(dset, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, &value) < 0) ? -1 : 0;
+    if (dset >= 0) H5Dclose(dset);
+    if (space >= 0) H5Sclose(space);
+    if (type >= 0) H5Tclose(type);
+    return rc;
+}
+
+
 /* ---- creating groups --------------------------------------------------------------------- */
 
 static hid_t create_column(hid_t group, const Column *c) {
@@ -302,7 +330,7 @@ static int create_table(Metrics *m, Table *t, char *err) {
             rc = fail(m->path, err, "cannot create dataset /%s/%s", t->name, c->name);
             break;
         }
-        if (write_string_attr(c->id, "long_name", c->long_name) < 0 ||
+        if (write_long_name(c->id, c->long_name, c->units) < 0 ||
             (c->units && write_string_attr(c->id, "units", c->units) < 0))
             rc = fail(m->path, err, "cannot write attributes of /%s/%s", t->name, c->name);
     }
@@ -320,26 +348,10 @@ static int create_table(Metrics *m, Table *t, char *err) {
                 rc = fail(m->path, err, "cannot label dim %d of /%s/%s", d, t->name, c->name);
     }
 
-    /* NeXus NXdata: signal, axes (one entry per signal dimension, "." = no axis), the index of
-     * the step axis, and the other datasets shaped like the signal as auxiliary signals. */
-    const Column *signal = NULL;
-    for (int i = 1; i < t->n_columns; i++)
-        if (strcmp(t->columns[i].name, t->signal) == 0) signal = &t->columns[i];
-    const char *axes[MAX_RANK], *auxiliary[MAX_COLUMNS];
-    int n_auxiliary = 0;
-    for (int d = 0; d < signal->rank; d++) axes[d] = d == 0 ? "step" : ".";
-    for (int i = 1; i < t->n_columns; i++) {
-        const Column *c = &t->columns[i];
-        if (c == signal || c->rank != signal->rank) continue;
-        if (memcmp(c->dims + 1, signal->dims + 1, sizeof(hsize_t) * (size_t)(c->rank - 1)) != 0) continue;
-        auxiliary[n_auxiliary++] = c->name;
-    }
-    if (rc == 0 && (write_string_attr(group, "NX_class", "NXdata") < 0 ||
-                    write_string_attr(group, "signal", t->signal) < 0 ||
-                    write_strings_attr(group, "axes", axes, signal->rank) < 0 ||
-                    write_int_attr(group, "step_indices", 0) < 0 ||
-                    (n_auxiliary > 0 && write_strings_attr(group, "auxiliary_signals", auxiliary, n_auxiliary) < 0)))
-        rc = fail(m->path, err, "cannot write the NeXus attributes of /%s", t->name);
+    /* the raw table carries no NeXus class (NeXus readers skip it; the plots are the NXdata
+     * groups under /entry), only a description */
+    if (rc == 0 && write_string_attr(group, "description", t->description) < 0)
+        rc = fail(m->path, err, "cannot write the attributes of /%s", t->name);
 
     for (int i = 0; i < t->n_columns; i++) {
         if (t->columns[i].id >= 0) H5Dclose(t->columns[i].id);
@@ -347,6 +359,224 @@ static int create_table(Metrics *m, Table *t, char *err) {
     }
     H5Gclose(group);
     t->n_rows = 0;
+    return rc;
+}
+
+/* ---- the NeXus entry --------------------------------------------------------------------- */
+
+/* /entry (NXentry) holds one NXdata group per plot. Its signal and auxiliary signals are hard
+ * links to datasets of the raw tables (the same objects, so SWMR appends show up there), `step`
+ * is a link to the table's step, and the other dimensions get axis datasets 0..n-1 that are
+ * also attached to the raw datasets as dimension scales. Everything is created before
+ * H5Fstart_swmr_write; on resume only missing parts are created. The offset axis is called
+ * window_offset in /entry (NXdata reserves the field name "offset"). */
+typedef enum { AXIS_NONE, AXIS_VAL_RESIDUE, AXIS_PROBE_RESIDUE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH,
+               AXIS_OFFSET, N_AXES } AxisKind;
+
+typedef struct {
+    const char *name;      /* dataset name inside an NXdata group */
+    const char *long_name;
+    const char *home;      /* the plot whose group holds the dataset; others link to it */
+} AxisInfo;
+
+static const AxisInfo AXES[N_AXES] = {
+    [AXIS_VAL_RESIDUE] = {"residue", "residue r = t mod %d of the predicting position t", "val_loss_by_residue"},
+    [AXIS_PROBE_RESIDUE] = {"residue", "residue r = t_K mod %d of the target key position t_K", "probe_pp_by_residue"},
+    [AXIS_LAYER] = {"layer", "layer", "gate_profile"},
+    [AXIS_KV_HEAD] = {"kv_head", "KV head", "gate_profile"},
+    [AXIS_BRANCH] = {"branch", "compressor branch (0 key, 1 value)", "gate_profile"},
+    [AXIS_OFFSET] = {"window_offset", "offset i inside the compression window", "gate_profile"},
+};
+
+typedef struct {
+    const char *name;  /* /entry/NAME */
+    const char *title;
+    int table;
+    const char *signal;          /* a column of the table */
+    const char *auxiliary[3];    /* columns plotted with the signal (same shape and units) */
+    AxisKind axes[MAX_RANK];     /* dims 1.. of the signal; dim 0 is step */
+} Plot;
+
+#define GATE_AXES {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH, AXIS_OFFSET}
+static const Plot PLOTS[] = {
+    {"val_loss", "validation loss", TABLE_VAL, "loss", {NULL}, {AXIS_NONE}},
+    {"val_loss_by_residue", "validation loss by residue of the predicting position", TABLE_VAL,
+     "loss_by_residue", {NULL}, {AXIS_NONE, AXIS_VAL_RESIDUE}},
+    {"train_loss", "training loss", TABLE_TRAIN, "loss", {NULL}, {AXIS_NONE}},
+    {"learning_rate", "learning rate", TABLE_TRAIN, "lr", {NULL}, {AXIS_NONE}},
+    {"grad_norm", "global gradient norm (before clipping)", TABLE_TRAIN, "grad_norm", {NULL}, {AXIS_NONE}},
+    {"throughput", "training throughput", TABLE_TRAIN, "tokens_per_sec", {NULL}, {AXIS_NONE}},
+    {"mfu", "model FLOPs utilization", TABLE_TRAIN, "mfu", {NULL}, {AXIS_NONE}},
+    {"probe_accuracy", "lookup-probe accuracy, prefix padding: mean, worst and best residue", TABLE_PROBE,
+     "mean_pp", {"worst_pp", "best_pp"}, {AXIS_NONE}},
+    {"probe_accuracy_ip", "lookup-probe accuracy, in-sequence padding: mean, worst and best residue",
+     TABLE_PROBE, "mean_ip", {"worst_ip", "best_ip"}, {AXIS_NONE}},
+    {"probe_gap", "lookup-probe gap best - worst residue (prefix padding; in-sequence padding)", TABLE_PROBE,
+     "gap_pp", {"gap_ip"}, {AXIS_NONE}},
+    {"probe_pp_by_residue", "lookup-probe accuracy by residue of the target key, prefix padding",
+     TABLE_PROBE, "acc_pp", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}},
+    {"probe_ip_by_residue", "lookup-probe accuracy by residue of the target key, in-sequence padding",
+     TABLE_PROBE, "acc_ip", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}},
+    {"gate_profile", "gate profile g(i) = E[alpha_i] * W by layer, KV head, branch and offset", TABLE_GATES,
+     "profile", {NULL}, GATE_AXES},
+    {"gate_eff_static", "static effective number of offsets exp(H(E[alpha]))", TABLE_GATES, "eff_static",
+     {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}},
+    {"gate_eff_window", "per-window effective number of offsets E[exp(H(alpha))]", TABLE_GATES,
+     "eff_window", {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}},
+};
+#define N_PLOTS ((int)(sizeof PLOTS / sizeof PLOTS[0]))
+#define DEFAULT_PLOT "val_loss"
+
+static const Column *find_column(const Table *t, const char *name) {
+    for (int i = 0; i < t->n_columns; i++)
+        if (strcmp(t->columns[i].name, name) == 0) return &t->columns[i];
+    return NULL;
+}
+
+/* The fixed axis dataset 0..n-1 of one kind, made a dimension scale. */
+static int create_axis(hid_t group, AxisKind kind, int n) {
+    hsize_t count = (hsize_t)n;
+    int *values = malloc(sizeof(int) * (size_t)n);
+    if (!values) return -1;
+    for (int i = 0; i < n; i++) values[i] = i;
+    char long_name[160];
+    snprintf(long_name, sizeof long_name, AXES[kind].long_name, n);
+    hid_t space = H5Screate_simple(1, &count, NULL);
+    hid_t dset = space < 0 ? NO_HID
+                           : H5Dcreate2(group, AXES[kind].name, H5T_STD_I32LE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    int rc = (dset < 0 || H5Dwrite(dset, H5T_NATIVE_INT, H5S_ALL, H5S_ALL, H5P_DEFAULT, values) < 0 ||
+              write_long_name(dset, long_name, NULL) < 0 || H5DSset_scale(dset, AXES[kind].name) < 0)
+                 ? -1 : 0;
+    if (dset >= 0) H5Dclose(dset);
+    if (space >= 0) H5Sclose(space);
+    free(values);
+    return rc;
+}
+
+/* Creates /entry/NAME for one plot (nothing when it exists already). */
+static int create_plot(Metrics *m, hid_t entry, const Plot *p, char *err) {
+    if (H5Lexists(entry, p->name, H5P_DEFAULT) > 0) return 0;
+    const Table *t = &m->tables[p->table];
+    const Column *signal = find_column(t, p->signal);
+    char source[128], target[128];
+    hid_t group = H5Gcreate2(entry, p->name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (group < 0) return fail(m->path, err, "cannot create group /entry/%s", p->name);
+    int rc = 0;
+    /* the signal, its auxiliary signals and step: links to the raw table */
+    const char *links[5] = {"step", p->signal, p->auxiliary[0], p->auxiliary[1], p->auxiliary[2]};
+    for (int i = 0; i < 5 && rc == 0 && links[i]; i++) {
+        snprintf(source, sizeof source, "/%s/%s", t->name, links[i]);
+        if (H5Lcreate_hard(m->file, source, group, links[i], H5P_DEFAULT, H5P_DEFAULT) < 0)
+            rc = fail(m->path, err, "cannot link %s into /entry/%s", source, p->name);
+    }
+    /* the other axes: created in their home plot, linked elsewhere, attached to the signal */
+    const char *axes[MAX_RANK];
+    axes[0] = "step";
+    for (int d = 1; d < signal->rank && rc == 0; d++) {
+        AxisKind kind = p->axes[d];
+        axes[d] = AXES[kind].name;
+        snprintf(target, sizeof target, "/entry/%s/%s", AXES[kind].home, AXES[kind].name);
+        if (strcmp(AXES[kind].home, p->name) == 0) {
+            if (create_axis(group, kind, (int)signal->dims[d]) < 0)
+                rc = fail(m->path, err, "cannot create the axis %s", target);
+        } else if (H5Lcreate_hard(m->file, target, group, AXES[kind].name, H5P_DEFAULT, H5P_DEFAULT) < 0) {
+            rc = fail(m->path, err, "cannot link the axis %s into /entry/%s", target, p->name);
+        }
+        if (rc) break;
+        snprintf(source, sizeof source, "/%s/%s", t->name, p->signal);
+        hid_t data = H5Dopen2(m->file, source, H5P_DEFAULT);
+        hid_t axis = H5Dopen2(m->file, target, H5P_DEFAULT);
+        if (data < 0 || axis < 0 || (H5DSis_attached(data, axis, (unsigned)d) <= 0 &&
+                                     H5DSattach_scale(data, axis, (unsigned)d) < 0))
+            rc = fail(m->path, err, "cannot attach %s to dim %d of %s", target, d, source);
+        if (data >= 0) H5Dclose(data);
+        if (axis >= 0) H5Dclose(axis);
+    }
+    /* NXdata attributes: signal, axes, AXIS_indices, auxiliary signals, title */
+    int n_auxiliary = 0;
+    while (n_auxiliary < 3 && p->auxiliary[n_auxiliary]) n_auxiliary++;
+    if (rc == 0 && (write_string_attr(group, "NX_class", "NXdata") < 0 ||
+                    write_string_attr(group, "signal", p->signal) < 0 ||
+                    write_strings_attr(group, "axes", axes, signal->rank) < 0 ||
+                    (n_auxiliary > 0 && write_strings_attr(group, "auxiliary_signals", p->auxiliary, n_auxiliary) < 0) ||
+                    write_string_attr(group, "title", p->title) < 0 ||
+                    write_string_dataset(group, "title", p->title) < 0))
+        rc = fail(m->path, err, "cannot write the NeXus attributes of /entry/%s", p->name);
+    for (int d = 0; d < signal->rank && rc == 0; d++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s_indices", axes[d]);
+        if (write_int_attr(group, name, d) < 0)
+            rc = fail(m->path, err, "cannot write %s of /entry/%s", name, p->name);
+    }
+    H5Gclose(group);
+    return rc;
+}
+
+/* The run name from the config text's [run] section ("name = demo"); "" when absent. */
+static void run_name_of(const char *config_text, char *out, size_t len) {
+    out[0] = 0;
+    const char *run = config_text ? strstr(config_text, "[run]") : NULL;
+    const char *line = run;
+    while (line && (line = strchr(line, '\n'))) {
+        line++;
+        if (*line == '[') break;
+        if (strncmp(line, "name", 4) == 0) {
+            const char *v = line + 4;
+            while (*v == ' ' || *v == '\t' || *v == '=') v++;
+            size_t n = strcspn(v, " \t\r\n;#");
+            snprintf(out, len, "%.*s", (int)(n < len ? n : len - 1), v);
+            return;
+        }
+    }
+}
+
+static void utc_now_iso8601(char *out, size_t len) {
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(out, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+/* Creates /entry (NXentry: title, program_name, start_time, default plot) and its plots. */
+static int create_entry(Metrics *m, const char *config_text, const char *code_version, char *err) {
+    int exists = H5Lexists(m->file, "entry", H5P_DEFAULT) > 0;
+    hid_t entry = exists ? H5Gopen2(m->file, "entry", H5P_DEFAULT)
+                         : H5Gcreate2(m->file, "entry", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (entry < 0) return fail(m->path, err, "cannot create group /entry");
+    int rc = 0;
+    if (!exists) {
+        char name[128], title[192], now[32];
+        run_name_of(config_text, name, sizeof name);
+        snprintf(title, sizeof title, "phaselab run %s", name[0] ? name : "(unnamed)");
+        utc_now_iso8601(now, sizeof now);
+        hid_t program = NO_HID;
+        if (write_string_attr(entry, "NX_class", "NXentry") < 0 || write_string_dataset(entry, "title", title) < 0 ||
+            write_string_dataset(entry, "start_time", now) < 0 ||
+            write_string_dataset(entry, "program_name", "phaselab") < 0 ||
+            (program = H5Dopen2(entry, "program_name", H5P_DEFAULT)) < 0 ||
+            write_string_attr(program, "version", code_version ? code_version : "unknown") < 0)
+            rc = fail(m->path, err, "cannot write the NXentry fields of /entry");
+        if (program >= 0) H5Dclose(program);
+    }
+    if (rc == 0 && write_string_attr(entry, "default", DEFAULT_PLOT) < 0)
+        rc = fail(m->path, err, "cannot write /entry default");
+    for (int i = 0; i < N_PLOTS && rc == 0; i++)
+        if (m->tables[PLOTS[i].table].enabled) rc = create_plot(m, entry, &PLOTS[i], err);
+    H5Gclose(entry);
+    return rc;
+}
+
+/* A raw table of an older file was itself an NXdata group: make it a plain group. */
+static int plain_table_attrs(Metrics *m, const Table *t, char *err) {
+    hid_t group = H5Gopen2(m->file, t->name, H5P_DEFAULT);
+    if (group < 0) return fail(m->path, err, "cannot open group /%s", t->name);
+    const char *old[] = {"NX_class", "signal", "axes", "step_indices", "auxiliary_signals"};
+    int rc = 0;
+    for (int i = 0; i < 5 && rc == 0; i++)
+        if (delete_attr_if_present(group, old[i]) < 0) rc = fail(m->path, err, "cannot update the attributes of /%s", t->name);
+    if (rc == 0 && write_string_attr(group, "description", t->description) < 0)
+        rc = fail(m->path, err, "cannot write the attributes of /%s", t->name);
+    H5Gclose(group);
     return rc;
 }
 
@@ -523,10 +753,22 @@ static int setup_file(Metrics *m, const char *config_text, const char *code_vers
         int exists = resume && H5Lexists(m->file, table->name, H5P_DEFAULT) > 0;
         int rc = exists ? truncate_table(m, table, resume_step, err)
                  : table->enabled ? create_table(m, table, err) : 0;
+        if (rc == 0 && exists) rc = plain_table_attrs(m, table, err);
         if (rc) return rc;
     }
+    int rc = create_entry(m, config_text, code_version, err);
+    if (rc) return rc;
+    char hdf5_version[32], now[32];
+    unsigned major, minor, release;
+    H5get_libversion(&major, &minor, &release);
+    snprintf(hdf5_version, sizeof hdf5_version, "%u.%u.%u", major, minor, release);
+    utc_now_iso8601(now, sizeof now);
+    const char *slash = strrchr(m->path, '/');
     if (write_string_attr(m->file, "NX_class", "NXroot") < 0 ||
-        write_string_attr(m->file, "default", "train") < 0 ||
+        write_string_attr(m->file, "default", "entry") < 0 ||
+        write_string_attr(m->file, "file_name", slash ? slash + 1 : m->path) < 0 ||
+        (H5Aexists(m->file, "file_time") <= 0 && write_string_attr(m->file, "file_time", now) < 0) ||
+        write_string_attr(m->file, "HDF5_Version", hdf5_version) < 0 ||
         write_string_attr(m->file, "creator", "phaselab") < 0 ||
         write_string_attr(m->file, "config", config_text ? config_text : "") < 0 ||
         write_string_attr(m->file, "code_version", code_version ? code_version : "unknown") < 0)

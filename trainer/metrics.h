@@ -4,18 +4,29 @@
  * Layout (rows = log or eval events; P = residues, L = layers, G = KV heads,
  * 2 = key/value branch, W = compressor window; every dataset is chunked with an unlimited
  * first dimension):
- *   /                 NX_class=NXroot, default=train, creator=phaselab,
- *                     config (resolved config text), code_version
+ *   /                 NX_class=NXroot, default=entry, creator=phaselab, file_name, file_time,
+ *                     HDF5_Version, config (resolved config text), code_version
  *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
  *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip}  [n]
  *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
  *          (only when the model has compressed attention)
- * In each group `step` (int64) is a dimension scale attached to dim 0 of every other dataset;
- * the other dimensions carry labels (residue, layer, kv_head, branch, offset). Groups carry
- * NeXus NXdata attributes (NX_class, signal, axes, step_indices, auxiliary_signals), datasets
- * long_name and, where meaningful, units. tokens is int64, /gates float32, the rest float64.
+ * These raw tables carry no NeXus class (a description attribute). In each `step` (int64) is a
+ * dimension scale attached to dim 0 of every other dataset; the other dimensions carry labels
+ * (residue, layer, kv_head, branch, offset) and the axis datasets of /entry as scales.
+ *   /entry            NXentry: title ("phaselab run NAME"), program_name (@version),
+ *                     start_time (ISO 8601 UTC), default=val_loss; one NXdata per plot, each
+ *                     with signal, axes, AXIS_indices, a title (dataset and attribute):
+ *     val_loss, train_loss, learning_rate, grad_norm, throughput, mfu          [step]
+ *     probe_accuracy (mean_pp + worst/best as auxiliary signals), probe_accuracy_ip, probe_gap
+ *     val_loss_by_residue, probe_pp_by_residue, probe_ip_by_residue            [step, residue]
+ *     gate_profile [step, layer, kv_head, branch, window_offset], gate_eff_static,
+ *     gate_eff_window [step, layer, kv_head, branch]                  (compressed models)
+ *   Signals and step are hard links to the raw datasets (the same objects: SWMR appends show
+ *   there); residue/layer/kv_head/branch/window_offset are int32 0..n-1 axis datasets.
+ * Datasets carry long_name with the units in parentheses ("training cross-entropy (nats)")
+ * and, where meaningful, a units attribute. tokens is int64, /gates float32, the rest float64.
  *
  * Units: losses in nats; accuracies in percent (0..100); gap = best - worst in percentage
  * points; mean/worst/best are taken over the residues with a finite accuracy (NaN when none);

@@ -29,6 +29,7 @@
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
+#include "trainer/hf_export.h"
 #include "trainer/fsutil.h"
 #include "trainer/log.h"
 #include "trainer/metrics.h"
@@ -215,6 +216,7 @@ static int setup(Trainer *tr, char *err) {
     }
     if (train_loader_open(&tr->loader, cfg->data.train, T, (uint32_t)cfg->model.vocab_size, cfg->train.seed, err))
         return -1;
+    if (hf_export_prepare(cfg, err)) return -2;   /* the tokenizer checkpoints carry, before any work */
     if (cfg->data.val[0] &&
         val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
         return -1;

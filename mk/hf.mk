@@ -1,0 +1,13 @@
+# HuggingFace export (issue 16): ./train embeds tools/hf/*.py (.incbin in trainer/hf_export.c)
+# and copies them into every non-vanilla checkpoint; rebuild the object when they change.
+$(BUILD)/trainer/hf_export.o: tools/hf/configuration_phaselab.py tools/hf/modeling_phaselab.py
+
+# The venv tests/test_hf_transformers.py and tests/test_hf_tokenizer.py use when python3 lacks
+# torch/transformers (they look for build/venv-hf/bin/python, or $PHASELAB_HF_PYTHON). PyPI only:
+# the torch wheel (539 MB) pulls the CUDA 13 wheels, ~6.0 GB installed, ~5 min here.
+HF_VENV_PACKAGES ?= torch==2.15.0 transformers==5.24.0 numpy h5py nexusformat==2.1.0
+.PHONY: hf-venv
+hf-venv: $(BUILD)/venv-hf/bin/python
+$(BUILD)/venv-hf/bin/python:
+	python3 -m venv $(BUILD)/venv-hf
+	$(BUILD)/venv-hf/bin/pip install --quiet $(HF_VENV_PACKAGES)

@@ -1,0 +1,316 @@
+"""PyTorch / transformers implementation of phaselab's model, written from SPEC.md sections 1, 2
+and 2b: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
+(gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
+window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered).
+
+./train copies this file and configuration_phaselab.py into every checkpoint whose model is not
+a plain Qwen3 (config.json: model_type "phaselab", auto_map), so that
+
+    AutoModelForCausalLM.from_pretrained(CKPT, trust_remote_code=True)
+
+loads it and computes phaselab's logits. Parameter names and shapes are those of the
+checkpoint (HuggingFace Qwen3 names, SPEC.md 2 compressor names). Every sequence starts at
+position 0 (SPEC.md: t is 0-based inside a training sequence); there is no KV cache:
+generate() recomputes the whole prefix at every step (use_cache is off), and an attention_mask
+with padding is refused. Computation is in the parameters' dtype (float32 as stored); RMSNorm
+in float32 at least. The project's copy is tools/hf/modeling_phaselab.py.
+
+Choices where SPEC.md leaves room (the same as the C model and tests/ref/spec_model.py):
+attn_sink is an unscaled per-head logit that only adds exp(sink) to the softmax denominator;
+qk_norm = false also drops cknorm; kv_tied (and deepseek) use Vhat = Khat (normed, RoPE'd);
+vector gates take the softmax over offsets per channel; a raw token inside a visible window is
+still attended raw."""
+import math
+
+import torch
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import CausalLMOutputWithPast
+
+try:
+    from .configuration_phaselab import PhaselabConfig
+except ImportError:  # imported as a plain module (tools/hf on sys.path)
+    from configuration_phaselab import PhaselabConfig
+
+
+def rms_norm(x, weight, eps):
+    """x / sqrt(mean(x^2) + eps) * w over the last axis, in float32 at least."""
+    dtype = x.dtype
+    xf = x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+    y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+    return (y * weight.to(y.dtype)).to(dtype)
+
+
+def rope(x, pos, r, theta):
+    """Rotate-half RoPE over the LAST r dims of x [B, N, heads, d] at positions pos [N] (or
+    [heads, N] for per-head positions): pairs (d-r+i, d-r+i+r/2), angle pos * theta^(-2i/r)."""
+    if r == 0:
+        return x
+    d = x.shape[-1]
+    half = r // 2
+    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / r)
+    ang = pos.to(torch.float64)[..., None] * inv_freq                  # [N, half] or [heads, N, half]
+    if ang.dim() == 3:
+        ang = ang.transpose(0, 1)                                      # [N, heads, half]
+    else:
+        ang = ang[:, None, :]                                          # [N, 1, half]
+    cos = torch.cos(ang).to(x.dtype)
+    sin = torch.sin(ang).to(x.dtype)
+    u = x[..., d - r:d - half]
+    w = x[..., d - half:]
+    return torch.cat([x[..., :d - r], u * cos - w * sin, w * cos + u * sin], dim=-1)
+
+
+class PhaselabRMSNorm(nn.Module):
+    def __init__(self, size, eps):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(size))
+        self.eps = eps
+
+    def forward(self, x):
+        return rms_norm(x, self.weight, self.eps)
+
+
+class PhaselabCompressor(nn.Module):
+    """The chunked compressor of one layer (SPEC.md 2, 2b): per KV head g and branch B, windows
+    of W tokens every S tokens (head g starting at o_g, 0 unless grid = staggered), gate logits
+    s_{j,i} = Z_{g,i} . a + b_{g,i}, alpha = softmax over offsets, entries sum_i alpha_i C_{g,i} a."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        v = cfg.phaselab
+        G, W, S, d, D = cfg.num_key_value_heads, v["window"], v["stride"], cfg.head_dim, cfg.hidden_size
+        self.G, self.W, self.S, self.d, self.eps = G, W, S, d, cfg.rms_norm_eps
+        self.gate, self.gate_bias, self.post_norm = v["gate"], v["gate_bias"], v["post_norm"]
+        self.qk_norm = v["qk_norm"]
+        self.tied = v["kv_tied"] or v["compressor"] == "deepseek"
+        n_maps = {"paper": W, "deepseek": 2, "shared": 1}[v["compressor"]]
+        # the map used at offset i: i (paper), i // S (deepseek: two half-window maps), 0 (shared);
+        # a plain list, not a buffer (from_pretrained builds modules on the meta device)
+        self.map_of = [{"paper": i, "deepseek": i // S, "shared": 0}[v["compressor"]] for i in range(W)]
+        ch = d if self.gate == "vector" else 1
+        for br in ("k",) if self.tied else ("k", "v"):
+            if self.gate != "uniform":
+                setattr(self, f"{br}_gate", _Holder(weight=(G, n_maps, ch, D), bias=(G, W, ch) if self.gate_bias else None))
+            setattr(self, f"{br}_payload", _Holder(weight=(G, n_maps, d, D)))
+            if self.post_norm:
+                setattr(self, f"{br}_post_norm", PhaselabRMSNorm(d, cfg.rms_norm_eps))
+        if self.qk_norm:
+            self.ck_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
+        self.offsets = [(g * S) // G if v["grid"] == "staggered" else 0 for g in range(G)]
+
+    def starts(self, g, T):
+        """Window starts o_g + jS of KV head g for windows with o_g + jS + W - 1 <= T - 1."""
+        o = self.offsets[g]
+        n = (T - o - self.W) // self.S + 1 if T - o >= self.W else 0
+        return o + self.S * torch.arange(max(n, 0))
+
+    def branch(self, br, a, g, starts):
+        """Pooled entries E^B [B, nw, d] of KV head g from a [B, T, D]."""
+        pos = starts[:, None] + torch.arange(self.W)[None, :]                   # [nw, W]
+        maps = torch.tensor(self.map_of, device=a.device)
+        a_win = a[:, pos]                                                       # [B, nw, W, D]
+        C = getattr(self, f"{br}_payload").weight[g][maps]               # [W, d, D]
+        payload = torch.einsum("bjie,ide->bjid", a_win, C)                      # [B, nw, W, d]
+        if self.post_norm:
+            payload = getattr(self, f"{br}_post_norm")(payload)
+        if self.gate == "uniform":
+            return payload.mean(dim=2)
+        holder = getattr(self, f"{br}_gate")
+        Z = holder.weight[g][maps]                                       # [W, ch, D]
+        score = torch.einsum("bjie,ice->bjic", a_win, Z)                        # [B, nw, W, ch]
+        if self.gate_bias:
+            score = score + holder.bias[g]                                      # [W, ch]
+        alpha = torch.softmax(score, dim=2)                                     # over offsets (per channel)
+        return (alpha * payload).sum(dim=2)                                     # [B, nw, d]
+
+    def entries(self, a, g, rope_dims, theta):
+        """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), start), Vhat = E^V or Khat."""
+        starts = self.starts(g, a.shape[1])
+        ek = self.branch("k", a, g, starts)
+        if self.qk_norm:
+            ek = self.ck_norm(ek)
+        khat = rope(ek[:, :, None, :], starts, rope_dims, theta)[:, :, 0, :]
+        vhat = khat if self.tied else self.branch("v", a, g, starts)
+        return khat, vhat, starts
+
+
+class _Holder(nn.Module):
+    """Raw parameter tensors with the checkpoint's shapes (weight, optional bias)."""
+
+    def __init__(self, weight, bias=None):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(weight))
+        if bias is not None:
+            self.bias = nn.Parameter(torch.zeros(bias))
+
+
+class PhaselabAttention(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        v = cfg.phaselab
+        D, H, G, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.H, self.G, self.d, self.eps = H, G, d, cfg.rms_norm_eps
+        self.rope_dims, self.theta = v["rope_dims"], cfg.rope_theta
+        self.compressed = v["attention"] == "compressed"
+        self.local, self.n_local = v["local"], v["n_local"]
+        self.qk_norm, self.has_sink = v["qk_norm"], v["attn_sink"]
+        self.q_proj = nn.Linear(D, H * d, bias=False)
+        self.k_proj = nn.Linear(D, G * d, bias=False)
+        self.v_proj = nn.Linear(D, G * d, bias=False)
+        self.o_proj = nn.Linear(H * d, D, bias=False)
+        if self.qk_norm:
+            self.q_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
+            self.k_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
+        if self.compressed:
+            self.compressor = PhaselabCompressor(cfg)
+        if self.has_sink:
+            self.attn_sink = nn.Parameter(torch.zeros(H))   # one logit per query head
+
+    def forward(self, a):
+        B, T, _ = a.shape
+        H, G, d = self.H, self.G, self.d
+        q = self.q_proj(a).view(B, T, H, d)
+        k = self.k_proj(a).view(B, T, G, d)
+        v = self.v_proj(a).view(B, T, G, d)
+        if self.qk_norm:
+            q, k = self.q_norm(q), self.k_norm(k)
+        t = torch.arange(T, device=a.device)
+        q = rope(q, t, self.rope_dims, self.theta)
+        k = rope(k, t, self.rope_dims, self.theta)
+        tq, ts = t[:, None], t[None, :]
+        out = torch.empty(B, T, H, d, dtype=q.dtype, device=q.device)
+        per = H // G
+        for g in range(G):   # query heads g*per .. (g+1)*per-1 read KV head g (GQA)
+            if self.compressed:
+                khat, vhat, starts = self.compressor.entries(a, g, self.rope_dims, self.theta)
+                ends = (starts + self.compressor.W - 1).to(a.device)            # [nw]
+                entry_vis = ends[None, :] <= tq                                 # [T, nw]
+                if self.local == "window":
+                    raw_vis = (tq - self.n_local + 1 <= ts) & (ts <= tq)
+                else:   # tail: e_t = last position covered by a visible entry of this head, -1 when none
+                    if ends.numel():
+                        covered = torch.where(entry_vis, ends[None, :].expand(T, -1), torch.full_like(ends, -1)[None, :])
+                        e_t = covered.max(dim=1, keepdim=True).values               # [T, 1]
+                    else:
+                        e_t = torch.full((T, 1), -1, device=a.device)
+                    raw_vis = (e_t < ts) & (ts <= tq)
+                keys = torch.cat([khat, k[:, :, g]], dim=1)                     # [B, nw+T, d]
+                vals = torch.cat([vhat, v[:, :, g]], dim=1)
+                vis = torch.cat([entry_vis, raw_vis], dim=1)                    # [T, nw+T]
+            else:
+                keys, vals, vis = k[:, :, g], v[:, :, g], ts <= tq
+            qg = q[:, :, g * per:(g + 1) * per]                                 # [B, T, per, d]
+            scores = torch.einsum("bthd,bsd->bhts", qg, keys) / math.sqrt(d)    # [B, per, T, S]
+            scores = scores.masked_fill(~vis[None, None], float("-inf"))
+            m = scores.amax(dim=-1, keepdim=True)
+            if self.has_sink:   # unscaled logit, adds exp(sink_h) to the denominator only
+                sink = self.attn_sink[g * per:(g + 1) * per].to(scores.dtype)[None, :, None, None]
+                m = torch.maximum(m, sink)
+                e = torch.exp(scores - m)
+                p = e / (e.sum(-1, keepdim=True) + torch.exp(sink - m))
+            else:
+                e = torch.exp(scores - m)
+                p = e / e.sum(-1, keepdim=True)
+            out[:, :, g * per:(g + 1) * per] = torch.einsum("bhts,bsd->bthd", p, vals)
+        return self.o_proj(out.reshape(B, T, H * d))
+
+
+class PhaselabMLP(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.gate_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
+
+    def forward(self, x):
+        return self.down_proj(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x))
+
+
+class PhaselabDecoderLayer(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        self.input_layernorm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.self_attn = PhaselabAttention(cfg)
+        self.post_attention_layernorm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.mlp = PhaselabMLP(cfg)
+
+    def forward(self, x):
+        x = x + self.self_attn(self.input_layernorm(x))
+        return x + self.mlp(self.post_attention_layernorm(x))
+
+
+class PhaselabPreTrainedModel(PreTrainedModel):
+    config_class = PhaselabConfig
+    base_model_prefix = "model"
+    _no_split_modules = ["PhaselabDecoderLayer"]
+    _supports_cache_class = False
+
+    def _init_weights(self, module):   # SPEC.md 1 init (only used for tensors a checkpoint lacks)
+        with torch.no_grad():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight.normal_(0.0, 0.02)
+            elif isinstance(module, PhaselabRMSNorm):
+                module.weight.fill_(1.0)
+
+
+class PhaselabModel(PhaselabPreTrainedModel):
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
+        self.layers = nn.ModuleList(PhaselabDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.norm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value):
+        self.embed_tokens = value
+
+    def forward(self, input_ids):
+        x = self.embed_tokens(input_ids)
+        for layer in self.layers:
+            x = layer(x)
+        return self.norm(x)
+
+
+class PhaselabForCausalLM(PhaselabPreTrainedModel, GenerationMixin):
+    """logits = RMSNorm_final(x) @ embed^T (tied) or @ lm_head^T; loss = mean next-token
+    cross-entropy of logits[:, :-1] against labels[:, 1:] (labels -100 ignored)."""
+
+    def __init__(self, cfg):
+        super().__init__(cfg)
+        self.model = PhaselabModel(cfg)
+        if not cfg.tie_word_embeddings:
+            self.lm_head = nn.Linear(cfg.hidden_size, cfg.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.model.embed_tokens
+
+    def get_output_embeddings(self):
+        return None if self.config.tie_word_embeddings else self.lm_head
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None, return_dict=None,
+                **kwargs):
+        if inputs_embeds is not None:
+            raise NotImplementedError("phaselab model: inputs_embeds is not supported, pass input_ids")
+        if attention_mask is not None and not bool(attention_mask.bool().all()):
+            raise NotImplementedError("phaselab model: padding (attention_mask with zeros) is not supported; "
+                                      "every sequence starts at position 0, pass unpadded input_ids")
+        h = self.model(input_ids)
+        head = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
+        logits = h @ head.T
+        loss = None
+        if labels is not None:
+            loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
+                                               labels[:, 1:].reshape(-1), ignore_index=-100)
+        return CausalLMOutputWithPast(loss=loss, logits=logits)
+
+    def prepare_inputs_for_generation(self, input_ids, **kwargs):
+        return {"input_ids": input_ids}   # no cache: the whole prefix every step
+
+
+PhaselabConfig.register_for_auto_class()
+PhaselabForCausalLM.register_for_auto_class("AutoModelForCausalLM")

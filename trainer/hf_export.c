@@ -1,0 +1,246 @@
+/* The HuggingFace side of a checkpoint (declared in trainer/hf_export.h):
+ *   config.json              a plain Qwen3 model (full attention, qk_norm, RoPE on every dim, no
+ *                            sink) is model_type "qwen3" / Qwen3ForCausalLM; every other model is
+ *                            model_type "phaselab" / PhaselabForCausalLM with auto_map naming
+ *                            the two files below and the variant keys in a "phaselab" object,
+ *                            so plain transformers refuses it and trust_remote_code loads it;
+ *                            "phaselab_vocabulary" says what the token ids are;
+ *   configuration_phaselab.py, modeling_phaselab.py   (non-vanilla only) tools/hf/, the PyTorch
+ *                            model of SPEC.md 1, 2, 2b, embedded in ./train at build time
+ *                            (.incbin), so a checkpoint always carries the code of its writer;
+ *   generation_config.json   eos and pad = the shards' end-of-text id;
+ *   tokenizer.json, tokenizer_config.json   when the shards were made by ./tokenize from a
+ *                            tokenizer.json (fingerprint = its sha256): a copy of that file,
+ *                            found at start-up (data.tokenizer, or tokenizer.json next to the
+ *                            shards or in their parent directory) and checked against the
+ *                            fingerprint; not found is a start-up error naming data.tokenizer. */
+#include "trainer/hf_export.h"
+
+#include <cjson/cJSON.h>
+#include <ctype.h>
+#include <glob.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "data/shard.h"
+#include "data/tokenizer.h"
+#include "data/synth.h"
+#include "model/errors.h"
+#include "trainer/fsutil.h"
+
+/* tools/hf/{configuration,modeling}_phaselab.py, embedded (mk/hf.mk makes this object depend on them) */
+__asm__(".section .rodata\n"
+        ".global phaselab_hf_configuration_py\n"
+        "phaselab_hf_configuration_py:\n"
+        ".incbin \"tools/hf/configuration_phaselab.py\"\n"
+        ".global phaselab_hf_configuration_py_end\n"
+        "phaselab_hf_configuration_py_end:\n"
+        ".global phaselab_hf_modeling_py\n"
+        "phaselab_hf_modeling_py:\n"
+        ".incbin \"tools/hf/modeling_phaselab.py\"\n"
+        ".global phaselab_hf_modeling_py_end\n"
+        "phaselab_hf_modeling_py_end:\n"
+        ".previous\n");
+extern const char phaselab_hf_configuration_py[], phaselab_hf_configuration_py_end[];
+extern const char phaselab_hf_modeling_py[], phaselab_hf_modeling_py_end[];
+
+/* What the run's token ids are, found once at start-up (hf_export_prepare). */
+static struct {
+    int known;                 /* prepare ran */
+    char fingerprint[SHARD_FINGERPRINT_BYTES + 1];
+    uint32_t eot_id;
+    char tokenizer_json[8400]; /* "" unless the shards came from a tokenizer.json */
+} vocab;
+
+int hf_is_vanilla_qwen3(const ModelConfig *m) {
+    return m->attention == ATTN_FULL && m->qk_norm && m->rope_dims == m->head_dim && !m->attn_sink;
+}
+
+static int is_sha256_hex(const char *s) {
+    if (strlen(s) != 64) return 0;
+    for (int i = 0; i < 64; i++)
+        if (!isxdigit((unsigned char)s[i])) return 0;
+    return 1;
+}
+
+static int tokenizer_matches(const char *path, const char *fingerprint) {
+    char hex[65], err[ERR_LEN];
+    return access(path, R_OK) == 0 && sha256_file_hex(path, hex, err) == 0 && strcmp(hex, fingerprint) == 0;
+}
+
+int hf_export_prepare(const Config *cfg, char *err) {
+    memset(&vocab, 0, sizeof vocab);
+    glob_t g;
+    if (!cfg->data.train[0] || glob(cfg->data.train, 0, NULL, &g) != 0 || g.gl_pathc == 0)
+        return set_err(err, "[data] train = '%s' matches no file", cfg->data.train);
+    char first[4096];
+    snprintf(first, sizeof first, "%s", g.gl_pathv[0]);
+    globfree(&g);
+    Shard s;
+    if (shard_open(&s, first, err)) return -1;
+    snprintf(vocab.fingerprint, sizeof vocab.fingerprint, "%s", s.fingerprint);
+    vocab.eot_id = s.eot_id;
+    shard_close(&s);
+    vocab.known = 1;
+    if (!is_sha256_hex(vocab.fingerprint)) return 0;   /* "bytes", "synthetic": no file to carry */
+
+    if (cfg->data.tokenizer[0]) {
+        if (!tokenizer_matches(cfg->data.tokenizer, vocab.fingerprint))
+            return set_err(err, "%s: [data] tokenizer: cannot be read or its sha256 is not %s, the fingerprint of "
+                                "the shards %s (expected the tokenizer.json they were made with)",
+                           cfg->data.tokenizer, vocab.fingerprint, first);
+        snprintf(vocab.tokenizer_json, sizeof vocab.tokenizer_json, "%s", cfg->data.tokenizer);
+        return 0;
+    }
+    char dir[4096], parent[4096], candidate[2][4200];
+    if (strlen(first) >= sizeof dir - 20) return set_err(err, "%s: path too long", first);
+    char scratch[4096];
+    snprintf(scratch, sizeof scratch, "%s", first);
+    snprintf(dir, sizeof dir, "%s", dirname(scratch));       /* dirname may write into scratch */
+    snprintf(scratch, sizeof scratch, "%s", dir);
+    snprintf(parent, sizeof parent, "%s", dirname(scratch));
+    snprintf(candidate[0], sizeof candidate[0], "%s/tokenizer.json", dir);
+    snprintf(candidate[1], sizeof candidate[1], "%s/tokenizer.json", parent);
+    for (int i = 0; i < 2; i++)
+        if (tokenizer_matches(candidate[i], vocab.fingerprint)) {
+            snprintf(vocab.tokenizer_json, sizeof vocab.tokenizer_json, "%s", candidate[i]);
+            return 0;
+        }
+    return set_err(err, "%s: the shards were made by ./tokenize from a tokenizer.json with sha256 %s, which "
+                        "checkpoints must carry; no matching file at %s or %s: name it with "
+                        "data.tokenizer=PATH/tokenizer.json",
+                   first, vocab.fingerprint, candidate[0], candidate[1]);
+}
+
+/* What the token ids of this run are, in words (config.json "phaselab_vocabulary"). */
+static void vocabulary_text(char *out, size_t len) {
+    if (!vocab.known)
+        snprintf(out, len, "unknown (the checkpoint was written without the training data's tokenizer information)");
+    else if (strcmp(vocab.fingerprint, SYNTH_FINGERPRINT) == 0)
+        snprintf(out, len, "synthetic key/value corpus of ./train --make-synthetic, no text: 0 end-of-text, "
+                           "16..79 keys, 80..207 values, 208..255 fillers (data/synth.h)");
+    else if (strcmp(vocab.fingerprint, "bytes") == 0)
+        snprintf(out, len, "bytes: token id = byte value 0..255, 256 = end-of-text (./tokenize --tokenizer bytes)");
+    else if (vocab.tokenizer_json[0])
+        snprintf(out, len, "tokenizer.json in this directory (sha256 %s)", vocab.fingerprint);
+    else
+        snprintf(out, len, "shards with tokenizer fingerprint '%s'", vocab.fingerprint);
+}
+
+char *hf_config_json(const ModelConfig *m, int T) {
+    int vanilla = hf_is_vanilla_qwen3(m);
+    cJSON *j = cJSON_CreateObject();
+    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(vanilla ? "Qwen3ForCausalLM" : "PhaselabForCausalLM"));
+    cJSON_AddStringToObject(j, "model_type", vanilla ? "qwen3" : "phaselab");
+    if (!vanilla) {
+        cJSON *am = cJSON_AddObjectToObject(j, "auto_map");
+        cJSON_AddStringToObject(am, "AutoConfig", "configuration_phaselab.PhaselabConfig");
+        cJSON_AddStringToObject(am, "AutoModelForCausalLM", "modeling_phaselab.PhaselabForCausalLM");
+    }
+    cJSON_AddNumberToObject(j, "hidden_size", m->d_model);
+    cJSON_AddNumberToObject(j, "intermediate_size", m->d_ff);
+    cJSON_AddNumberToObject(j, "num_hidden_layers", m->n_layers);
+    cJSON_AddNumberToObject(j, "num_attention_heads", m->n_heads);
+    cJSON_AddNumberToObject(j, "num_key_value_heads", m->n_kv_heads);
+    cJSON_AddNumberToObject(j, "head_dim", m->head_dim);
+    cJSON_AddNumberToObject(j, "vocab_size", m->vocab_size);
+    cJSON_AddNumberToObject(j, "rope_theta", m->rope_theta);
+    cJSON_AddNumberToObject(j, "rms_norm_eps", m->norm_eps);
+    cJSON_AddBoolToObject(j, "tie_word_embeddings", m->tie_embeddings);
+    cJSON_AddNumberToObject(j, "max_position_embeddings", T > 40960 ? T : 40960);
+    cJSON_AddStringToObject(j, "hidden_act", "silu");
+    cJSON_AddBoolToObject(j, "attention_bias", 0);
+    cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
+    cJSON_AddBoolToObject(j, "use_sliding_window", 0);
+    if (vanilla) cJSON_AddNullToObject(j, "rope_scaling");
+    cJSON_AddNumberToObject(j, "initializer_range", 0.02);
+    cJSON_AddStringToObject(j, "torch_dtype", "float32");
+    cJSON_AddStringToObject(j, "dtype", "float32");
+    cJSON_AddBoolToObject(j, "use_cache", vanilla);
+    if (vocab.known) {
+        cJSON_AddNumberToObject(j, "eos_token_id", vocab.eot_id);
+        cJSON_AddNumberToObject(j, "pad_token_id", vocab.eot_id);
+    }
+    char text[512];
+    vocabulary_text(text, sizeof text);
+    cJSON_AddStringToObject(j, "phaselab_vocabulary", text);
+    cJSON_AddNumberToObject(j, "phaselab_seq_len", T);
+    if (!vanilla) {
+        cJSON *p = cJSON_AddObjectToObject(j, "phaselab");
+        cJSON_AddStringToObject(p, "attention", m->attention == ATTN_FULL ? "full" : "compressed");
+        cJSON_AddNumberToObject(p, "window", m->window);
+        cJSON_AddNumberToObject(p, "stride", m->stride);
+        cJSON_AddStringToObject(p, "gate", m->gate == GATE_SCALAR ? "scalar" : m->gate == GATE_VECTOR ? "vector" : "uniform");
+        cJSON_AddBoolToObject(p, "gate_bias", m->gate_bias);
+        cJSON_AddBoolToObject(p, "kv_tied", m->kv_tied);
+        cJSON_AddBoolToObject(p, "post_norm", m->post_norm);
+        cJSON_AddBoolToObject(p, "qk_norm", m->qk_norm);
+        cJSON_AddNumberToObject(p, "rope_dims", m->rope_dims);
+        cJSON_AddStringToObject(p, "local", m->local == LOCAL_TAIL ? "tail" : "window");
+        cJSON_AddNumberToObject(p, "n_local", m->n_local);
+        cJSON_AddStringToObject(p, "compressor", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : "paper");
+        cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
+        cJSON_AddStringToObject(p, "grid", "aligned");
+    }
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    return s;
+}
+
+static int write_json(const char *dir, const char *name, cJSON *j, char *err) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char *s = cJSON_Print(j);
+    cJSON_Delete(j);
+    int rc = s ? fs_write_atomic(path, s, strlen(s), err) : set_err(err, "%s: out of memory", path);
+    free(s);
+    return rc;
+}
+
+static int write_bytes(const char *dir, const char *name, const char *begin, const char *end, char *err) {
+    char path[4600];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    return fs_write_atomic(path, begin, (size_t)(end - begin), err);
+}
+
+int hf_export_write(const char *dir, const ModelConfig *m, int T, char *err) {
+    char *config = hf_config_json(m, T);
+    char path[4600];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    int rc = fs_write_atomic(path, config, strlen(config), err);
+    free(config);
+    if (rc) return rc;
+    if (!hf_is_vanilla_qwen3(m) &&
+        (write_bytes(dir, "configuration_phaselab.py", phaselab_hf_configuration_py, phaselab_hf_configuration_py_end, err) ||
+         write_bytes(dir, "modeling_phaselab.py", phaselab_hf_modeling_py, phaselab_hf_modeling_py_end, err)))
+        return -1;
+    if (!vocab.known) return 0;
+    cJSON *gen = cJSON_CreateObject();
+    cJSON_AddNumberToObject(gen, "eos_token_id", vocab.eot_id);
+    cJSON_AddNumberToObject(gen, "pad_token_id", vocab.eot_id);
+    cJSON_AddBoolToObject(gen, "do_sample", 0);
+    cJSON_AddBoolToObject(gen, "use_cache", hf_is_vanilla_qwen3(m));
+    if (write_json(dir, "generation_config.json", gen, err)) return -1;
+    if (!vocab.tokenizer_json[0]) return 0;
+    size_t n = 0;
+    char *tok = fs_read_all(vocab.tokenizer_json, &n);
+    if (!tok) return set_err(err, "%s: cannot read the tokenizer to copy into the checkpoint", vocab.tokenizer_json);
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    rc = fs_write_atomic(path, tok, n, err);
+    free(tok);
+    if (rc) return rc;
+    /* Qwen2/Qwen3 byte-level BPE: no BOS, end-of-text as EOS and padding */
+    cJSON *tc = cJSON_CreateObject();
+    cJSON_AddStringToObject(tc, "tokenizer_class", "PreTrainedTokenizerFast");
+    cJSON_AddNullToObject(tc, "bos_token");
+    cJSON_AddStringToObject(tc, "eos_token", "<|endoftext|>");
+    cJSON_AddStringToObject(tc, "pad_token", "<|endoftext|>");
+    cJSON_AddBoolToObject(tc, "add_bos_token", 0);
+    cJSON_AddBoolToObject(tc, "clean_up_tokenization_spaces", 0);
+    cJSON_AddNumberToObject(tc, "model_max_length", T > 40960 ? T : 40960);   /* = max_position_embeddings */
+    return write_json(dir, "tokenizer_config.json", tc, err);
+}
