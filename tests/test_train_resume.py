@@ -40,9 +40,9 @@ check(ck == ["step_00000020", "step_00000025", "step_00000030"], "checkpoint.kee
 # --- B: SIGKILL at a random step, live SWMR read, then resume
 rng = random.Random(os.getpid())
 kill_at = rng.randint(7, 24)
-# one compute thread: the other core stays free for this poller, so a fast run on a loaded
-# 2-core machine cannot end before the poller sees the kill step (seen once in CI)
-p = tu.start(common + ["run.name=B", "run.threads=1"])
+# one compute thread at the lowest priority: the poller gets the CPU first, so a fast run on a
+# loaded 2-core machine cannot end before the poller sees the kill step (seen in CI and under load)
+p = tu.start(common + ["run.name=B", "run.threads=1"], nice=19)
 log = f"{d}/runs/B/log.txt"
 reached = tu.wait_for_line(log, f"step {kill_at}/30", p)
 live_rows = -1
@@ -70,7 +70,7 @@ wb = open(f"{d}/runs/B/checkpoints/step_00000030/model.safetensors", "rb").read(
 check(wa == wb, "final weights bitwise identical", "model.safetensors differ")
 
 # --- C: SIGTERM writes a checkpoint and exits 0; the resume continues identically
-p = tu.start(common + ["run.name=C", "checkpoint.every=100"])
+p = tu.start(common + ["run.name=C", "checkpoint.every=100"], nice=19)
 reached = tu.wait_for_line(f"{d}/runs/C/log.txt", "step 12/30", p)
 p.send_signal(signal.SIGTERM)
 out = p.communicate()[0]

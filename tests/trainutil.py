@@ -30,8 +30,12 @@ def run(args, timeout=300):
     return p.returncode, p.stdout
 
 
-def start(args):
-    return subprocess.Popen([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def start(args, nice=0):
+    """./train in the background. nice > 0 lowers its priority, so that a poller of its log
+    (wait_for_line) gets the CPU first on a loaded machine and cannot miss a step it waits for."""
+    pre = (lambda: os.nice(nice)) if nice else None
+    return subprocess.Popen([TRAIN] + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            preexec_fn=pre)
 
 
 def wait_for_line(log_path, needle, proc, timeout=120):
