@@ -44,7 +44,7 @@ kill_at = rng.randint(7, 24)
 # loaded 2-core machine cannot end before the poller sees the kill step (seen in CI and under load)
 p = tu.start(common + ["run.name=B", "run.threads=1"], nice=19)
 log = f"{d}/runs/B/log.txt"
-reached = tu.wait_for_line(log, f"step {kill_at}/30", p)
+reached = tu.wait_for_line(log, f" {kill_at}/30", p)   # the log pads: "step  7/30"
 live_rows = -1
 if reached:
     try:
