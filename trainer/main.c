@@ -149,6 +149,8 @@ static int cmd_eval(int argc, char **argv) {
         }
         ProbeResult pr;
         if (probe_evaluate(m, ps, T, micro, &pr, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+        pr.fold = probe_phase_fold(&cfg.model);
+        probe_result_finalize(&pr);
         printf("lookup probe %s:\n", probe_path);
         probe_print_table(stdout, &pr);
         probe_set_free(ps);

@@ -26,6 +26,7 @@ void probe_wilson(long k, long n, double z, double *lo, double *hi) {
 void probe_result_clear(ProbeResult *res, int residues) {
     memset(res, 0, sizeof *res);
     res->residues = residues < 1 ? 1 : residues > PROBE_MAX_RESIDUES ? PROBE_MAX_RESIDUES : residues;
+    res->fold = 8;
     probe_result_finalize(res);
 }
 
@@ -56,8 +57,16 @@ void probe_result_finalize(ProbeResult *res) {
         res->gap[p] = n ? best - worst : NAN;
         res->worst_residue[p] = wr;
         res->best_residue[p] = br;
+        res->test_residue[p] = chi2_homogeneity(res->correct[p], res->total[p], res->residues);
+        long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
+        if (res->fold >= 1 && fold_by_phase(res->correct[p], res->total[p], res->residues, res->fold, fc, ft) == 0)
+            res->test_phase[p] = chi2_homogeneity(fc, ft, res->fold);
+        else
+            res->test_phase[p] = (ChiSquare){NAN, NAN, 0};
     }
 }
+
+int probe_phase_fold(const ModelConfig *mc) { return mc->attention == ATTN_COMPRESSED ? mc->stride : 8; }
 
 const double *probe_result_acc(const ProbeResult *res, int protocol) {
     if (protocol < 0 || protocol >= PROBE_N_PROTOCOLS || !res->present[protocol]) return NULL;
@@ -143,5 +152,12 @@ void probe_print_table(FILE *f, const ProbeResult *res) {
         }
         fprintf(f, "%s: mean %.1f  worst %.1f (r=%d)  best %.1f (r=%d)  gap %.1f pp\n", probe_protocol_name(p),
                 res->mean[p], res->worst[p], res->worst_residue[p], res->best[p], res->best_residue[p], res->gap[p]);
+    }
+    for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+        if (!res->present[p]) continue;
+        const ChiSquare *a = &res->test_residue[p], *b = &res->test_phase[p];
+        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g%s\n",
+                probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, b->chi2, b->df, b->p,
+                (b->p < 0.05 || a->p < 0.05) ? "  -> not flat (p < 0.05)" : "  -> homogeneity not rejected");
     }
 }
