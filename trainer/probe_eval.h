@@ -58,6 +58,14 @@ int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, 
 int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                          ProbeResult *res, char *err);
 
+/* The same with a callback run before every batch (analyses use it to tell an intervention
+ * which prompts a batch holds): before_batch(ctx, protocol [B], B) with B <= micro_batch rows;
+ * row b of the batch is scored at the position its prompt asks for. before_batch may be NULL.
+ * progress: when not NULL, a progress line on stderr (prefixed by it) at most every 2 s. */
+typedef void (*ProbeBatchFn)(void *ctx, const int *protocol, int B);
+int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                      ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
+
 /* Arrays for metrics_log_probe: acc of a protocol, or NULL when it has no prompts. */
 const double *probe_result_acc(const ProbeResult *res, int protocol);
 
