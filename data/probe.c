@@ -174,9 +174,9 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
             goto done;
         }
         for (uint32_t j = 0; j + 1 < nv; j++)
-            if (t[q + 1 + j] != t[tk + nk + 1 + j]) {
+            if (t[q + 1 + j] != t[tk + nk + j]) {
                 set_err(err, "%s@%zu: prompt %u: teacher-forced value token %d at %u is not the target's value token %d", path, at + 16, i,
-                        t[q + 1 + j], q + 1 + j, t[tk + nk + 1 + j]);
+                        t[q + 1 + j], q + 1 + j, t[tk + nk + j]);
                 goto done;
             }
         if (tidx >= rd_u32(buf + 108)) {

@@ -44,7 +44,7 @@
  * query position q, then its first nv - 1 value tokens (teacher forced). length = q + nv;
  * t_K = the position of the target record's first key token; tokens[t_K .. t_K+nk-1] equal
  * tokens[q-nk+1 .. q]; answer = tokens[t_K + nk] (the first value token); tokens[q+1+j] =
- * tokens[t_K+nk+1+j] for j < nv - 1. The prompt scores when the argmax at q + j is the value
+ * tokens[t_K+nk+j] for j < nv - 1. The prompt scores when the argmax at q + j is the value
  * token tokens[t_K + nk + j] for every j = 0..nv-1.
  * The reader checks all of this (magic, sizes, file length, each prompt's fields against its
  * tokens, every token against the model's vocabulary) and names the file and the byte offset
