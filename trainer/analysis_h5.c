@@ -123,14 +123,25 @@ int ah5_attr_str(AnalysisH5 *a, const char *name, const char *value) {
     return 0;
 }
 
+/* A scalar attribute of the given types. */
+static int set_scalar_attr(hid_t obj, const char *name, hid_t file_t, hid_t mem_t, const void *v) {
+    hid_t sp = H5Screate(H5S_SCALAR);
+    if (H5Aexists(obj, name) > 0) H5Adelete(obj, name);
+    hid_t at = H5Acreate2(obj, name, file_t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = at < 0 ? -1 : H5Awrite(at, mem_t, v);
+    if (at >= 0) H5Aclose(at);
+    H5Sclose(sp);
+    return rc < 0 ? -1 : 0;
+}
+
 int ah5_attr_long(AnalysisH5 *a, const char *name, long value) {
     long long v = value;
-    if (H5LTset_attribute_long_long(a->file, a->group_name, name, &v, 1) < 0) { fail(a, name); return -1; }
+    if (set_scalar_attr(a->group, name, H5T_STD_I64LE, H5T_NATIVE_LLONG, &v)) { fail(a, name); return -1; }
     return 0;
 }
 
 int ah5_attr_double(AnalysisH5 *a, const char *name, double value) {
-    if (H5LTset_attribute_double(a->file, a->group_name, name, &value, 1) < 0) { fail(a, name); return -1; }
+    if (set_scalar_attr(a->group, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &value)) { fail(a, name); return -1; }
     return 0;
 }
 
@@ -196,8 +207,8 @@ int ah5_signal(AnalysisH5 *a, const char *signal, const char *const *axes, int n
     for (int i = 0; !rc && i < n_axes; i++) {
         char nm[128];
         snprintf(nm, sizeof nm, "%s_indices", axes[i]);
-        int idx = i;
-        rc |= H5LTset_attribute_int(a->file, a->group_name, nm, &idx, 1) < 0;
+        long long idx = i;
+        rc |= set_scalar_attr(a->group, nm, H5T_STD_I64LE, H5T_NATIVE_LLONG, &idx);
     }
     if (rc) { fail(a, "NXdata signal/axes"); return -1; }
     return 0;
