@@ -206,6 +206,19 @@ if rc == 0:
     check(g["power"].shape == (16,) and float(attrs["peak_period"]) == 32 / (int(np.argmax(g["power"])) + 1),
           "peak period is N / argmax of the stored periodogram", f"{attrs.get('peak_period')}")
 
+# tools/report draws the analyses found in a checkpoint's analysis.h5
+shutil.copy(ko_h5, os.path.join(ck, "analysis.h5"))
+with h5py.File(os.path.join(ck, "analysis.h5"), "a") as f, h5py.File(fs_h5, "r") as g, h5py.File(nd_h5, "r") as n:
+    g.copy("filler_sweep_000", f)
+    n.copy("probe_000", f, name="probe_000")
+rep = os.path.join(d, "report")
+p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(d, "w4s4"), "--out", rep],
+                   capture_output=True, text=True)
+for fn in ("gate_cycle_w4s4_step_00000020.png", "needle_w4s4_step_00000020.png", "filler_sweep_w4s4_step_00000020.png",
+           "analysis.md"):
+    check(p.returncode == 0 and os.path.exists(os.path.join(rep, fn)), f"report draws {fn}", p.stderr[-300:])
+os.remove(os.path.join(ck, "analysis.h5"))
+
 # bad input: exit 2, one line naming the flag or file, nothing written
 bad_sweep = os.path.join(d, "bad_sweep.ini")
 open(bad_sweep, "w").write("[sweep]\nprompt = 20 300\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n")
