@@ -8,6 +8,9 @@
  *   - the mean is exactly the mean over the calibration prompts' answers (computed here), per
  *     protocol, and changes when the calibration prompts change; the evaluated prompts never
  *     enter it.
+ * Also the needle scorer of probe_evaluate_ex (all value tokens top-1, teacher forced) with the
+ * same stand-in: prompts whose second value token the stand-in gets wrong score 0 although
+ * their first value token is right.
  * The real model's hook (model_set_attn_hook, before W_o) is tested in test_attn_hook.c. */
 #include <math.h>
 #include <stdint.h>
@@ -69,6 +72,38 @@ static int write_probe(const char *path, int vbase) {
         uint32_t t[LEN] = {1, 20, 0, 21, 0, 22, 0, 23, 0, 20 + j};
         for (int k = 0; k < 4; k++) t[2 + 2 * k] = vbase + off + k;
         for (int k = 0; k < LEN; k++) put32(tok + 4 * ((size_t)i * LEN + k), t[k]);
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) return -1;
+    size_t w = fwrite(buf, 1, sizeof buf, f);
+    fclose(f);
+    return w == sizeof buf ? 0 : -1;
+}
+
+/* Needle file: 8 prompts "1 | K0 a0 b0 | K1 a1 b1 | K2 a2 b2 | Kj aj" (nk 1, nv 2, q = 10,
+ * length 12), keys 20+k, a_k = 40+k, b_k = 60+k, target j = i % 3; in odd prompts with j >= 1
+ * the slot b0 holds a_j, so the stand-in's second prediction (the token after the first a_j)
+ * is K1 instead of b_j: those prompts fail. */
+#define NLEN 12
+static int write_needle(const char *path) {
+    static unsigned char buf[256 + 32 * NP + 4 * NP * NLEN];
+    memset(buf, 0, sizeof buf);
+    memcpy(buf, "PHLPRBv1", 8);
+    put32(buf + 8, 256); put32(buf + 12, 32); put32(buf + 16, NP); put32(buf + 20, P);
+    put32(buf + 24, 256); put32(buf + 28, NLEN); put64(buf + 32, (uint64_t)NP * NLEN);
+    memcpy(buf + 40, "synthetic", 9);
+    put32(buf + 104, NLEN - 2); put32(buf + 108, 3); put32(buf + 112, 0);
+    put32(buf + 116, 1); put32(buf + 132, 1); put32(buf + 136, 2);
+    unsigned char *tok = buf + 256 + 32 * NP;
+    for (int i = 0; i < NP; i++) {
+        int j = i % 3, tk = 1 + 3 * j;
+        uint32_t t[NLEN] = {1, 20, 40, 60, 21, 41, 61, 22, 42, 62, 0, 0};
+        if (i % 2 && j >= 1) t[3] = 40 + j;
+        t[10] = 20 + j, t[11] = 40 + j;
+        unsigned char *r = buf + 256 + 32 * i;
+        put32(r, 0); put32(r + 4, tk % P); put32(r + 8, tk); put32(r + 12, 40 + j);
+        put32(r + 16, NLEN); put32(r + 20, j); put64(r + 24, (uint64_t)i * NLEN);
+        for (int k = 0; k < NLEN; k++) put32(tok + 4 * ((size_t)i * NLEN + k), t[k]);
     }
     FILE *f = fopen(path, "wb");
     if (!f) return -1;
@@ -156,6 +191,20 @@ int main(void) {
     check(knockout_finish_means(&k2, need, err) == -1 && strstr(err, "ip"), "calibration must cover the evaluated protocols", "%s", err);
     knockout_free(&k2);
     knockout_free(&ko);
+
+    /* needle scoring: the odd prompts with j >= 1 (i = 1, 5, 7) fail, the other 5 score */
+    const char *np_path = "build/scratch/test_knockout/needle.bin";
+    ProbeSet *pn = NULL;
+    if (write_needle(np_path) || probe_set_load(&pn, np_path, 256, NLEN, err)) {
+        check(0, "needle file loads", "%s", err);
+    } else {
+        Model plain = {NULL, NULL, NLEN};
+        probe_evaluate_ex(&plain, pn, NLEN, 4, 0, 1, NULL, NULL, NULL, &r, err);
+        long c = 0, t = 0;
+        for (int i = 0; i < P; i++) c += r.correct[0][i], t += r.total[0][i];
+        check(t == 8 && c == 5, "needle: a prompt scores only when every value token is right", "%ld/%ld, expected 5/8", c, t);
+        probe_set_free(pn);
+    }
     probe_set_free(pe), probe_set_free(pa), probe_set_free(pb);
     return check_exit_code();
 }
