@@ -1,6 +1,6 @@
 /* Filler sweep (trainer/filler_sweep.c): the periodogram finds planted periods in synthetic
- * curves (a square wave of period 8, the flip of a phase-sensitive model, and a noisy sine of
- * period 6), and the sweep-file reader takes tokens and refuses bad files with one line naming
+ * curves (a square wave of period 8, the flip of a phase-sensitive model, the same on a strong
+ * linear drift, and a noisy sine of period 6), and the sweep-file reader takes tokens and refuses bad files with one line naming
  * the file, the line and what is allowed. */
 #include <math.h>
 #include <stdio.h>
@@ -33,11 +33,16 @@ int main(void) {
     }
     pk = periodogram(x, 48, power, period);
     check(pk == 6.0, "periodogram: noisy sine period 6", "peak %g", pk);
-    /* a hand value: x = cos(2 pi i / 4), n = 8: power at k = 2 is |sum cos^2 ...|^2 / n = (n/2)^2 / n = 2 */
-    for (int i = 0; i < 8; i++) x[i] = cos(2 * M_PI * i / 4.0);
+    /* a hand value: x_i = cos(pi (i - 3.5) / 2), n = 8 (mean 0, symmetric so no linear trend): a pure
+     * sinusoid at k = 2, |DFT| = n/2 = 4 there and 0 elsewhere: power(2) = 16 / 8 = 2 */
+    for (int i = 0; i < 8; i++) x[i] = cos(M_PI * (i - 3.5) / 2.0);
     pk = periodogram(x, 8, power, period);
     check(pk == 4.0 && fabs(power[1] - 2.0) < 1e-12 && fabs(power[0]) < 1e-20, "periodogram: hand-computed power", "%g %g", power[1], power[0]);
     check(isnan(periodogram(x, 3, power, period)), "periodogram: fewer than 4 points is undefined", "");
+    /* a period-8 flip riding on a strong linear drift: the drift is removed, the period found */
+    for (int i = 0; i < 64; i++) x[i] = 0.02 * i + ((i % 8) < 4 ? 0.05 : -0.05);
+    pk = periodogram(x, 64, power, period);
+    check(pk == 8.0, "periodogram: period 8 under a linear drift", "peak %g", pk);
 
     mkdir("build/scratch", 0755);
     mkdir("build/scratch/test_filler_sweep", 0755);

@@ -212,16 +212,19 @@ void filler_sweep_free(FillerSweepSpec *spec) {
 
 double periodogram(const double *x, int n, double *power, double *period) {
     if (n < 4) return NAN;
-    double mean = 0;
-    for (int i = 0; i < n; i++) mean += x[i];
-    mean /= n;
+    /* remove the least-squares line a + b i (the mean and a linear trend) */
+    double mi = (n - 1) / 2.0, mx = 0, sxy = 0, sxx = 0;
+    for (int i = 0; i < n; i++) mx += x[i];
+    mx /= n;
+    for (int i = 0; i < n; i++) sxy += (i - mi) * (x[i] - mx), sxx += (i - mi) * (i - mi);
+    double slope = sxx > 0 ? sxy / sxx : 0.0;
     int best = -1;
     for (int k = 1; k <= n / 2; k++) {
         double re = 0, im = 0;
         for (int i = 0; i < n; i++) {
-            double ang = -2.0 * M_PI * (double)k * i / n;
-            re += (x[i] - mean) * cos(ang);
-            im += (x[i] - mean) * sin(ang);
+            double ang = -2.0 * M_PI * (double)k * i / n, y = x[i] - mx - slope * (i - mi);
+            re += y * cos(ang);
+            im += y * sin(ang);
         }
         power[k - 1] = (re * re + im * im) / n;
         period[k - 1] = (double)n / k;

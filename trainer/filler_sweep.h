@@ -11,8 +11,9 @@
  *   L0, L1    = the filler range, 0 <= L0 < L1 (at least 4 points)
  * Relative paths (tokenizer) are taken relative to the sweep file's directory.
  *
- * Periodogram (choice: SPEC does not fix the estimator): x_L = P(a) - P(b) minus its mean over
- * the N = L1 - L0 + 1 points; power(k) = |sum_L x_L e^{-2 pi i k (L - L0) / N}|^2 / N at the
+ * Periodogram (choice: SPEC does not fix the estimator): x_L = P(a) - P(b) minus its
+ * least-squares line over the N = L1 - L0 + 1 points (mean and linear trend removed: a slow
+ * drift of P(a) - P(b) with L would otherwise own the lowest frequencies); power(k) = |sum_L x_L e^{-2 pi i k (L - L0) / N}|^2 / N at the
  * Fourier frequencies k = 1 .. floor(N/2); the peak period is N / k* for the k* of the largest
  * power (the lowest k on ties). Choose N a multiple of the expected period (e.g. 8 periods of S)
  * to see it exactly. */
@@ -34,7 +35,7 @@ typedef struct {
 int filler_sweep_load(const char *path, int vocab_size, int T, FillerSweepSpec *spec, char *err);
 void filler_sweep_free(FillerSweepSpec *spec);
 
-/* Periodogram of x [n] (mean removed): power [n/2] at k = 1..n/2 (power[k-1]), period [n/2] = n/k.
+/* Periodogram of x [n] (mean and linear trend removed): power [n/2] at k = 1..n/2 (power[k-1]), period [n/2] = n/k.
  * Returns the peak period (NaN when n < 4). */
 double periodogram(const double *x, int n, double *power, double *period);
 
