@@ -44,6 +44,16 @@ int main(void) {
     pk = periodogram(x, 64, power, period);
     check(pk == 8.0, "periodogram: period 8 under a linear drift", "peak %g", pk);
 
+    /* dips at phases 0 and 5 of every 8 (the demo model's pattern): the DFT peak is a harmonic,
+     * the folded period is 8 */
+    double ex[48];
+    for (int i = 0; i < 96; i++) x[i] = (i % 8 == 0 || i % 8 == 5) ? 0.0 : 1.0;
+    int fp = folded_period(x, 96, ex);
+    check(fp == 8 && fabs(ex[6] - 1.0) < 1e-12, "folded period of a two-dip period-8 curve is 8", "%d (%g)", fp, ex[6]);
+    for (int i = 0; i < 48; i++) x[i] = sin(2 * M_PI * i / 6.0);
+    check(folded_period(x, 48, ex) == 6, "folded period of a sine of period 6", "%d", folded_period(x, 48, ex));
+    for (int i = 0; i < 20; i++) x[i] = 1.0;
+    check(folded_period(x, 20, ex) == -1, "a flat curve has no folded period", "");
     mkdir("build/scratch", 0755);
     mkdir("build/scratch/test_filler_sweep", 0755);
     const char *p = "build/scratch/test_filler_sweep/sweep.ini";

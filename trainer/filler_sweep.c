@@ -233,6 +233,29 @@ double periodogram(const double *x, int n, double *power, double *period) {
     return (double)n / best;
 }
 
+int folded_period(const double *x, int n, double *explained) {
+    if (n < 4) return -1;
+    double mean = 0, total = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    mean /= n;
+    for (int i = 0; i < n; i++) total += (x[i] - mean) * (x[i] - mean);
+    double best = 0;
+    for (int p = 2; p <= n / 2; p++) {
+        double between = 0;
+        for (int ph = 0; ph < p; ph++) {
+            double sum = 0;
+            int cnt = 0;
+            for (int i = ph; i < n; i += p) sum += x[i], cnt++;
+            if (cnt) between += cnt * (sum / cnt - mean) * (sum / cnt - mean);
+        }
+        explained[p - 2] = total > 0 ? between / total : 0.0;
+        if (explained[p - 2] > best) best = explained[p - 2];
+    }
+    for (int p = 2; p <= n / 2; p++)
+        if (best > 0 && explained[p - 2] >= 0.9 * best) return p;
+    return -1;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -292,6 +315,8 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int nk = n / 2;
     double *power = malloc(sizeof(double) * (nk ? nk : 1)), *period = malloc(sizeof(double) * (nk ? nk : 1));
     double peak = periodogram(diff, n, power, period);
+    double *explained = malloc(sizeof(double) * (n / 2 > 1 ? n / 2 : 1));
+    int fold_p = folded_period(diff, n, explained);
     int flips = 0;
     for (int i = 1; i < n; i++) flips += (diff[i] > 0) != (diff[i - 1] > 0);
     printf("filler sweep %s: prompt of %d tokens (%s), a = %d, b = %d, filler = %d, L = %d..%d\n", path, sp.n_prompt, sp.text_source,
@@ -300,8 +325,9 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int S = cfg->model.attention == ATTN_COMPRESSED ? cfg->model.stride : 8;
     for (int i = 0; i < n; i++)
         printf("%5d %5d %10.4f %10.4f %+11.4f\n", sp.L0 + i, (sp.L0 + i) % S, pa[i], pb[i], diff[i]);
-    printf("periodogram of P(a)-P(b) over %d points: peak period %.2f (power %.4g); %d sign flips; S = %d\n", n, peak,
-           nk ? power[(int)lround(n / peak) - 1] : NAN, flips, S);
+    printf("periodogram of P(a)-P(b) over %d points: peak period %.2f (power %.4g); folded period %d (%.1f%% of the variance); "
+           "%d sign flips; S = %d\n", n, peak, nk ? power[(int)lround(n / peak) - 1] : NAN, fold_p,
+           fold_p > 1 ? 100.0 * explained[fold_p - 2] : NAN, flips, S);
     int rc = 0;
     AnalysisH5 *h = ah5_begin(env->out_path, "filler_sweep", env->ckpt, st.step, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }
@@ -316,6 +342,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     ah5_attr_long(h, "L0", sp.L0);
     ah5_attr_long(h, "L1", sp.L1);
     ah5_attr_double(h, "peak_period", peak);
+    ah5_attr_long(h, "folded_period", fold_p);
     ah5_attr_long(h, "sign_flips", flips);
     ah5_attr_long(h, "stride", S);
     ah5_axis_long(h, "L", Ls, n, "fillers prepended");
@@ -327,8 +354,18 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
         ah5_axis_double(h, "period", period, nk, "period N/k of the Fourier frequency k (in filler tokens)", "tokens");
         ah5_data(h, "power", power, 1, (int[]){nk}, axp, "periodogram of P(a) - P(b) (mean removed)", NULL);
     }
+    if (n / 2 >= 2) {
+        long *pl = malloc(sizeof(long) * (n / 2));
+        for (int p = 2; p <= n / 2; p++) pl[p - 2] = p;
+        ah5_axis_long(h, "fold_period", pl, n / 2 - 1, "integer period p the curve is folded by");
+        const char *axf[] = {"fold_period"};
+        ah5_data(h, "fold_explained", explained, 1, (int[]){n / 2 - 1}, axf,
+                 "fraction of the variance of P(a) - P(b) explained by its means folded modulo p", NULL);
+        free(pl);
+    }
     ah5_signal(h, "diff", ax, 1);
     free(Ls);
+    free(explained);
     if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }
     printf("stored %s\n", env->out_path);
 out:

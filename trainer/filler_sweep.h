@@ -16,7 +16,10 @@
  * drift of P(a) - P(b) with L would otherwise own the lowest frequencies); power(k) = |sum_L x_L e^{-2 pi i k (L - L0) / N}|^2 / N at the
  * Fourier frequencies k = 1 .. floor(N/2); the peak period is N / k* for the k* of the largest
  * power (the lowest k on ties). Choose N a multiple of the expected period (e.g. 8 periods of S)
- * to see it exactly. */
+ * to see it exactly. A periodic curve with sharp dips puts much of its power into harmonics
+ * (S/2, S/3, ...), so the sweep also reports the folded period: for each integer p in
+ * 2..N/2 the fraction of the variance explained by the means of the points folded modulo p,
+ * and the smallest p reaching 90% of the best fraction (S for a clean period-S flip). */
 #ifndef PHASELAB_FILLER_SWEEP_H
 #define PHASELAB_FILLER_SWEEP_H
 #include <stdint.h>
@@ -38,6 +41,10 @@ void filler_sweep_free(FillerSweepSpec *spec);
 /* Periodogram of x [n] (mean and linear trend removed): power [n/2] at k = 1..n/2 (power[k-1]), period [n/2] = n/k.
  * Returns the peak period (NaN when n < 4). */
 double periodogram(const double *x, int n, double *power, double *period);
+
+/* Folded period of x [n]: explained [n/2 - 1] (index p - 2) = between-fold variance / total for
+ * p = 2..n/2; returns the smallest p with explained >= 0.9 max, or -1 (n < 4 or a flat curve). */
+int folded_period(const double *x, int n, double *explained);
 
 typedef struct {
     const Config *cfg;
