@@ -25,6 +25,7 @@ struct ProbeSet {
     uint32_t vocab_size;
     uint64_t n_tokens;
     char fingerprint[PROBE_FINGERPRINT_BYTES + 1];
+    ProbeBuilder builder;      /* layout and recorded builder options */
     ProbeRecord *records;      /* [n_prompts] */
     int32_t *tokens;           /* [n_tokens] */
 };
@@ -87,6 +88,14 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
     uint32_t P = rd_u32(buf + 20), vocab = rd_u32(buf + 24), maxlen_f = rd_u32(buf + 28);
     uint64_t n_tokens = rd_u64(buf + 32);
     uint32_t q = rd_u32(buf + 104);
+    uint32_t layout = rd_u32(buf + 116), nk = rd_u32(buf + 132), nv = rd_u32(buf + 136);
+    if (layout > PROBE_LAYOUT_NEEDLE) { set_err(err, "%s@116: layout %u, expected 0 (lookup) or 1 (needle)", path, layout); goto done; }
+    if (layout == PROBE_LAYOUT_LOOKUP) nk = nv = 1;
+    else if (nk < 1 || nv < 1 || nk > 64 || nv > 64) {
+        set_err(err, "%s@132: needle record of %u key and %u value tokens, expected 1..64 each", path, nk, nv);
+        goto done;
+    }
+    ps->builder = (ProbeBuilder){(int)layout, rd_u32(buf + 120), rd_u32(buf + 124), rd_u32(buf + 128), nk, nv, (int)maxlen_f};
     if (header != PROBE_HEADER_BYTES) { set_err(err, "%s@8: header size %u, expected %d", path, header, PROBE_HEADER_BYTES); goto done; }
     if (recsize != PROBE_RECORD_BYTES) { set_err(err, "%s@12: prompt record size %u, expected %d", path, recsize, PROBE_RECORD_BYTES); goto done; }
     if (n == 0 || n > 0x7fffffffu) { set_err(err, "%s@16: n_prompts %u, expected 1..2^31-1", path, n); goto done; }
@@ -102,8 +111,9 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
                 path, maxlen_f, max_len, max_len);
         goto done;
     }
-    if (q >= maxlen_f) {   /* not q + 1 > maxlen_f: q = 2^32-1 wraps */
-        set_err(err, "%s@104: query position %u, expected < the longest prompt %u", path, q, maxlen_f); goto done; }
+    /* 64-bit sums: q (and t_K below) near 2^32 must not wrap past the bounds */
+    if ((uint64_t)q + 1 < 2ull * nk + nv) { set_err(err, "%s@104: query position %u leaves no room for a target record of %u tokens and its query", path, q, nk + nv); goto done; }
+    if ((uint64_t)q + nv > maxlen_f) { set_err(err, "%s@104: query position %u, expected < the longest prompt %u", path, q, maxlen_f); goto done; }
     uint64_t expect = (uint64_t)PROBE_HEADER_BYTES + (uint64_t)PROBE_RECORD_BYTES * n + 4 * n_tokens;
     if (n_tokens > ((uint64_t)1 << 40) || expect != size) {
         set_err(err, "%s@32: n_tokens %llu and n_prompts %u imply %llu bytes, the file has %zu", path,
@@ -141,24 +151,35 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
         uint32_t len = rd_u32(r + 16), tidx = rd_u32(r + 20);
         uint64_t off = rd_u64(r + 24);
         if (proto >= PROBE_N_PROTOCOLS) { set_err(err, "%s@%zu: prompt %u: protocol %u, expected 0 (pp) or 1 (ip)", path, at, i, proto); goto done; }
-        if (len != q + 1) { set_err(err, "%s@%zu: prompt %u: length %u, expected query position + 1 = %u", path, at + 16, i, len, q + 1); goto done; }
+        if (len != q + nv) { set_err(err, "%s@%zu: prompt %u: length %u, expected query position + %u = %u", path, at + 16, i, len, nv, q + nv); goto done; }
         if (off > n_tokens || len > n_tokens - off) {
             set_err(err, "%s@%zu: prompt %u: tokens [%llu, %llu) run past the %llu tokens of the file", path, at + 24, i,
                     (unsigned long long)off, (unsigned long long)(off + len), (unsigned long long)n_tokens);
             goto done;
         }
-        if (tk >= q || tk + 1 >= q) {   /* tk = 2^32-1 wraps tk + 1 */
-            set_err(err, "%s@%zu: prompt %u: t_K %u, expected < query position - 1 = %u", path, at + 8, i, tk, q - 1); goto done; }
+        if ((uint64_t)tk + 2ull * nk + nv > (uint64_t)q + 1) {
+            set_err(err, "%s@%zu: prompt %u: t_K %u, expected a target record that ends before the query (t_K <= %u)", path, at + 8, i, tk,
+                    q + 1 - nk - nk - nv);
+            goto done;
+        }
         if (res != tk % P) { set_err(err, "%s@%zu: prompt %u: residue %u, expected t_K mod P = %u", path, at + 4, i, res, tk % P); goto done; }
         const int32_t *t = ps->tokens + off;
-        if (t[tk] != t[q]) {
-            set_err(err, "%s@%zu: prompt %u: token %d at t_K %u is not the query token %d", path, at + 8, i, t[tk], tk, t[q]);
+        for (uint32_t j = 0; j < nk; j++)
+            if (t[tk + j] != t[q + 1 - nk + j]) {
+                set_err(err, "%s@%zu: prompt %u: token %d at t_K + %u = %u is not the query token %d", path, at + 8, i, t[tk + j], j,
+                        tk + j, t[q + 1 - nk + j]);
+                goto done;
+            }
+        if ((uint32_t)t[tk + nk] != ans) {
+            set_err(err, "%s@%zu: prompt %u: answer %u is not the token %d after the target key", path, at + 12, i, ans, t[tk + nk]);
             goto done;
         }
-        if ((uint32_t)t[tk + 1] != ans) {
-            set_err(err, "%s@%zu: prompt %u: answer %u is not the token %d after the target key", path, at + 12, i, ans, t[tk + 1]);
-            goto done;
-        }
+        for (uint32_t j = 0; j + 1 < nv; j++)
+            if (t[q + 1 + j] != t[tk + nk + j]) {
+                set_err(err, "%s@%zu: prompt %u: teacher-forced value token %d at %u is not the target's value token %d", path, at + 16, i,
+                        t[q + 1 + j], q + 1 + j, t[tk + nk + j]);
+                goto done;
+            }
         if (tidx >= rd_u32(buf + 108)) {
             set_err(err, "%s@%zu: prompt %u: target index %u, expected < %u records", path, at + 20, i, tidx, rd_u32(buf + 108));
             goto done;
@@ -186,6 +207,10 @@ int probe_set_max_length(const ProbeSet *ps) { return ps->max_length; }
 int probe_set_query_position(const ProbeSet *ps) { return ps->query_position; }
 const char *probe_set_fingerprint(const ProbeSet *ps) { return ps->fingerprint; }
 const char *probe_set_path(const ProbeSet *ps) { return ps->path; }
+
+int probe_set_layout(const ProbeSet *ps) { return ps->builder.layout; }
+ProbeBuilder probe_set_builder(const ProbeSet *ps) { return ps->builder; }
+int probe_set_scored_tokens(const ProbeSet *ps) { return (int)ps->builder.value_tokens; }
 
 int probe_set_prompt(const ProbeSet *ps, int i, ProbePrompt *out) {
     if (i < 0 || i >= ps->n_prompts) return -1;

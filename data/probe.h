@@ -22,8 +22,14 @@
  *             tokenizer.json, or "synthetic")
  *     104-107 u32 query position q: every prompt has length q + 1 (the query is its last token)
  *     108-111 u32 records per prompt (64)
- *     112-115 u32 demonstration records per prompt (8)
- *     116-255 zero
+ *     112-115 u32 demonstration records per prompt (8; needle: 0)
+ *     116-119 u32 layout: 0 = lookup (above), 1 = needle (below)
+ *     120-123 u32 builder seed (low 32 bits; files from older builders: 0 here and below)
+ *     124-127 u32 builder prompts per residue and protocol (0 = unknown)
+ *     128-131 u32 builder padding F (fillers per prompt)
+ *     132-135 u32 key tokens per record nk (needle; lookup 1)
+ *     136-139 u32 value tokens per record nv (needle; lookup 1)
+ *     140-255 zero
  *   Prompt table, n_prompts records of 32 bytes:
  *     0-3     u32 protocol: 0 = pp (prefix padding), 1 = ip (in-sequence padding)
  *     4-7     u32 residue r = t_K mod P
@@ -33,6 +39,13 @@
  *     20-23   u32 index of the target record in the list (0..records-1)
  *     24-31   u64 offset of the prompt's first token in the token array, in tokens
  *   Tokens: n_tokens u32.
+ * Needle layout (SPEC.md section 4, DeepSeek's position-matched needle): a haystack of records of
+ * nk key tokens then nv value tokens, then the target record's nk key tokens again ending at the
+ * query position q, then its first nv - 1 value tokens (teacher forced). length = q + nv;
+ * t_K = the position of the target record's first key token; tokens[t_K .. t_K+nk-1] equal
+ * tokens[q-nk+1 .. q]; answer = tokens[t_K + nk] (the first value token); tokens[q+1+j] =
+ * tokens[t_K+nk+j] for j < nv - 1. The prompt scores when the argmax at q + j is the value
+ * token tokens[t_K + nk + j] for every j = 0..nv-1.
  * The reader checks all of this (magic, sizes, file length, each prompt's fields against its
  * tokens, every token against the model's vocabulary) and names the file and the byte offset
  * or field of the first thing wrong.
@@ -55,7 +68,16 @@
 
 enum { PROBE_PP = 0, PROBE_IP = 1, PROBE_N_PROTOCOLS = 2 };
 
+enum { PROBE_LAYOUT_LOOKUP = 0, PROBE_LAYOUT_NEEDLE = 1 };
+
 typedef struct ProbeSet ProbeSet;
+
+/* The builder options recorded in the header (0 where an older builder left them out). */
+typedef struct {
+    int layout;                  /* PROBE_LAYOUT_* */
+    uint32_t seed, per_residue, padding, key_tokens, value_tokens;
+    int max_len;                 /* longest prompt */
+} ProbeBuilder;
 
 /* One prompt, as stored (tokens point into the set's memory). */
 typedef struct {
@@ -85,6 +107,11 @@ const char *probe_set_fingerprint(const ProbeSet *ps);      /* NUL-terminated */
 const char *probe_set_path(const ProbeSet *ps);
 /* Prompt i (0 <= i < count); returns 0, or -1 when i is out of range. */
 int probe_set_prompt(const ProbeSet *ps, int i, ProbePrompt *out);
+
+int probe_set_layout(const ProbeSet *ps);                   /* PROBE_LAYOUT_* */
+ProbeBuilder probe_set_builder(const ProbeSet *ps);
+/* Scored positions of every prompt: 1 (lookup) or nv (needle: q, q+1, ..., q+nv-1). */
+int probe_set_scored_tokens(const ProbeSet *ps);
 
 /* Protocol names: "pp", "ip". */
 const char *probe_protocol_name(int protocol);

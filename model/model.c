@@ -73,6 +73,11 @@ struct Model {
     act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
     float *rope_tab;           /* [T, r/2, 2] */
     float *host_losses;        /* [N] */
+    /* analysis hook (model_set_attn_hook): active inside model_argmax_at only */
+    ModelAttnHook attn_hook;
+    void *attn_hook_ctx;
+    const int *hook_positions; /* [B] while model_argmax_at runs, else NULL */
+    float *hook_rows;          /* [max_batch, H*d] host */
 };
 
 /* ---- arena: a sizing pass then a carving pass over the same calls ---- */
@@ -233,6 +238,7 @@ void model_free(Model *m) {
     if (m->grads) be->free(m->grads);
     if (m->arena) be->free(m->arena);
     free(m->host_losses);
+    free(m->hook_rows);
     free(m->li);
     free(m->la);
     tensor_table_free(&m->tt);
@@ -312,6 +318,27 @@ static CompShape comp_shape(const Model *m, int B) {
     return s;
 }
 
+/* The analysis hook: z at the requested positions to the host, the hook, and back. */
+static void run_attn_hook(Model *m, int layer, act_t *attn, int B) {
+    const Backend *be = m->be;
+    const int H = m->cfg.n_heads, d = m->cfg.head_dim, Hd = H * d;
+    for (int b = 0; b < B; b++)
+        be->download_act(m->hook_rows + (size_t)b * Hd,
+                         (const char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes, Hd);
+    m->attn_hook(m->attn_hook_ctx, layer, m->hook_rows, B, H, d);
+    for (int b = 0; b < B; b++)
+        be->upload_act((char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes,
+                       m->hook_rows + (size_t)b * Hd, Hd);
+}
+
+void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
+    if (hook && !m->hook_rows) m->hook_rows = malloc(sizeof(float) * (size_t)m->max_batch * m->cfg.n_heads * m->cfg.head_dim);
+    m->attn_hook = hook;
+    m->attn_hook_ctx = ctx;
+}
+
+const ModelConfig *model_config(const Model *m) { return &m->cfg; }
+
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
@@ -353,6 +380,7 @@ static void forward_layers(Model *m, int B) {
             cv = m->tied_kv ? a->ck : a->entry[1];
         }
         be->attention_fwd(&as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
+        if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, a->attn, B);
         act_t *x_next = L + 1 < c->n_layers ? m->la[L + 1].x_in : m->x_final;
         be->copy(a->x_mid, a->x_in, (size_t)N * D * be->act_bytes);
         be->matmul_fwd(a->x_mid, a->attn, Wt(m, x->o), N, D, H * d, 1);
@@ -456,7 +484,9 @@ void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *position
     const Backend *be = m->be;
     const int D = m->cfg.d_model;
     be->upload(m->tokens, tokens, sizeof(int32_t) * B * m->T);
+    m->hook_positions = positions;
     forward_layers(m, B);
+    m->hook_positions = NULL;
     /* gather the B requested rows into dD, then one argmax call */
     for (int b = 0; b < B; b++)
         be->copy((char *)m->dD + (size_t)b * D * be->act_bytes,

@@ -51,6 +51,17 @@ void model_zero_grads(Model *m);
  * sequence b (host arrays: tokens [B, T], positions [B], out [B]). */
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out);
 
+/* Analysis hook (causal interventions, trainer/knockout.c): while set, every forward pass of
+ * model_argmax_at calls hook(ctx, layer, z, B, H, d) after each layer's attention and before
+ * W_o, with z [B, H*d] a host fp32 copy of the attention outputs at the requested positions
+ * (row b = position positions[b] of sequence b; head a at z[b*H*d + a*d ..]). The hook may
+ * change z; the rows are written back before W_o. hook = NULL removes it. */
+typedef void (*ModelAttnHook)(void *ctx, int layer, float *z, int B, int H, int d);
+void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx);
+
+/* The model's config (as given to model_create). */
+const ModelConfig *model_config(const Model *m);
+
 /* Gate weights of the last forward, for gate statistics: alpha of layer l, branch (0 = key,
  * 1 = value), host copy [B, n_windows, G, W, c] with c = 1 (scalar, uniform) or head_dim
  * (vector). Returns the number of windows, 0 for full attention. */

@@ -63,6 +63,8 @@ def write_run(name, attention, seed):
                 g[f"worst_{p}"] = np.min(acc, axis=1)
                 g[f"best_{p}"] = np.max(acc, axis=1)
                 g[f"gap_{p}"] = np.max(acc, axis=1) - np.min(acc, axis=1)
+            for s in ("chi2", "p", "chi2_phase", "p_phase"):
+                g[f"{s}_{p}"] = r.random(2) * (30 if s.startswith("chi2") else 1)
         if attention == "compressed":
             g = f.create_group("gates")
             g["step"] = vs
@@ -72,7 +74,7 @@ def write_run(name, attention, seed):
         truth["step"] = int(steps[-1])
         truth["val_loss"] = float(f["val/loss"][-1])
         for p in ("pp", "ip"):
-            for s in ("mean", "worst", "best", "gap"):
+            for s in ("mean", "worst", "best", "gap", "chi2", "p", "chi2_phase", "p_phase"):
                 truth[f"{s}_{p}"] = float(f[f"probe/{s}_{p}"][-1])
     return truth
 
@@ -118,7 +120,9 @@ for name, t in truth.items():
     want = [str(t["step"]), f"{t['val_loss']:.4f}"] + \
            [("–" if math.isnan(t[f"{s}_{p}"]) else f"{t[f'{s}_{p}']:.2f}") for p in ("pp", "ip")
             for s in ("mean", "worst", "best", "gap")]
-    check(c[4:] == want, f"markdown_numbers_{name}", f"{c[4:]} != {want}")
+    check(c[4:4 + len(want)] == want, f"markdown_numbers_{name}", f"{c[4:4 + len(want)]} != {want}")
+    want_p = [("–" if math.isnan(t[f"{s}_{p}"]) else f"{t[f'{s}_{p}']:.3g}") for p in ("pp", "ip") for s in ("p", "p_phase")]
+    check(c[4 + len(want):] == want_p, f"markdown_phase_test_{name}", f"{c[4 + len(want):]} != {want_p}")
 
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(SCRATCH, "sweep", "a_w8s8")],
                    capture_output=True, text=True)

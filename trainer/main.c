@@ -2,6 +2,9 @@
  *   ./train CONFIG.ini [section.key=value ...]          train (resumes an existing run)
  *   ./train --dry-run CONFIG.ini [overrides]            validate and print the model summary
  *   ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]   evaluate a checkpoint
+ *   ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle D|all [--layers L1,L2]   analyses
+ *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (trainer/analysis.h)
+ *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
@@ -19,6 +22,7 @@
 #include "model/config.h"
 #include "model/errors.h"
 #include "model/model.h"
+#include "trainer/analysis.h"
 #include "trainer/bench.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
@@ -35,6 +39,13 @@ static void usage(FILE *f) {
             "       ./train --dry-run CONFIG.ini [overrides]          validate, print the model summary\n"
             "       ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]\n"
             "                                                         evaluate a checkpoint (probe, validation)\n"
+            "       ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle DELTA|all [--layers L1,L2] [--out FILE]\n"
+            "                                                         accuracy with the gate maps rolled by delta (W = S)\n"
+            "       ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE] [--out FILE]\n"
+            "                                                         KV-head knockout by mean replacement\n"
+            "       ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE [--out FILE]\n"
+            "                                                         P(a), P(b) against L prepended fillers\n"
+            "                                                         (analyses append to CHECKPOINT_DIR/analysis.h5)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "                                                         write the synthetic key/value corpus\n"
             "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
@@ -123,12 +134,14 @@ static int glob_matches(const char *pattern) {
 
 static int cmd_eval(int argc, char **argv) {
     if (argc < 1) { usage(stderr); return 2; }
+    if (analysis_requested(argc, argv)) return analysis_main(argc, argv);
     const char *ckpt = argv[0];
-    const char *probe_arg = NULL;
+    const char *probe_arg = NULL, *out_path = NULL;     /* --out: the analysis file (default CKPT/analysis.h5) */
     char *overrides[64];
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_arg = argv[++i];
+        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
         else if (n_over < 64) overrides[n_over++] = argv[i];
         else { fprintf(stderr, "phaselab: --eval: more than 64 overrides (at '%s')\n", argv[i]); return 2; }
     }
@@ -208,8 +221,14 @@ static int cmd_eval(int argc, char **argv) {
         }
         ProbeResult pr;
         if (probe_evaluate(m, ps, T, micro, &pr, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-        printf("lookup probe %s:\n", probe_file);
+        pr.fold = probe_phase_fold(&cfg.model);
+        probe_result_finalize(&pr);
+        printf("%s probe %s:\n", probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup", probe_file);
         probe_print_table(stdout, &pr);
+        if (out_path) snprintf(path, sizeof path, "%s", out_path);
+        else snprintf(path, sizeof path, "%s/analysis.h5", ckpt);
+        if (analysis_store_probe(path, ckpt, st.step, probe_file, probe_set_layout(ps), &pr, err))
+            fprintf(stderr, "phaselab: warning: probe table not stored: %s\n", err);
         probe_set_free(ps);
         evaluated++;
     }

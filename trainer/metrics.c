@@ -34,7 +34,7 @@
 
 #define NO_HID ((hid_t)-1)
 
-enum { MAX_RANK = 5, MAX_COLUMNS = 11, N_TABLES = 4, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
+enum { MAX_RANK = 5, MAX_COLUMNS = 19, N_TABLES = 4, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
 enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES };
 
 typedef enum { KIND_INT64, KIND_FLOAT64, KIND_FLOAT32 } ColumnKind;
@@ -186,6 +186,15 @@ static void build_schema(Metrics *m) {
     add_column(t, "best_ip", KIND_FLOAT64, "probe accuracy, best residue, in-sequence padding", "%");
     add_column(t, "gap_ip", KIND_FLOAT64, "probe accuracy gap best - worst, in-sequence padding",
                "percentage points");
+    /* phase-effect test (SPEC.md section 3): Pearson chi-square of homogeneity and p-value */
+    add_column(t, "chi2_pp", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), prefix padding", NULL);
+    add_column(t, "p_pp", KIND_FLOAT64, "phase-effect p-value across residues, prefix padding", NULL);
+    add_column(t, "chi2_phase_pp", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1), prefix padding", NULL);
+    add_column(t, "p_phase_pp", KIND_FLOAT64, "phase-effect p-value folded by phase, prefix padding", NULL);
+    add_column(t, "chi2_ip", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), in-sequence padding", NULL);
+    add_column(t, "p_ip", KIND_FLOAT64, "phase-effect p-value across residues, in-sequence padding", NULL);
+    add_column(t, "chi2_phase_ip", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1), in-sequence padding", NULL);
+    add_column(t, "p_phase_ip", KIND_FLOAT64, "phase-effect p-value folded by phase, in-sequence padding", NULL);
 
     t = &m->tables[TABLE_GATES];
     t->name = "gates", t->description = "compressor gate statistics over the validation windows, one row per evaluation (the plots of it are in /entry)", t->enabled = s->has_gates;
@@ -938,6 +947,11 @@ static int check_percent(Metrics *m, long step, const char *name, const double *
 }
 
 int metrics_log_probe(Metrics *m, long step, const double *acc_pp, const double *acc_ip, char *err) {
+    return metrics_log_probe_tested(m, step, acc_pp, acc_ip, NULL, err);
+}
+
+int metrics_log_probe_tested(Metrics *m, long step, const double *acc_pp, const double *acc_ip,
+                             const double *phase_test, char *err) {
     if (!m) return set_err(err, "metrics: no metrics file is open");
     if (check_percent(m, step, "acc_pp", acc_pp, err) || check_percent(m, step, "acc_ip", acc_ip, err))
         return -1;
@@ -946,9 +960,12 @@ int metrics_log_probe(Metrics *m, long step, const double *acc_pp, const double 
     if (!nan_row) return set_err(err, "%s: out of memory logging /probe", m->path);
     for (int r = 0; r < residues; r++) nan_row[r] = NAN;
     ResidueSummary pp = summarize(acc_pp, residues), ip = summarize(acc_ip, residues);
+    double t[8];
+    for (int i = 0; i < 8; i++) t[i] = phase_test ? phase_test[i] : NAN;
     const void *values[] = {acc_pp ? acc_pp : nan_row, acc_ip ? acc_ip : nan_row,
                             &pp.mean, &pp.worst, &pp.best, &pp.gap,
-                            &ip.mean, &ip.worst, &ip.best, &ip.gap};
+                            &ip.mean, &ip.worst, &ip.best, &ip.gap,
+                            &t[0], &t[1], &t[2], &t[3], &t[4], &t[5], &t[6], &t[7]};
     int rc = append_row(m, &m->tables[TABLE_PROBE], step, values, err);
     free(nan_row);
     return rc;

@@ -9,7 +9,9 @@
  *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
- *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip}  [n]
+ *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip,
+ *           chi2_pp, p_pp, chi2_phase_pp, p_phase_pp, chi2_ip, p_ip, chi2_phase_ip, p_phase_ip}  [n]
+ *          (chi2/p: the phase-effect test of SPEC.md section 3, across residues and folded by phase)
  *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
  *          (only when the model has compressed attention)
  * These raw tables carry no NeXus class (a description attribute). In each `step` (int64) is a
@@ -71,6 +73,11 @@ int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_re
  * protocol (its accuracies and its mean/worst/best/gap). */
 int metrics_log_probe(Metrics *m, long step, const double *acc_pp, const double *acc_ip,
                       char *err);
+
+/* The same with the phase-effect test: phase_test [8] = chi2_pp, p_pp, chi2_phase_pp,
+ * p_phase_pp, chi2_ip, p_ip, chi2_phase_ip, p_phase_ip (NULL: NaN; metrics_log_probe passes NULL). */
+int metrics_log_probe_tested(Metrics *m, long step, const double *acc_pp, const double *acc_ip,
+                             const double *phase_test, char *err);
 
 /* eff_static, eff_window: [L,G,2]; profile: [L,G,2,W]. Error when !shape.has_gates. */
 int metrics_log_gates(Metrics *m, long step, const float *eff_static, const float *eff_window,

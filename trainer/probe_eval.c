@@ -6,9 +6,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "model/errors.h"
 #include "model/model.h"
+
+static double wall_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 void probe_wilson(long k, long n, double z, double *lo, double *hi) {
     if (n <= 0) {
@@ -26,6 +33,7 @@ void probe_wilson(long k, long n, double z, double *lo, double *hi) {
 void probe_result_clear(ProbeResult *res, int residues) {
     memset(res, 0, sizeof *res);
     res->residues = residues < 1 ? 1 : residues > PROBE_MAX_RESIDUES ? PROBE_MAX_RESIDUES : residues;
+    res->fold = 8;
     probe_result_finalize(res);
 }
 
@@ -56,8 +64,16 @@ void probe_result_finalize(ProbeResult *res) {
         res->gap[p] = n ? best - worst : NAN;
         res->worst_residue[p] = wr;
         res->best_residue[p] = br;
+        res->test_residue[p] = chi2_homogeneity(res->correct[p], res->total[p], res->residues);
+        long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
+        if (res->fold >= 1 && fold_by_phase(res->correct[p], res->total[p], res->residues, res->fold, fc, ft) == 0)
+            res->test_phase[p] = chi2_homogeneity(fc, ft, res->fold);
+        else
+            res->test_phase[p] = (ChiSquare){NAN, NAN, 0};
     }
 }
+
+int probe_phase_fold(const ModelConfig *mc) { return mc->attention == ATTN_COMPRESSED ? mc->stride : 8; }
 
 const double *probe_result_acc(const ProbeResult *res, int protocol) {
     if (protocol < 0 || protocol >= PROBE_N_PROTOCOLS || !res->present[protocol]) return NULL;
@@ -66,6 +82,11 @@ const double *probe_result_acc(const ProbeResult *res, int protocol) {
 
 int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                          ProbeResult *res, char *err) {
+    return probe_evaluate_ex(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, res, err);
+}
+
+int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                      ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
     int P = probe_set_residues(ps);
     if (P > PROBE_MAX_RESIDUES) return set_err(err, "%s: %d residues, at most %d supported", probe_set_path(ps), P, PROBE_MAX_RESIDUES);
     if (probe_set_max_length(ps) > T)
@@ -85,23 +106,45 @@ int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_b
         free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
         return set_err(err, "probe_evaluate: out of memory for %d x %d tokens", micro_batch, T);
     }
+    /* A lookup prompt is one row scored at its query position; a needle prompt nv rows, the same
+     * tokens scored at q, q+1, ..., q+nv-1 (teacher forced), right when all of them are. */
+    const int nv = probe_set_scored_tokens(ps), nk = (int)probe_set_builder(ps).key_tokens;
+    if (nv > micro_batch) {
+        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
+        return set_err(err, "%s: needle records with %d value tokens need micro_batch >= %d (have %d)", probe_set_path(ps), nv, nv,
+                       micro_batch);
+    }
     int n = probe_set_count(ps), b = 0;
+    double t_start = wall_seconds(), last_print = t_start;
     for (int i = rank; i < n; i += world) {
         ProbePrompt pr;
         probe_set_prompt(ps, i, &pr);
-        int32_t *row = tokens + (size_t)b * T;
-        memcpy(row, pr.tokens, (size_t)pr.length * sizeof *row);
-        memset(row + pr.length, 0, (size_t)(T - pr.length) * sizeof *row);
-        positions[b] = pr.length - 1;
-        answers[b] = pr.answer;
-        proto[b] = pr.protocol;
-        resid[b] = pr.residue;
-        b++;
-        if (b == micro_batch || i + world >= n) {     /* a full batch, or this rank's last prompt */
+        int q = pr.length - nv;
+        for (int j = 0; j < nv; j++) {
+            int32_t *row = tokens + (size_t)b * T;
+            memcpy(row, pr.tokens, (size_t)pr.length * sizeof *row);
+            memset(row + pr.length, 0, (size_t)(T - pr.length) * sizeof *row);
+            positions[b] = q + j;
+            answers[b] = nv == 1 ? pr.answer : pr.tokens[pr.t_key + nk + j];
+            proto[b] = pr.protocol;
+            resid[b] = pr.residue;
+            b++;
+        }
+        if (b + nv > micro_batch || i + world >= n) {     /* no room for another prompt, or this rank's last prompt */
+            if (before_batch) before_batch(ctx, proto, b);
             model_argmax_at(m, tokens, b, positions, argmax);
-            for (int j = 0; j < b; j++) {
+            if (progress) {
+                double now = wall_seconds();
+                if (now - last_print >= 2.0 || i + world >= n) {
+                    fprintf(stderr, "%s: %d/%d prompts (%.0f%%), %.0fs\n", progress, i + 1, n, 100.0 * (i + 1) / n, now - t_start);
+                    last_print = now;
+                }
+            }
+            for (int j = 0; j < b; j += nv) {
+                int right = 1;
+                for (int k = 0; k < nv; k++) right &= argmax[j + k] == answers[j + k];
                 res->total[proto[j]][resid[j]]++;
-                res->correct[proto[j]][resid[j]] += argmax[j] == answers[j];
+                res->correct[proto[j]][resid[j]] += right;
             }
             b = 0;
         }
@@ -143,5 +186,12 @@ void probe_print_table(FILE *f, const ProbeResult *res) {
         }
         fprintf(f, "%s: mean %.1f  worst %.1f (r=%d)  best %.1f (r=%d)  gap %.1f pp\n", probe_protocol_name(p),
                 res->mean[p], res->worst[p], res->worst_residue[p], res->best[p], res->best_residue[p], res->gap[p]);
+    }
+    for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+        if (!res->present[p]) continue;
+        const ChiSquare *a = &res->test_residue[p], *b = &res->test_phase[p];
+        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g%s\n",
+                probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, b->chi2, b->df, b->p,
+                (b->p < 0.05 || a->p < 0.05) ? "  -> not flat (p < 0.05)" : "  -> homogeneity not rejected");
     }
 }

@@ -11,6 +11,8 @@
 #define PHASELAB_PROBE_EVAL_H
 #include <stdio.h>
 #include "data/probe.h"
+#include "trainer/phase_test.h"
+#include "model/config.h"
 
 struct Model;
 
@@ -29,6 +31,11 @@ typedef struct {
      * gap = best - worst in percentage points; worst/best_residue -1 when none */
     double mean[PROBE_N_PROTOCOLS], worst[PROBE_N_PROTOCOLS], best[PROBE_N_PROTOCOLS], gap[PROBE_N_PROTOCOLS];
     int worst_residue[PROBE_N_PROTOCOLS], best_residue[PROBE_N_PROTOCOLS];
+    /* phase-effect test (SPEC.md section 3, trainer/phase_test.h): chi-square homogeneity of
+     * the counts across the P residues, and folded by phase r mod fold (fold = S, or 8 for
+     * full attention; set fold before finalizing; 0 or fold not dividing P: NaN) */
+    int fold;
+    ChiSquare test_residue[PROBE_N_PROTOCOLS], test_phase[PROBE_N_PROTOCOLS];
 } ProbeResult;
 
 /* Wilson score interval for k successes in n trials at normal quantile z, as fractions in
@@ -36,9 +43,10 @@ typedef struct {
  * n = 0 gives NaN, NaN. */
 void probe_wilson(long k, long n, double z, double *lo, double *hi);
 
-/* Zeroes the counts for P residues (1..PROBE_MAX_RESIDUES) and finalizes (all NaN). */
+/* Zeroes the counts for P residues (1..PROBE_MAX_RESIDUES) and finalizes (all NaN); fold = 8. */
 void probe_result_clear(ProbeResult *res, int residues);
-/* Recomputes present, acc, lo, hi, mean, worst, best, gap from correct and total. */
+/* Recomputes present, acc, lo, hi, mean, worst, best, gap and the phase-effect tests from
+ * correct, total and fold. */
 void probe_result_finalize(ProbeResult *res);
 
 /* Scores every prompt: tokens [micro_batch, T] padded at the end with token 0, argmax at
@@ -50,10 +58,22 @@ int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, 
 int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                          ProbeResult *res, char *err);
 
+/* The same with a callback run before every batch (analyses use it to tell an intervention
+ * which prompts a batch holds): before_batch(ctx, protocol [B], B) with B <= micro_batch rows;
+ * row b of the batch is scored at the position its prompt asks for. before_batch may be NULL.
+ * progress: when not NULL, a progress line on stderr (prefixed by it) at most every 2 s. */
+typedef void (*ProbeBatchFn)(void *ctx, const int *protocol, int B);
+int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                      ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
+
 /* Arrays for metrics_log_probe: acc of a protocol, or NULL when it has no prompts. */
 const double *probe_result_acc(const ProbeResult *res, int protocol);
 
+/* The phase period to fold by: S for compressed attention, 8 for full attention. */
+int probe_phase_fold(const ModelConfig *mc);
+
 /* A readable table: one line per residue (A(r), correct/total, Wilson interval for pp and ip),
- * then mean, worst (residue), best (residue) and gap per protocol. */
+ * then mean, worst (residue), best (residue) and gap per protocol, then the phase-effect test
+ * (chi-square, df, p across residues and folded by phase). */
 void probe_print_table(FILE *f, const ProbeResult *res);
 #endif

@@ -159,12 +159,17 @@ static int run_evaluation(Trainer *tr, char *err) {
         comm_allreduce_sum_host(tr->comm, sums, 2 * n);
         for (int i = 0; i < n; i++) { correct[i] = (long)sums[i]; total[i] = (long)sums[n + i]; }
         free(sums);
+        pr.fold = probe_phase_fold(&tr->cfg->model);
         probe_result_finalize(&pr);
         logf_("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
               "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
               pr.worst[1], pr.gap[1], now_seconds() - t0);
         if (tr->metrics &&
-            metrics_log_probe(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1), err))
+            metrics_log_probe_tested(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1),
+                                     (const double[8]){pr.test_residue[0].chi2, pr.test_residue[0].p, pr.test_phase[0].chi2,
+                                                       pr.test_phase[0].p, pr.test_residue[1].chi2, pr.test_residue[1].p,
+                                                       pr.test_phase[1].chi2, pr.test_phase[1].p},
+                                     err))
             return -1;
     }
     return 0;

@@ -1,0 +1,131 @@
+/* Tests of the phase-effect test (trainer/phase_test.c): the chi-square p-value against closed
+ * forms computed here independently of the code under test (integer a: Q(n, x) = e^-x sum_{i<n}
+ * x^i / i!; half-integer a: Q(n + 1/2, x) = erfc(sqrt x) + e^-x sum_{i=1..n} x^(i-1/2) / Gamma(i + 1/2)),
+ * the homogeneity statistic against tables worked by hand, the degenerate cases, the fold by
+ * phase, and the probe table (probe_result_finalize fills the tests). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tests/check.h"
+#include "trainer/phase_test.h"
+#include "trainer/probe_eval.h"
+
+static double q_integer(int n, double x) {
+    double term = 1.0, sum = 1.0;
+    for (int i = 1; i < n; i++) { term *= x / i; sum += term; }
+    return exp(-x) * sum;
+}
+
+static double q_half(int n, double x) {
+    double sum = erfc(sqrt(x)), g = sqrt(M_PI) / 2.0;   /* Gamma(3/2) */
+    for (int i = 1; i <= n; i++) {
+        sum += exp(-x + (i - 0.5) * log(x)) / g;
+        g *= i + 0.5;
+    }
+    return sum;
+}
+
+static int rel_close(double a, double b, double tol) { return fabs(a - b) <= tol * fabs(b) || (a == b); }
+
+/* Minimal stand-in so the archive's probe_eval.o links without the model. */
+struct Model;
+void model_argmax_at(struct Model *m, const int *tokens, int B, const int *positions, int *out);
+void model_argmax_at(struct Model *m, const int *tokens, int B, const int *positions, int *out) {
+    (void)m, (void)tokens, (void)positions;
+    for (int b = 0; b < B; b++) out[b] = 0;
+}
+
+int main(void) {
+    /* --- p-values against closed forms over a grid of (df, x), both sides of a + 1 --- */
+    {
+        int bad = 0;
+        char why[256] = "";
+        double xs[] = {0.01, 0.5, 1.0, 2.5, 5.0, 9.9, 10.1, 23.0, 40.0, 80.0, 200.0};
+        for (int df = 1; df <= 47; df++)
+            for (size_t k = 0; k < sizeof xs / sizeof *xs; k++) {
+                double x = xs[k];
+                double ref = df % 2 == 0 ? q_integer(df / 2, x / 2) : q_half(df / 2, x / 2);
+                double got = chi2_sf(x, df);
+                if (!rel_close(got, ref, 1e-10)) {
+                    if (!bad) snprintf(why, sizeof why, "df %d x %g: %.15g, expected %.15g", df, x, got, ref);
+                    bad++;
+                }
+            }
+        check(!bad, "chi2_sf matches the closed forms for df 1..47", "%d mismatches, first %s", bad, why);
+    }
+    check(fabs(chi2_sf(3.841458820694124, 1) - 0.05) < 1e-12, "chi2_sf: 95% quantile of df 1 gives 0.05",
+          "%.15g", chi2_sf(3.841458820694124, 1));
+    check(rel_close(chi2_sf(200.0, 4), 101.0 * exp(-100.0), 1e-10), "chi2_sf: far tail keeps relative accuracy",
+          "%.6g vs %.6g", chi2_sf(200.0, 4), 101.0 * exp(-100.0));
+    check(chi2_sf(0.0, 5) == 1.0 && isnan(chi2_sf(1.0, 0)) && isnan(gamma_q(-1.0, 1.0)),
+          "chi2_sf: x = 0 gives 1, bad arguments NaN", "");
+
+    /* --- homogeneity statistic, by hand --- */
+    {
+        /* correct 10, 20, 30 of 40 each: N 120, C = I = 60, expected 20 everywhere;
+         * X^2 = (100 + 0 + 100)/20 * 2 = 20, df 2, p = e^-10 */
+        long c[] = {10, 20, 30}, t[] = {40, 40, 40};
+        ChiSquare r = chi2_homogeneity(c, t, 3);
+        check(r.df == 2 && fabs(r.chi2 - 20.0) < 1e-12 && rel_close(r.p, exp(-10.0), 1e-10),
+              "chi2_homogeneity: 3 groups by hand", "chi2 %.12g df %d p %.12g", r.chi2, r.df, r.p);
+    }
+    {
+        /* unequal groups: correct 5/10, 30/40; N 50, C 35, I 15.
+         * E_c = 7, 28; E_i = 3, 12. X^2 = 4/7 + 4/28 + 4/3 + 4/12 = 0.571429 + 0.142857 + 1.333333 + 0.333333
+         * = 2.380952 (= 50/21); df 1, p = erfc(sqrt(X^2 / 2)) */
+        long c[] = {5, 30}, t[] = {10, 40};
+        ChiSquare r = chi2_homogeneity(c, t, 2);
+        double x2 = 50.0 / 21.0;
+        check(r.df == 1 && fabs(r.chi2 - x2) < 1e-12 && rel_close(r.p, erfc(sqrt(x2 / 2)), 1e-10),
+              "chi2_homogeneity: unequal groups by hand", "chi2 %.12g df %d p %.12g", r.chi2, r.df, r.p);
+    }
+    {
+        long c[] = {4, 4, 4, 4}, t[] = {8, 8, 8, 8};
+        ChiSquare r = chi2_homogeneity(c, t, 4);
+        check(r.chi2 == 0.0 && r.p == 1.0 && r.df == 3, "chi2_homogeneity: a flat table does not reject", "chi2 %g p %g", r.chi2, r.p);
+        long all[] = {8, 8, 8, 8};
+        r = chi2_homogeneity(all, t, 4);
+        check(r.chi2 == 0.0 && r.p == 1.0 && r.df == 3, "chi2_homogeneity: all correct gives X^2 0, p 1", "chi2 %g p %g", r.chi2, r.p);
+        long c2[] = {3, 0, 5}, t2[] = {8, 0, 8};
+        r = chi2_homogeneity(c2, t2, 3);
+        /* empty group dropped: 3/8 vs 5/8, N 16, C 8, I 8, E 4: X^2 = 4 * 1/4 = 1, df 1 */
+        check(r.df == 1 && fabs(r.chi2 - 1.0) < 1e-12, "chi2_homogeneity: empty groups are left out", "chi2 %g df %d", r.chi2, r.df);
+        long one[] = {3}, tone[] = {8};
+        r = chi2_homogeneity(one, tone, 1);
+        check(isnan(r.chi2) && isnan(r.p) && r.df == 0, "chi2_homogeneity: one group is undefined", "");
+    }
+    {
+        long c[24], t[24], fc[8], ft[8];
+        for (int r = 0; r < 24; r++) { c[r] = r; t[r] = 100; }
+        int ok = fold_by_phase(c, t, 24, 8, fc, ft) == 0;
+        for (int s = 0; s < 8; s++) ok = ok && fc[s] == s + (s + 8) + (s + 16) && ft[s] == 300;
+        check(ok, "fold_by_phase sums residues r = s mod S", "");
+        check(fold_by_phase(c, t, 24, 7, fc, ft) == -1, "fold_by_phase refuses S not dividing P", "");
+    }
+    /* --- the probe table carries the tests --- */
+    {
+        ProbeResult pr;
+        probe_result_clear(&pr, 24);
+        for (int r = 0; r < 24; r++) {
+            pr.total[0][r] = 48;
+            pr.correct[0][r] = r % 8 < 4 ? 40 : 8;     /* strongly phase dependent */
+        }
+        pr.fold = 8;
+        probe_result_finalize(&pr);
+        /* folded: 120/144 at phases 0..3, 24/144 at 4..7: N 1152, C 576, E 72 every cell:
+         * X^2 = 8 * (48^2/72) * 2 = 8 * 32 * 2 = 512, df 7 */
+        check(pr.test_phase[0].df == 7 && fabs(pr.test_phase[0].chi2 - 512.0) < 1e-9 && pr.test_phase[0].p < 1e-100,
+              "probe table: phase-folded test by hand", "chi2 %g df %d p %g", pr.test_phase[0].chi2,
+              pr.test_phase[0].df, pr.test_phase[0].p);
+        check(pr.test_residue[0].df == 23 && pr.test_residue[0].p < 1e-90, "probe table: residue test rejects", "df %d p %g",
+              pr.test_residue[0].df, pr.test_residue[0].p);
+        check(isnan(pr.test_phase[1].chi2), "probe table: a protocol without prompts has no test", "");
+        char buf[8192];
+        FILE *f = fmemopen(buf, sizeof buf, "w");
+        probe_print_table(f, &pr);
+        fclose(f);
+        check(strstr(buf, "phase-effect test") && strstr(buf, "chi2 512.00 (df 7)"), "probe table prints the test", "%s", buf);
+    }
+    return check_exit_code();
+}

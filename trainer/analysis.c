@@ -1,0 +1,668 @@
+/* ./train --eval CKPT with an analysis flag (trainer/analysis.h): argument checks, the
+ * checkpoint and probe set, gate cycling, KV-head knockout and the filler sweep, their
+ * printed tables and their groups in analysis.h5.
+ *
+ * Order of work: every flag and input file is checked against the checkpoint's config before
+ * anything is evaluated or written (exit 2 with one line naming the flag or file); the
+ * analysis file is opened only once all results are in memory.
+ *
+ * Gate cycling: the clean model (delta = 0) is evaluated once; its accuracies folded by phase
+ * A_0(phi) give the paper's prediction A_delta(r) ~ A_0((r - delta) mod S) for each residue r
+ * (phi = r mod S; the prediction of a residue is the clean accuracy of the phase it is moved
+ * from). Choice where the issue is ambiguous: --gate-cycle takes 0..W (W is a full roll, the
+ * identity, accepted so that delta = W can be checked against delta = 0); `all` is 0..S-1.
+ *
+ * Knockout: relative change 100 (A_ko(r) - A_clean(r)) / A_clean(r) per residue, per phase
+ * (the same on the counts folded by phase) and of the mean over residues; NaN where the clean
+ * accuracy is 0. Default calibration set: PROBE with ".bin" replaced by ".calib.bin" when that
+ * file exists, otherwise one built by tools/make-probe (found beside ./train) with the probe's
+ * recorded builder options and seed + 1 into a temporary file (synthetic vocabulary only: a
+ * tokenizer-built probe needs --calib). The calibration set must share no prompt with the
+ * evaluated set (checked token for token). */
+#include "trainer/analysis.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "data/probe.h"
+#include "kernels/kernels.h"
+#include "model/config.h"
+#include "model/errors.h"
+#include "model/model.h"
+#include "trainer/analysis_h5.h"
+#include "trainer/checkpoint.h"
+#include "trainer/comm.h"
+#include "trainer/evaluate.h"
+#include "trainer/filler_sweep.h"
+#include "trainer/interventions.h"
+
+typedef struct {
+    const char *ckpt, *probe, *calib, *out, *gate_cycle, *layers, *knockout, *filler;
+    char *overrides[64];
+    int n_over;
+} Args;
+
+typedef struct {
+    Args a;
+    Config cfg;
+    const Backend *be;
+    Model *m;
+    TrainState st;
+    ProbeSet *ps;
+    int T, micro;
+    char out_path[4600];
+} Ctx;
+
+static const char *const ANALYSIS_FLAGS[] = {"--gate-cycle", "--knockout", "--filler-sweep", "--calib", "--layers"};
+enum { N_ANALYSIS_FLAGS = 5 };
+
+int analysis_requested(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        for (int f = 0; f < N_ANALYSIS_FLAGS; f++)
+            if (!strcmp(argv[i], ANALYSIS_FLAGS[f])) return 1;
+    return 0;
+}
+
+static int usage_error(const char *fmt, ...) {
+    char buf[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "phaselab: %s\n", buf);
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, Args *a) {
+    memset(a, 0, sizeof *a);
+    a->ckpt = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char **slot = NULL;
+        const char *o = argv[i];
+        if (!strcmp(o, "--probe")) slot = &a->probe;
+        else if (!strcmp(o, "--calib")) slot = &a->calib;
+        else if (!strcmp(o, "--out")) slot = &a->out;
+        else if (!strcmp(o, "--gate-cycle")) slot = &a->gate_cycle;
+        else if (!strcmp(o, "--layers")) slot = &a->layers;
+        else if (!strcmp(o, "--knockout")) slot = &a->knockout;
+        else if (!strcmp(o, "--filler-sweep")) slot = &a->filler;
+        if (slot) {
+            if (i + 1 >= argc) return usage_error("%s needs a value", o);
+            *slot = argv[++i];
+        } else if (o[0] == '-' && o[1] == '-') {
+            return usage_error("unknown option %s (analyses take --probe, --gate-cycle, --layers, --knockout, --calib, --filler-sweep, --out)", o);
+        } else if (a->n_over < 64) {
+            a->overrides[a->n_over++] = argv[i];
+        }
+    }
+    int n = !!a->gate_cycle + !!a->knockout + !!a->filler;
+    if (n > 1) return usage_error("--gate-cycle, --knockout and --filler-sweep: give one analysis per call");
+    if (n == 0) return usage_error("%s needs one of --gate-cycle, --knockout, --filler-sweep", a->calib ? "--calib" : "--layers");
+    if (a->layers && !a->gate_cycle) return usage_error("--layers: only with --gate-cycle");
+    if (a->calib && !a->knockout) return usage_error("--calib: only with --knockout");
+    if ((a->gate_cycle || a->knockout) && !a->probe) {
+        /* the run's own probe set (eval.probe) is taken when --probe is absent: resolved later */
+    }
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Parses a non-negative integer; -1 when s is not one. */
+static long parse_nonneg(const char *s) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || v < 0 || errno) return -1;
+    return v;
+}
+
+/* ---- set-up: config, then (after the flag checks) model, checkpoint, probe ---- */
+
+static int load_config_only(Ctx *c) {
+    char path[4600], err[ERR_LEN];
+    snprintf(path, sizeof path, "%s/config.ini", c->a.ckpt);
+    if (access(path, R_OK) != 0) return usage_error("%s: not a checkpoint directory (no readable config.ini): %s", c->a.ckpt, strerror(errno));
+    if (config_load(&c->cfg, path, c->a.n_over, c->a.overrides, err)) return usage_error("%s", err);
+    c->T = c->cfg.data.seq_len;
+    c->micro = c->cfg.train.micro_batch;
+    if (c->micro > KO_MAX_BATCH) c->micro = KO_MAX_BATCH;
+    if (c->a.out) snprintf(c->out_path, sizeof c->out_path, "%s", c->a.out);
+    else snprintf(c->out_path, sizeof c->out_path, "%s/analysis.h5", c->a.ckpt);
+    return 0;
+}
+
+static int load_probe_checked(const Ctx *c, const char *flag, const char *path, ProbeSet **ps) {
+    char err[ERR_LEN];
+    if (probe_set_load(ps, path, (uint32_t)c->cfg.model.vocab_size, c->T, err))
+        return usage_error("%s %s: %s", flag, path, err);
+    return 0;
+}
+
+static int load_model(Ctx *c) {
+    char err[ERR_LEN];
+    c->be = backend_select(c->cfg.run.device, c->cfg.run.threads, 0, err);
+    if (!c->be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+    c->m = model_create(&c->cfg.model, c->be, c->micro, c->T, err);
+    if (!c->m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    if (checkpoint_read_state(c->a.ckpt, &c->st, err) || checkpoint_load(c->a.ckpt, c->m, NULL, &c->st, err)) {
+        fprintf(stderr, "phaselab: %s\n", err);
+        return 1;
+    }
+    printf("checkpoint %s: step %ld, %ld tokens\n", c->a.ckpt, c->st.step, c->st.tokens);
+    return 0;
+}
+
+static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr) {
+    char err[ERR_LEN];
+    fflush(stdout);
+    if (probe_evaluate_ex(c->m, ps, c->T, c->micro, 0, 1, fn, ctx, label, pr, err)) {
+        fprintf(stderr, "phaselab: %s\n", err);
+        return 1;
+    }
+    pr->fold = probe_phase_fold(&c->cfg.model);
+    probe_result_finalize(pr);
+    return 0;
+}
+
+/* Validation loss by residue of the current weights into out [P] (and *mean); 0 when done, 1
+ * when the checkpoint's config has no validation set (out untouched). */
+static int eval_val(Ctx *c, ValSet *val, double *mean, double *out) {
+    if (!val) return 1;
+    char err[ERR_LEN];
+    Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    EvalResult r;
+    if (evaluate_validation(c->m, &c->cfg.model, val, c->T, c->micro, c->cfg.eval.residues, &comm, 0, &r, err)) {
+        fprintf(stderr, "phaselab: validation skipped: %s\n", err);
+        return 1;
+    }
+    *mean = r.loss;
+    for (int i = 0; i < r.residues; i++) out[i] = r.loss_by_residue[i];
+    eval_result_free(&r);
+    return 0;
+}
+
+/* Accuracy (percent) of the counts folded by phase: out [S]; NaN where a phase has no prompts. */
+static void fold_acc(const ProbeResult *pr, int p, int S, double *out) {
+    long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
+    if (fold_by_phase(pr->correct[p], pr->total[p], pr->residues, S, fc, ft)) {
+        for (int s = 0; s < S; s++) out[s] = NAN;
+        return;
+    }
+    for (int s = 0; s < S; s++) out[s] = ft[s] ? 100.0 * fc[s] / ft[s] : NAN;
+}
+
+static double rel_change(double ko, double clean) {
+    return (isfinite(clean) && clean > 0 && isfinite(ko)) ? 100.0 * (ko - clean) / clean : NAN;
+}
+
+static double pearson(const double *x, const double *y, int n) {
+    double mx = 0, my = 0;
+    int k = 0;
+    for (int i = 0; i < n; i++) if (isfinite(x[i]) && isfinite(y[i])) mx += x[i], my += y[i], k++;
+    if (k < 2) return NAN;
+    mx /= k, my /= k;
+    double sxy = 0, sxx = 0, syy = 0;
+    for (int i = 0; i < n; i++)
+        if (isfinite(x[i]) && isfinite(y[i])) sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx), syy += (y[i] - my) * (y[i] - my);
+    return (sxx > 0 && syy > 0) ? sxy / sqrt(sxx * syy) : NAN;
+}
+
+static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int S) {
+    long proto[PROBE_N_PROTOCOLS] = {0, 1}, res[PROBE_MAX_RESIDUES], ph[PROBE_MAX_RESIDUES];
+    for (int r = 0; r < P; r++) res[r] = r;
+    for (int s = 0; s < S; s++) ph[s] = s;
+    ah5_attr_str(h, "probe", probe_path);
+    ah5_attr_long(h, "residues", P);
+    ah5_attr_long(h, "phase_period", S);
+    ah5_axis_long(h, "protocol", proto, PROBE_N_PROTOCOLS, "probe protocol: 0 = pp (prefix padding), 1 = ip (in-sequence padding)");
+    ah5_axis_long(h, "residue", res, P, "residue t_K mod P of the target key");
+    ah5_axis_long(h, "phase", ph, S, "phase t_K mod S of the target key");
+}
+
+/* ---- plain probe evaluation -> /probe_NNN ---- */
+
+int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, int layout,
+                         const ProbeResult *pr, char *err) {
+    AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
+    if (!h) return -1;
+    int P = pr->residues, S = pr->fold > 0 ? pr->fold : 8;
+    ah5_attr_str(h, "layout", layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
+    store_probe_common(h, probe_path, P, S);
+    double *acc = malloc(sizeof(double) * 2 * P), *cnt = malloc(sizeof(double) * 2 * P), *tot = malloc(sizeof(double) * 2 * P);
+    double *accp = malloc(sizeof(double) * 2 * S), test[2][4];
+    for (int p = 0; p < 2; p++) {
+        for (int r = 0; r < P; r++) acc[p * P + r] = pr->acc[p][r], cnt[p * P + r] = pr->correct[p][r], tot[p * P + r] = pr->total[p][r];
+        fold_acc(pr, p, S, accp + p * S);
+        test[p][0] = pr->test_residue[p].chi2, test[p][1] = pr->test_residue[p].p;
+        test[p][2] = pr->test_phase[p].chi2, test[p][3] = pr->test_phase[p].p;
+    }
+    const char *ax_r[] = {"protocol", "residue"}, *ax_s[] = {"protocol", "phase"}, *ax_t[] = {"protocol", NULL};
+    ah5_data(h, "acc", acc, 2, (int[]){2, P}, ax_r, "top-1 accuracy A(r) by residue (needle: every value token right)", "%");
+    ah5_data(h, "correct", cnt, 2, (int[]){2, P}, ax_r, "prompts scored correct", NULL);
+    ah5_data(h, "total", tot, 2, (int[]){2, P}, ax_r, "prompts", NULL);
+    ah5_data(h, "acc_phase", accp, 2, (int[]){2, S}, ax_s, "top-1 accuracy folded by phase", "%");
+    ah5_data(h, "phase_test", &test[0][0], 2, (int[]){2, 4}, ax_t,
+             "phase-effect test per protocol: chi2 across residues, p, chi2 folded by phase, p", NULL);
+    ah5_signal(h, "acc", ax_r, 2);
+    free(acc), free(cnt), free(tot), free(accp);
+    return ah5_end(h, err);
+}
+
+/* ---- gate cycling ---- */
+
+static int run_gate_cycle(Ctx *c) {
+    const ModelConfig *mc = &c->cfg.model;
+    char err[ERR_LEN];
+    if (gate_cycle_check(mc, "--gate-cycle", err)) return usage_error("%s", err);
+    int W = mc->window, S = mc->stride, deltas[PROBE_MAX_RESIDUES + 1], nd = 0;
+    if (!strcmp(c->a.gate_cycle, "all")) {
+        for (int d = 0; d < S; d++) deltas[nd++] = d;
+    } else {
+        long v = parse_nonneg(c->a.gate_cycle);
+        if (v < 0 || v > W) return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
+        deltas[nd++] = (int)v;
+    }
+    int L = mc->n_layers, mask[256] = {0};
+    char layers_text[512] = "all";
+    if (c->a.layers) {
+        snprintf(layers_text, sizeof layers_text, "%s", c->a.layers);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", c->a.layers);
+        int any = 0;
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            long l = parse_nonneg(tok);
+            if (l < 0 || l >= L) return usage_error("--layers: '%s' is not a layer: expected a comma-separated list of layers in 0..%d", tok, L - 1);
+            mask[l] = 1, any = 1;
+        }
+        if (!any) return usage_error("--layers: empty list: expected layers in 0..%d", L - 1);
+    } else {
+        for (int l = 0; l < L; l++) mask[l] = 1;
+    }
+    const char *probe_path = c->a.probe ? c->a.probe : c->cfg.eval.probe;
+    if (!probe_path || !probe_path[0]) return usage_error("--gate-cycle: needs --probe FILE (or eval.probe in the checkpoint's config)");
+    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) return 2;
+    int rc = load_model(c);
+    if (rc) return rc;
+
+    const TensorTable *tt = model_tensors(c->m);
+    float *orig = malloc(sizeof(float) * tt->n_floats), *work = malloc(sizeof(float) * tt->n_floats);
+    model_download_params(c->m, orig);
+    int P = probe_set_residues(c->ps);
+    ProbeResult clean, *res = calloc((size_t)nd, sizeof(ProbeResult));
+    printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
+    if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
+    /* validation loss by residue per delta too, when the config names a validation set */
+    ValSet *val = NULL;
+    int VP = c->cfg.eval.residues;
+    double *vloss = malloc(sizeof(double) * nd * VP), *vmean = malloc(sizeof(double) * nd), vclean_mean = NAN;
+    double *vclean = malloc(sizeof(double) * VP);
+    for (int i = 0; i < nd * VP; i++) vloss[i] = NAN;
+    for (int i = 0; i < nd; i++) vmean[i] = NAN;
+    if (c->cfg.data.val[0] && val_set_open(&val, c->cfg.data.val, c->T, (uint32_t)mc->vocab_size, c->cfg.eval.val_tokens / c->T, err)) {
+        fprintf(stderr, "phaselab: validation skipped: %s\n", err);
+        val = NULL;
+    }
+    int have_val = eval_val(c, val, &vclean_mean, vclean) == 0;
+    double a0[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
+    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, a0[p]);
+    for (int k = 0; k < nd; k++) {
+        int d = deltas[k];
+        if (d % W == 0) {
+            res[k] = clean;
+            if (have_val) { vmean[k] = vclean_mean; memcpy(vloss + (size_t)k * VP, vclean, sizeof(double) * VP); }
+            continue;
+        }
+        memcpy(work, orig, sizeof(float) * tt->n_floats);
+        if (gate_cycle_apply(tt, work, mc, d, mask, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+        model_upload_params(c->m, work);
+        model_params_updated(c->m);
+        char label[64];
+        snprintf(label, sizeof label, "gate cycle: delta %d (%d/%d)", d, k + 1, nd);
+        if (eval_probe(c, c->ps, NULL, NULL, label, &res[k])) return 1;
+        if (have_val) eval_val(c, val, &vmean[k], vloss + (size_t)k * VP);
+    }
+    if (val) val_set_close(val);
+    model_upload_params(c->m, orig);
+    model_params_updated(c->m);
+
+    /* print */
+    double *meas = malloc(sizeof(double) * nd * 2 * P), *pred = malloc(sizeof(double) * nd * 2 * P);
+    double *measp = malloc(sizeof(double) * nd * 2 * S), *predp = malloc(sizeof(double) * nd * 2 * S);
+    double *corr = malloc(sizeof(double) * nd * 2), *ptest = malloc(sizeof(double) * nd * 2), *maxdev = malloc(sizeof(double) * nd * 2);
+    for (int k = 0; k < nd; k++) {
+        int d = deltas[k];
+        for (int p = 0; p < 2; p++) {
+            double *mp = measp + (k * 2 + p) * S, *pp = predp + (k * 2 + p) * S;
+            fold_acc(&res[k], p, S, mp);
+            for (int s = 0; s < S; s++) pp[s] = a0[p][((s - d) % S + S) % S];
+            for (int r = 0; r < P; r++) {
+                meas[(k * 2 + p) * P + r] = res[k].acc[p][r];
+                pred[(k * 2 + p) * P + r] = a0[p][((r - d) % S + S) % S];
+            }
+            corr[k * 2 + p] = pearson(mp, pp, S);
+            ptest[k * 2 + p] = res[k].test_phase[p].p;
+            double md = 0;
+            for (int s = 0; s < S; s++) if (isfinite(mp[s]) && isfinite(pp[s]) && fabs(mp[s] - pp[s]) > md) md = fabs(mp[s] - pp[s]);
+            maxdev[k * 2 + p] = md;
+        }
+    }
+    for (int k = 0; k < nd; k++) {
+        printf("\ndelta %d: accuracy %% folded by phase t_K mod %d, measured A_%d(phi) and predicted A_0((phi - %d) mod %d)\n",
+               deltas[k], S, deltas[k], deltas[k], S);
+        printf("%-16s", "phase");
+        for (int s = 0; s < S; s++) printf(" %6d", s);
+        printf(" | corr  max|dev|  mean  phase-test p\n");
+        for (int p = 0; p < 2; p++) {
+            if (!res[k].present[p]) continue;
+            printf("%-3s measured    ", probe_protocol_name(p));
+            for (int s = 0; s < S; s++) printf(" %6.1f", measp[(k * 2 + p) * S + s]);
+            printf(" | %5.2f  %7.1f  %5.1f  %.3g\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p]);
+            printf("%-3s predicted   ", probe_protocol_name(p));
+            for (int s = 0; s < S; s++) printf(" %6.1f", predp[(k * 2 + p) * S + s]);
+            printf(" |\n");
+        }
+        if (have_val) {
+            printf("validation loss %.6f; by residue t mod %d:", vmean[k], VP);
+            for (int i = 0; i < VP; i++) printf(" %.6f", vloss[(size_t)k * VP + i]);
+            printf("\n");
+        }
+        if (nd == 1) {
+            printf("\nper residue (delta %d):\n", deltas[k]);
+            probe_print_table(stdout, &res[k]);
+        }
+    }
+    /* store */
+    AnalysisH5 *h = ah5_begin(c->out_path, "gate_cycle", c->a.ckpt, c->st.step, err);
+    if (!h) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    long dl[PROBE_MAX_RESIDUES + 1];
+    for (int k = 0; k < nd; k++) dl[k] = deltas[k];
+    ah5_attr_str(h, "layers", layers_text);
+    ah5_attr_str(h, "gate_cycle", c->a.gate_cycle);
+    ah5_attr_long(h, "window", W);
+    ah5_attr_long(h, "stride", S);
+    ah5_attr_str(h, "prediction", "A_delta(r) ~ A_0((r - delta) mod S), A_0 folded by phase");
+    ah5_axis_long(h, "delta", dl, nd, "gate-cycling shift delta");
+    store_probe_common(h, probe_path, P, S);
+    const char *ax_r[] = {"delta", "protocol", "residue"}, *ax_s[] = {"delta", "protocol", "phase"}, *ax_2[] = {"delta", "protocol"};
+    ah5_data(h, "acc", meas, 3, (int[]){nd, 2, P}, ax_r, "measured top-1 accuracy A_delta(r) of the cycled model", "%");
+    ah5_data(h, "predicted", pred, 3, (int[]){nd, 2, P}, ax_r, "predicted accuracy A_0((r - delta) mod S)", "%");
+    ah5_data(h, "acc_phase", measp, 3, (int[]){nd, 2, S}, ax_s, "measured accuracy folded by phase", "%");
+    ah5_data(h, "predicted_phase", predp, 3, (int[]){nd, 2, S}, ax_s, "predicted accuracy folded by phase", "%");
+    ah5_data(h, "correlation", corr, 2, (int[]){nd, 2}, ax_2, "Pearson correlation of measured and predicted phase curves", NULL);
+    ah5_data(h, "p_phase", ptest, 2, (int[]){nd, 2}, ax_2, "phase-effect test p-value (folded by phase) of the cycled model", NULL);
+    if (have_val) {
+        long vr[PROBE_MAX_RESIDUES];
+        for (int i = 0; i < VP && i < PROBE_MAX_RESIDUES; i++) vr[i] = i;
+        ah5_axis_long(h, "val_residue", vr, VP, "residue t mod P of the predicting position");
+        const char *ax_v[] = {"delta", "val_residue"}, *ax_v1[] = {"delta"};
+        ah5_data(h, "val_loss_by_residue", vloss, 2, (int[]){nd, VP}, ax_v, "validation cross-entropy by residue of the cycled model", "nats");
+        ah5_data(h, "val_loss", vmean, 1, (int[]){nd}, ax_v1, "validation cross-entropy of the cycled model", "nats");
+    }
+    ah5_signal(h, "acc_phase", ax_s, 3);
+    if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    free(vloss), free(vmean), free(vclean);
+    printf("\nstored %s\n", c->out_path);
+    free(meas), free(pred), free(measp), free(predp), free(corr), free(ptest), free(maxdev), free(res), free(orig), free(work);
+    return 0;
+}
+
+/* ---- knockout ---- */
+
+static uint64_t fnv(const int32_t *t, int n) {
+    uint64_t h = 1469598103934665603ull;
+    for (int i = 0; i < n; i++) { h ^= (uint32_t)t[i]; h *= 1099511628211ull; }
+    return h ^ (uint64_t)n;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Prompts of b whose tokens equal a prompt of a. */
+static long shared_prompts(const ProbeSet *a, const ProbeSet *b) {
+    int na = probe_set_count(a);
+    uint64_t *ha = malloc(sizeof(uint64_t) * (size_t)na);
+    for (int i = 0; i < na; i++) {
+        ProbePrompt p;
+        probe_set_prompt(a, i, &p);
+        ha[i] = fnv(p.tokens, p.length);
+    }
+    qsort(ha, (size_t)na, sizeof *ha, cmp_u64);
+    long shared = 0;
+    for (int i = 0; i < probe_set_count(b); i++) {
+        ProbePrompt p;
+        probe_set_prompt(b, i, &p);
+        uint64_t h = fnv(p.tokens, p.length);
+        if (!bsearch(&h, ha, (size_t)na, sizeof *ha, cmp_u64)) continue;
+        for (int j = 0; j < na; j++) {      /* confirm token for token (hash hits are rare) */
+            ProbePrompt q;
+            probe_set_prompt(a, j, &q);
+            if (q.length == p.length && !memcmp(q.tokens, p.tokens, sizeof(int32_t) * (size_t)p.length)) { shared++; break; }
+        }
+    }
+    free(ha);
+    return shared;
+}
+
+/* Directory of the running ./train (for tools/make-probe). */
+static void exe_dir(char *out, size_t n) {
+    char buf[PATH_MAX];
+    ssize_t k = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (k <= 0) { snprintf(out, n, "."); return; }
+    buf[k] = 0;
+    char *slash = strrchr(buf, '/');
+    if (slash) *slash = 0;
+    snprintf(out, n, "%s", buf);
+}
+
+/* The default calibration set (see the header comment). tmp_out receives the path of a
+ * temporary file to remove afterwards ("" when none). Returns 0 or the exit status. */
+static int default_calibration(const Ctx *c, const char *probe_path, char *calib, size_t n, char *tmp_out, size_t tn) {
+    tmp_out[0] = 0;
+    size_t len = strlen(probe_path);
+    if (len > 4 && !strcmp(probe_path + len - 4, ".bin")) {
+        snprintf(calib, n, "%.*s.calib.bin", (int)(len - 4), probe_path);
+        if (access(calib, R_OK) == 0) return 0;
+    }
+    ProbeBuilder b = probe_set_builder(c->ps);
+    if (strcmp(probe_set_fingerprint(c->ps), "synthetic") || b.per_residue == 0)
+        return usage_error("--knockout: %s was not built from the synthetic vocabulary by a tools/make-probe that records its options; "
+                           "give --calib FILE (the same tools/make-probe options with another --seed)", probe_path);
+    char dir[PATH_MAX], tmpl[] = "/tmp/phaselab-calib-XXXXXX";
+    exe_dir(dir, sizeof dir);
+    int fd = mkstemp(tmpl);
+    if (fd < 0) { fprintf(stderr, "phaselab: cannot create a temporary calibration file: %s\n", strerror(errno)); return 1; }
+    close(fd);
+    snprintf(tmp_out, tn, "%s", tmpl);
+    snprintf(calib, n, "%s", tmpl);
+    int per = b.per_residue < 16 ? (int)b.per_residue : 16;
+    char cmd[3 * PATH_MAX];
+    if (b.layout == PROBE_LAYOUT_NEEDLE)
+        snprintf(cmd, sizeof cmd, "python3 '%s/tools/make-probe' --synthetic --layout needle --out '%s' --seed %u --per-residue %d "
+                 "--residues %d --max-len %d --record-tokens %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per,
+                 probe_set_residues(c->ps), b.max_len, b.key_tokens + b.value_tokens);
+    else
+        snprintf(cmd, sizeof cmd, "python3 '%s/tools/make-probe' --synthetic --out '%s' --seed %u --per-residue %d --residues %d "
+                 "--max-len %d --padding %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per, probe_set_residues(c->ps),
+                 b.max_len, b.padding);
+    printf("calibration: building %d prompts per residue and protocol with tools/make-probe --seed %u\n", per, b.seed + 1);
+    fflush(stdout);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "phaselab: --knockout: building the default calibration set failed (%s); give --calib FILE\n", cmd);
+        return 1;
+    }
+    return 0;
+}
+
+static int run_knockout(Ctx *c) {
+    const ModelConfig *mc = &c->cfg.model;
+    char err[ERR_LEN];
+    int L = mc->n_layers, G = mc->n_kv_heads;
+    int all = !strcmp(c->a.knockout, "all"), kl = -1, kh = -1;
+    if (!all) {
+        char extra;
+        if (sscanf(c->a.knockout, "%d:%d%c", &kl, &kh, &extra) != 2)
+            return usage_error("--knockout: '%s' is not allowed: expected L:H (layer 0..%d, KV head 0..%d) or all", c->a.knockout, L - 1, G - 1);
+        if (kl < 0 || kl >= L || kh < 0 || kh >= G)
+            return usage_error("--knockout: KV head %d:%d does not exist: the model has layers 0..%d and KV heads 0..%d", kl, kh, L - 1, G - 1);
+    }
+    const char *probe_path = c->a.probe ? c->a.probe : c->cfg.eval.probe;
+    if (!probe_path || !probe_path[0]) return usage_error("--knockout: needs --probe FILE (or eval.probe in the checkpoint's config)");
+    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) return 2;
+    char calib[PATH_MAX + 64], tmp[PATH_MAX];
+    tmp[0] = 0;
+    if (c->a.calib) snprintf(calib, sizeof calib, "%s", c->a.calib);
+    else {
+        int rc = default_calibration(c, probe_path, calib, sizeof calib, tmp, sizeof tmp);
+        if (rc) { if (tmp[0]) unlink(tmp); return rc; }
+    }
+    ProbeSet *cal;
+    int rc = load_probe_checked(c, "--calib", calib, &cal);
+    if (tmp[0]) unlink(tmp);
+    if (rc) return rc;
+    char ra[PATH_MAX], rb[PATH_MAX];
+    if (realpath(calib, ra) && realpath(probe_path, rb) && !strcmp(ra, rb))
+        return usage_error("--calib %s: is the evaluated probe set; the calibration set must be disjoint from it (tools/make-probe --seed OTHER)", calib);
+    long shared = shared_prompts(c->ps, cal);
+    if (shared)
+        return usage_error("--calib %s: shares %ld prompts with the evaluated set %s; the calibration set must be disjoint (tools/make-probe --seed OTHER)",
+                           c->a.calib ? c->a.calib : "(default)", shared, probe_path);
+    rc = load_model(c);
+    if (rc) return rc;
+
+    Knockout ko;
+    if (knockout_init(&ko, mc, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    model_set_attn_hook(c->m, knockout_hook, &ko);
+    ProbeResult tmp_res, clean;
+    printf("knockout: probe %s (%d prompts), calibration %s (%d prompts)\n", probe_path, probe_set_count(c->ps),
+           c->a.calib ? calib : "(default, another seed)", probe_set_count(cal));
+    ko.mode = KO_RECORD;
+    if (eval_probe(c, cal, knockout_before_batch, &ko, "knockout: calibration means", &tmp_res)) return 1;
+    int need[PROBE_N_PROTOCOLS];
+    for (int p = 0; p < 2; p++) need[p] = probe_set_count_protocol(c->ps, p) > 0;
+    if (knockout_finish_means(&ko, need, err)) return usage_error("%s", err);
+    probe_set_free(cal);
+    ko.mode = KO_OFF;
+    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean)) return 1;
+
+    int P = clean.residues, S = probe_phase_fold(mc);
+    int n_ko = all ? L * G : 1;
+    size_t cells = (size_t)L * G;
+    double *acc = malloc(sizeof(double) * cells * 2 * P), *rel = malloc(sizeof(double) * cells * 2 * P);
+    double *relp = malloc(sizeof(double) * cells * 2 * S), *relm = malloc(sizeof(double) * cells * 2);
+    double *meanacc = malloc(sizeof(double) * cells * 2);
+    for (size_t i = 0; i < cells * 2 * P; i++) acc[i] = rel[i] = NAN;
+    for (size_t i = 0; i < cells * 2 * S; i++) relp[i] = NAN;
+    for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = NAN;
+    double clean_phase[2][PROBE_MAX_RESIDUES];
+    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, clean_phase[p]);
+    for (int k = 0; k < n_ko; k++) {
+        int l = all ? k / G : kl, h = all ? k % G : kh;
+        ko.mode = KO_REPLACE, ko.layer = l, ko.kv_head = h;
+        char label[64];
+        snprintf(label, sizeof label, "knockout %d:%d (%d/%d)", l, h, k + 1, n_ko);
+        ProbeResult r;
+        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) return 1;
+        size_t cell = (size_t)l * G + h;
+        for (int p = 0; p < 2; p++) {
+            double ph[PROBE_MAX_RESIDUES];
+            fold_acc(&r, p, S, ph);
+            for (int i = 0; i < P; i++) {
+                acc[(cell * 2 + p) * P + i] = r.acc[p][i];
+                rel[(cell * 2 + p) * P + i] = rel_change(r.acc[p][i], clean.acc[p][i]);
+            }
+            for (int s = 0; s < S; s++) relp[(cell * 2 + p) * S + s] = rel_change(ph[s], clean_phase[p][s]);
+            relm[cell * 2 + p] = rel_change(r.mean[p], clean.mean[p]);
+            meanacc[cell * 2 + p] = r.mean[p];
+        }
+    }
+    model_set_attn_hook(c->m, NULL, NULL);
+    knockout_free(&ko);
+
+    printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
+    for (int p = 0; p < 2; p++) {
+        if (!clean.present[p]) continue;
+        printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head\n",
+               probe_protocol_name(p));
+        printf("%8s", "layer");
+        for (int h = 0; h < G; h++) printf("   kv %-3d", h);
+        printf("\n");
+        for (int l = 0; l < L; l++) {
+            printf("%8d", l);
+            for (int h = 0; h < G; h++) printf(" %8.1f", relm[((size_t)l * G + h) * 2 + p]);
+            printf("\n");
+        }
+        printf("%s: relative change by phase t_K mod %d\n%8s", probe_protocol_name(p), S, "L:H");
+        for (int s = 0; s < S; s++) printf(" %7d", s);
+        printf("   mean acc\n");
+        for (int l = 0; l < L; l++)
+            for (int h = 0; h < G; h++) {
+                size_t cell = (size_t)l * G + h;
+                if (!isfinite(meanacc[cell * 2 + p])) continue;
+                printf("%6d:%-2d", l, h);
+                for (int s = 0; s < S; s++) printf(" %7.1f", relp[(cell * 2 + p) * S + s]);
+                printf("   %6.1f\n", meanacc[cell * 2 + p]);
+            }
+    }
+    AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, err);
+    if (!hf) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    long lay[256], kvh[256];
+    for (int l = 0; l < L; l++) lay[l] = l;
+    for (int h = 0; h < G; h++) kvh[h] = h;
+    ah5_attr_str(hf, "knockout", c->a.knockout);
+    ah5_attr_str(hf, "calibration", c->a.calib ? calib : "default: tools/make-probe, another seed");
+    ah5_attr_str(hf, "method", "mean replacement of the query heads' attention outputs z (before W_o) at the scored position, per-protocol calibration mean");
+    ah5_axis_long(hf, "layer", lay, L, "layer");
+    ah5_axis_long(hf, "kv_head", kvh, G, "KV head");
+    store_probe_common(hf, probe_path, P, S);
+    double *cacc = malloc(sizeof(double) * 2 * P);
+    for (int p = 0; p < 2; p++) for (int i = 0; i < P; i++) cacc[p * P + i] = clean.acc[p][i];
+    const char *ax_c[] = {"protocol", "residue"}, *ax_r[] = {"layer", "kv_head", "protocol", "residue"};
+    const char *ax_s[] = {"layer", "kv_head", "protocol", "phase"}, *ax_m[] = {"layer", "kv_head", "protocol"};
+    ah5_data(hf, "acc_clean", cacc, 2, (int[]){2, P}, ax_c, "clean top-1 accuracy", "%");
+    ah5_data(hf, "acc", acc, 4, (int[]){L, G, 2, P}, ax_r, "accuracy with the KV head knocked out (NaN: not knocked out)", "%");
+    ah5_data(hf, "rel_change", rel, 4, (int[]){L, G, 2, P}, ax_r, "relative accuracy change 100 (A_ko - A_clean) / A_clean by residue", "%");
+    ah5_data(hf, "rel_change_phase", relp, 4, (int[]){L, G, 2, S}, ax_s, "relative accuracy change folded by phase", "%");
+    ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
+    ah5_signal(hf, "rel_change", ax_r, 4);
+    if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    printf("\nstored %s\n", c->out_path);
+    free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc);
+    return 0;
+}
+
+/* ---- driver ---- */
+
+int analysis_main(int argc, char **argv) {
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    if (argc < 1) return usage_error("--eval needs a checkpoint directory");
+    int rc = parse_args(argc, argv, &c.a);
+    if (rc) return rc;
+    if ((rc = load_config_only(&c))) return rc;
+    double t0 = now_s();
+    if (c.a.gate_cycle) rc = run_gate_cycle(&c);
+    else if (c.a.knockout) rc = run_knockout(&c);
+    else {
+        FillerSweepEnv env = {.cfg = &c.cfg, .ckpt = c.a.ckpt, .out_path = c.out_path};
+        rc = filler_sweep_main(&env, c.a.filler);
+    }
+    if (c.ps) probe_set_free(c.ps);
+    if (c.m) model_free(c.m);
+    if (!rc) printf("analysis done in %.1fs\n", now_s() - t0);
+    return rc;
+}

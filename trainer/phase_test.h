@@ -1,0 +1,37 @@
+/* Phase-effect test (SPEC.md section 3, end): Pearson's chi-square test of homogeneity of the
+ * correct / incorrect counts of K groups (the P residue groups of a probe, or the same counts
+ * folded by phase t_K mod S), and its p-value.
+ *
+ *   table        n_g = correct_g + wrong_g, N = sum n_g, C = sum correct_g, I = N - C
+ *   expected     E_g^c = n_g C / N,  E_g^i = n_g I / N
+ *   statistic    X^2 = sum_g (correct_g - E_g^c)^2 / E_g^c + (wrong_g - E_g^i)^2 / E_g^i
+ *   df           K' - 1, K' = the groups with n_g > 0
+ *   p-value      Q(df / 2, X^2 / 2), Q the regularized upper incomplete gamma function
+ * Choices where SPEC is silent: groups without prompts are left out of the table (they add
+ * no row, so K' - 1 degrees of freedom); when every prompt is correct or every prompt is
+ * wrong (C = 0 or I = 0) the table has one column, homogeneity holds trivially: X^2 = 0,
+ * p = 1; with fewer than 2 non-empty groups the test is undefined: NaN, df 0. */
+#ifndef PHASELAB_PHASE_TEST_H
+#define PHASELAB_PHASE_TEST_H
+
+typedef struct {
+    double chi2;    /* X^2, NaN when undefined */
+    double p;       /* p-value, NaN when undefined */
+    int df;         /* degrees of freedom (0 when undefined) */
+} ChiSquare;
+
+/* Regularized upper incomplete gamma Q(a, x) = Gamma(a, x) / Gamma(a), a > 0, x >= 0:
+ * series for P = 1 - Q when x < a + 1, Lentz continued fraction for Q otherwise (relative
+ * accuracy ~1e-14). NaN for a <= 0, x < 0 or NaN input. */
+double gamma_q(double a, double x);
+
+/* Upper tail of the chi-square distribution with df degrees of freedom: Q(df/2, x/2). */
+double chi2_sf(double x, int df);
+
+/* The homogeneity test over K groups (correct[g] <= total[g]). */
+ChiSquare chi2_homogeneity(const long *correct, const long *total, int K);
+
+/* Folds P residue counts into S phase groups (phase = r mod S); requires S | P (otherwise
+ * returns -1 and leaves the outputs untouched). correct_out, total_out: [S]. */
+int fold_by_phase(const long *correct, const long *total, int P, int S, long *correct_out, long *total_out);
+#endif
