@@ -18,6 +18,8 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_
                        float *dsink, const act_t *dout, const act_t *out, const float *lse,
                        const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                        const act_t *cv, const float *sink);
+void cpu_attention_decode(const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck,
+                          const act_t *cv, const act_t *k, const act_t *v, const float *sink);
 void cpu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                         const act_t *a, const act_t *gate_w, const act_t *gate_b,
                         const act_t *payload_w, const act_t *post_w);
