@@ -1,7 +1,8 @@
 /* ./train: the phaselab program.
  *   ./train CONFIG.ini [section.key=value ...]          train (resumes an existing run)
  *   ./train --dry-run CONFIG.ini [overrides]            validate and print the model summary
- *   ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]   evaluate a checkpoint
+ *   ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]   evaluate a checkpoint
+ *   ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
@@ -18,7 +19,9 @@
 #include "trainer/bench.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
+#include "trainer/cache_report.h"
 #include "trainer/evaluate.h"
+#include "trainer/generate.h"
 #include "trainer/probe_eval.h"
 #include "trainer/summary.h"
 #include "trainer/trainer.h"
@@ -31,8 +34,12 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ./train CONFIG.ini [section.key=value ...]        train (or resume) a run\n"
             "       ./train --dry-run CONFIG.ini [overrides]          validate, print the model summary\n"
-            "       ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]\n"
-            "                                                         evaluate a checkpoint (probe, validation)\n"
+            "       ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]\n"
+            "                                                         evaluate a checkpoint (probe, validation);\n"
+            "                                                         --decode: probe through the incremental KV cache\n"
+            "       ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+            "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
+            "                                                         generate through the KV cache (streamed)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "                                                         write the synthetic key/value corpus\n"
             "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
@@ -101,10 +108,12 @@ static int cmd_eval(int argc, char **argv) {
     if (argc < 1) { usage(stderr); return 2; }
     const char *ckpt = argv[0];
     const char *probe_path = NULL;
+    int decode = 0;
     char *overrides[64];
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_path = argv[++i];
+        else if (!strcmp(argv[i], "--decode")) decode = 1;
         else if (n_over < 64) overrides[n_over++] = argv[i];
     }
     char path[4600], err[ERR_LEN];
@@ -148,8 +157,13 @@ static int cmd_eval(int argc, char **argv) {
             return 1;
         }
         ProbeResult pr;
-        if (probe_evaluate(m, ps, T, micro, &pr, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-        printf("lookup probe %s:\n", probe_path);
+        double tps = 0;
+        if (decode ? probe_evaluate_decode(m, ps, &pr, &tps, err) : probe_evaluate(m, ps, T, micro, &pr, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            return 1;
+        }
+        if (decode) printf("lookup probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", probe_path, tps);
+        else printf("lookup probe %s:\n", probe_path);
         probe_print_table(stdout, &pr);
         probe_set_free(ps);
     }
@@ -164,6 +178,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--version")) { printf("phaselab %s\n", PHASELAB_VERSION); return 0; }
     if (!strcmp(cmd, "--make-synthetic")) return cmd_make_synthetic(argc - 2, argv + 2);
     if (!strcmp(cmd, "--eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         for (int i = 2; i < argc; i += 2) {
@@ -183,6 +198,10 @@ int main(int argc, char **argv) {
         char err[ERR_LEN];
         printf("config %s: valid\n", argv[2]);
         if (print_model_summary(stdout, &cfg, 1, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+        long ctx[] = {cfg.data.seq_len, 4096, 32768, 131072};
+        int n_ctx = cfg.data.seq_len == 4096 || cfg.data.seq_len == 32768 || cfg.data.seq_len == 131072 ? 3 : 4;
+        printf("\n");
+        print_cache_report(stdout, &cfg.model, n_ctx == 4 ? ctx : ctx + 1, n_ctx, 2);
         return 0;
     }
     if (cmd[0] == '-') { fprintf(stderr, "phaselab: unknown option %s\n", cmd); usage(stderr); return 2; }
