@@ -339,3 +339,106 @@ int decoder_prefill(Decoder *dec, const int32_t *tokens, int n, float *logits, c
         if (decoder_step(dec, tokens[i], i == n - 1 ? logits : NULL, err)) return -1;
     return 0;
 }
+
+/* Chunked prefill from position 0 (see decode.h): model/model.c's forward_layers over n rows,
+ * writing the compressed entries straight into the cache ([n_windows, G, d] is the cache's
+ * layout for one sequence) and copying the last ring_cap keys/values and the last W inputs. */
+int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err) {
+    const Backend *be = dec->be;
+    const ModelConfig *c = dec->c;
+    if (dec->pos != 0) return set_err(err, "decoder_prefill_chunk: the decoder is at position %d, expected 0", dec->pos);
+    if (n < 1 || n > dec->max_context)
+        return set_err(err, "decoder_prefill_chunk: %d tokens, expected 1..%d (the context)", n, dec->max_context);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", tokens[i], i,
+                           c->vocab_size - 1);
+    const int D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, r = c->rope_dims;
+    const int W = c->window, S = c->stride, R = dec->lay.ring_cap;
+    const float eps = (float)c->norm_eps;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
+    const int compressed = c->attention == ATTN_COMPRESSED;
+    const int nW = compressed && n >= W ? (n - W) / S + 1 : 0;
+    size_t scratch = 0;
+    int fail = 0;
+    act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
+    act_t *x_mid = take(be, N * D * e, &scratch, &fail), *mn = take(be, N * D * e, &scratch, &fail);
+    act_t *q_raw = take(be, N * Hd * e, &scratch, &fail), *q = take(be, N * Hd * e, &scratch, &fail);
+    act_t *attn = take(be, N * Hd * e, &scratch, &fail);
+    act_t *k_raw = take(be, N * Gd * e, &scratch, &fail), *k = take(be, N * Gd * e, &scratch, &fail);
+    act_t *v = take(be, N * Gd * e, &scratch, &fail);
+    act_t *g = take(be, N * F * e, &scratch, &fail), *u = take(be, N * F * e, &scratch, &fail);
+    act_t *h = take(be, N * F * e, &scratch, &fail);
+    float *rstd = take(be, N * (H > G ? H : G) * 4 + 4, &scratch, &fail), *lse = take(be, N * H * 4, &scratch, &fail);
+    int32_t *tok = take(be, N * 4, &scratch, &fail);
+    size_t slots = (size_t)nW * G * W;
+    act_t *entry0 = nW ? take(be, nW * Gd * e, &scratch, &fail) : NULL;
+    act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
+    float *alpha = nW ? take(be, slots * dec->channels * 4, &scratch, &fail) : NULL;
+    float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
+    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd};
+    int rc = 0;
+    if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
+    be->upload(tok, tokens, N * 4);
+    be->embedding_fwd(x, tok, Wt(dec, dec->emb), n, D);
+    AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
+    as.visibility = !compressed ? VIS_FULL : c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+    CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
+                    .channels = dec->channels, .n_maps = dec->n_maps, .eps = eps};
+    cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+    for (int L = 0; L < c->n_layers; L++) {
+        const DecIdx *ix = &dec->li[L];
+        LayerCache *lc = &dec->lc[L];
+        be->rmsnorm_fwd(a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
+        if (c->qk_norm) {
+            be->matmul_fwd(q_raw, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(k_raw, a, Wt(dec, ix->k), n, G * d, D, 0);
+            be->rmsnorm_fwd(q, rstd, q_raw, Wt(dec, ix->q_norm), n * H, d, eps);
+            be->rmsnorm_fwd(k, rstd, k_raw, Wt(dec, ix->k_norm), n * G, d, eps);
+        } else {
+            be->matmul_fwd(q, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(k, a, Wt(dec, ix->k), n, G * d, D, 0);
+        }
+        be->matmul_fwd(v, a, Wt(dec, ix->v), n, G * d, D, 0);
+        if (r > 0) {
+            be->rope(q, dec->rope_tab, n, H, d, r, n, 1, 0);
+            be->rope(k, dec->rope_tab, n, G, d, r, n, 1, 0);
+        }
+        if (nW > 0) {   /* entries of the prompt's complete windows, straight into the cache */
+            be->compressor_fwd(&cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
+                               Wt(dec, ix->payload[0]), Wt(dec, ix->pn[0]));
+            if (lc->cv)
+                be->compressor_fwd(&cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
+                                   Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
+            if (c->qk_norm) be->rmsnorm_fwd(lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
+            else be->copy(lc->ck, entry0, nW * Gd * e);
+            if (r > 0) be->rope(lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
+        }
+        be->attention_fwd(&as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
+                          model_master_weight(dec->m, ix->sink));
+        for (int p = n - R > 0 ? n - R : 0; p < n && R > 0; p++) {
+            be->copy(row(lc->k, p % R, Gd, e), row(k, p, Gd, e), Gd * e);
+            be->copy(row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
+        }
+        if (compressed)
+            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
+        be->copy(x_mid, x, N * D * e);
+        be->matmul_fwd(x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
+        be->rmsnorm_fwd(mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);
+        be->matmul_fwd(g, mn, Wt(dec, ix->gate), n, F, D, 0);
+        be->matmul_fwd(u, mn, Wt(dec, ix->up), n, F, D, 0);
+        be->swiglu_fwd(h, g, u, N * F);
+        be->copy(x, x_mid, N * D * e);
+        be->matmul_fwd(x, h, Wt(dec, ix->down), n, D, F, 1);
+    }
+    dec->pos = n;
+    dec->n_entries = nW;
+    if (logits) {
+        be->rmsnorm_fwd(dec->xf, dec->rstd, row(x, N - 1, D, e), Wt(dec, dec->final_norm), 1, D, eps);
+        be->matmul_fwd(dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
+        be->download_act(logits, dec->logits, c->vocab_size);
+    }
+done:
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) if (all[i]) be->free(all[i]);
+    return rc;
+}

@@ -63,4 +63,9 @@ const DecodeCacheLayout *decoder_layout(const Decoder *dec);
 int decoder_step(Decoder *dec, int32_t token, float *logits, char *err);
 /* decoder_step over tokens[0..n), logits only for the last one. */
 int decoder_prefill(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err);
+/* The same result in one chunk, from position 0 only: the training forward's ops over all n
+ * rows at once (matmuls of n rows, attention_fwd, compressor_fwd over the prompt's complete
+ * windows), then the cache is filled from it (entries, the raw ring's last tokens, the last W
+ * inputs). Temporary buffers for n rows are allocated for the call and freed. */
+int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err);
 #endif

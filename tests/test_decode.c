@@ -3,6 +3,8 @@
  * random weights:
  *   - the logits of every position, fed token by token through the cache, equal the full
  *     forward's (final-norm output @ E_out^T, computed here on the host) to 1e-5 relative;
+ *   - a chunked prefill (decoder_prefill_chunk) of P tokens followed by token-by-token decoding
+ *     gives the same logits, for prompt lengths around every window phase;
  *   - greedy generation from a prompt equals, step by step, the argmax of the full forward over
  *     the sequence so far (model_argmax_at);
  *   - decoding past the model's seq_len equals the forward of a model built for the longer T;
@@ -121,6 +123,18 @@ int main(void) {
 
         snprintf(name, sizeof name, "decode %s: a full context refuses one more token", vn);
         check(decoder_step(dec, tok[0], NULL, err) != 0, name, "step %d accepted", T);
+
+        /* chunked prefill of P tokens, then token by token: every logit from P-1 on */
+        const int chunks[] = {1, 6, 13, 23, T};
+        for (int ci = 0; ci < 5; ci++) {
+            const int P = chunks[ci];
+            decoder_reset(dec);
+            rc = decoder_prefill_chunk(dec, tok, P, got + (size_t)(P - 1) * V, err);
+            for (int t = P; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
+            r = rc ? INFINITY : rel_err(got + (size_t)(P - 1) * V, ref + (size_t)(P - 1) * V, T - P + 1, V, &wt);
+            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (1e-5 rel)", vn, P);
+            check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt + P - 1);
+        }
 
         /* cache accounting: measured allocations = formula */
         DecodeCacheLayout lay;

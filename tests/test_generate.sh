@@ -26,7 +26,7 @@ echo "16 80 17 81, 18 82 16" > "$S/prompt.txt"
 n_new=$(sed 's/.*|//' "$S/g1.out" | wc -w)
 [ $rc -eq 0 ] && grep -q "^16 80 17 81 18 82 16 |" "$S/g1.out" && [ "$n_new" -eq 12 ] \
   && ok "--generate --prompt-ids: prompt echoed, 12 new ids streamed" || bad "--generate ids" "rc $rc: $(cat "$S/g1.out" "$S/g1.err")"
-grep -qE "^prefill: 7 tokens in .* tokens/s" "$S/g1.err" && grep -qE "^decode: 12 tokens generated, 11 decode steps .* tokens/s; greedy; peak RSS" "$S/g1.err" \
+grep -qE "^prefill: 7 tokens in .* tokens/s \(one chunk\)" "$S/g1.err" && grep -qE "^decode: 12 tokens generated, 11 decode steps .* tokens/s; greedy; peak RSS" "$S/g1.err" \
   && ok "--generate reports prefill and decode tokens/s and peak memory" || bad "throughput lines" "$(cat "$S/g1.err")"
 # context 7 + 12 = 19, tiny_w4s4: W4 S4, n_local 8, G 2, d 8, D 32, 2 layers, fp32:
 # entries (19-4)/4+1 = 4 -> 4*2*8*4 B * 2 (K, V) = 512; raw 2*8*2*8*4 = 1024; inputs 4*32*4 = 512 -> 2048 per layer
@@ -36,6 +36,10 @@ grep -q "measured from the allocations: 2048 B = 2.00 KiB per layer, 4.00 KiB in
 # full attention, 19 tokens: 2 * 19 * 2 * 8 * 4 B = 2432 per layer, 4864 = 4.75 KiB in 2 layers
 grep -q "full attention at 19 tokens: 4.75 KiB" "$S/g1.err" && ok "--generate: full attention's cache beside it" \
   || bad "full cache" "$(grep "KV cache" "$S/g1.err")"
+
+./train --generate "$C" --prompt-ids "$S/prompt.txt" --max-new 12 --stepwise-prefill >"$S/g2.out" 2>"$S/g2.err"; rc=$?
+[ $rc -eq 0 ] && cmp -s "$S/g1.out" "$S/g2.out" && grep -q "(token by token through the cache)" "$S/g2.err" \
+  && ok "--stepwise-prefill generates the same greedy tokens as the chunked prefill" || bad "stepwise" "rc $rc: $(cat "$S/g2.out" "$S/g2.err")"
 
 ./train --generate "$C" --prompt-ids "$S/prompt.txt" --max-new 12 model.local=tail >"$S/g1t.out" 2>"$S/g1t.err"; rc=$?
 [ $rc -eq 0 ] && grep -q "measured from the allocations: 1408 B" "$S/g1t.err" \

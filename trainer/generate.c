@@ -1,9 +1,10 @@
 /* ./train --generate CKPT (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [--max-new N]
- *         [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot] [section.key=value ...]
+ *         [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot] [--stepwise-prefill]
+ *         [section.key=value ...]
  *
  * Loads a checkpoint, prefills the prompt into the decoder's KV cache (model/decode.h: compressed
- * entries written as their windows complete, raw ring of the last n_local tokens or the tail),
- * then decodes one token at a time, streaming each token to stdout as it is produced (decoded
+ * entries written as their windows complete, raw ring of the last n_local tokens or the tail) in
+ * one chunk (decoder_prefill_chunk; --stepwise-prefill: token by token), then decodes one token at a time, streaming each token to stdout as it is produced (decoded
  * text with a tokenizer, else ids). Statistics go to stderr: prefill and decode tokens/s, the
  * cache bytes per layer and in total (measured from the allocations, beside the formula and beside
  * full attention of the same shape) and the peak resident memory.
@@ -142,17 +143,19 @@ static int parse_num(const char *opt, const char *s, double lo, double *out) {
 int cmd_generate(int argc, char **argv) {
     if (argc < 1 || argv[0][0] == '-') {
         fprintf(stderr, "usage: ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
-                        "         [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n");
+                        "         [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
+                        "         [--stepwise-prefill] [section.key=value ...]\n");
         return 2;
     }
     const char *ckpt = argv[0], *ids_path = NULL, *prompt = NULL, *tok_spec = NULL;
     double max_new = 64, temperature = 0, top_k = 0, seed = 0, context = 0;
-    int ignore_eot = 0;
+    int ignore_eot = 0, stepwise = 0;
     char *overrides[64];
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--ignore-eot")) { ignore_eot = 1; continue; }
+        if (!strcmp(o, "--stepwise-prefill")) { stepwise = 1; continue; }
         if (o[0] == '-' && o[1] == '-') {
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", o); return 2; }
             const char *v = argv[++i];
@@ -265,7 +268,7 @@ int cmd_generate(int argc, char **argv) {
     }
     int rc = 0;
     double t0 = now_s();
-    if (decoder_prefill(dec, ids, n_prompt, logits, err)) { fprintf(stderr, "\nphaselab: %s\n", err); return 1; }
+    if ((stepwise ? decoder_prefill : decoder_prefill_chunk)(dec, ids, n_prompt, logits, err)) { fprintf(stderr, "\nphaselab: %s\n", err); return 1; }
     double t_prefill = now_s() - t0, t_decode = 0;
     int generated = 0, steps = 0, stopped_eot = 0;
     while (generated < n_new) {
@@ -289,8 +292,8 @@ int cmd_generate(int argc, char **argv) {
     if (tok) stream_flush(&s, 1);
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "prefill: %d tokens in %.3f s = %.1f tokens/s (token by token through the cache)\n", n_prompt,
-            t_prefill, t_prefill > 0 ? n_prompt / t_prefill : 0.0);
+    fprintf(stderr, "prefill: %d tokens in %.3f s = %.1f tokens/s (%s)\n", n_prompt, t_prefill,
+            t_prefill > 0 ? n_prompt / t_prefill : 0.0, stepwise ? "token by token through the cache" : "one chunk");
     fprintf(stderr, "decode: %d tokens generated, %d decode steps in %.3f s = %.1f tokens/s%s; %s; peak RSS %.1f MiB\n",
             generated, steps, t_decode, t_decode > 0 ? steps / t_decode : 0.0, stopped_eot ? " (stopped at end-of-text)" : "",
             temperature > 0 ? "sampled" : "greedy", peak_rss_mib());

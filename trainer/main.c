@@ -39,6 +39,7 @@ static void usage(FILE *f) {
             "                                                         --decode: probe through the incremental KV cache\n"
             "       ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
+            "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "                                                         write the synthetic key/value corpus\n"

@@ -2,7 +2,8 @@
  * the CPU backend (fp32), for full attention and the compressed-attention variants of SPEC.md
  * section 2: the same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
  * and sinks N(0, 1)) and tokens; the CUDA decoder is fed token by token and its logits at every
- * position are compared with the CPU forward's (final-norm output @ E_out^T on the host).
+ * position are compared with the CPU forward's (final-norm output @ E_out^T on the host); the same
+ * after a chunked prefill of 13 tokens (decoder_prefill_chunk: the training forward's kernels).
  * Tolerance (bf16): max_v |dec - ref| / max_v |ref| <= 5e-2 at every position. Measured in the
  * CPU emulation of the CUDA backend (tests/cuemu): 0.8-2.0% over the variants, the same size as
  * the CUDA backend's own full forward against the CPU's (printed beside it as "# ..." lines),
@@ -126,6 +127,24 @@ int main(void) {
             }
             free(hg);
             printf("# cuda_decode %s: worst relative logit error: decoder %.3g, CUDA full forward %.3g\n", vn, worst, fw);
+            /* chunked prefill of 13 tokens (the training forward's kernels over the prompt), then steps */
+            decoder_reset(dec);
+            const int P = 13;
+            rc = decoder_prefill_chunk(dec, tok, P, got + (size_t)(P - 1) * V, err);
+            for (int t = P; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
+            double wc = 0;
+            for (int t = P - 1; t < T && !rc; t++) {
+                double num = 0, den = 0;
+                for (int v = 0; v < V; v++) {
+                    double a = fabs((double)got[(size_t)t * V + v] - ref[(size_t)t * V + v]), b = fabs(ref[(size_t)t * V + v]);
+                    if (a > num || a != a) num = a;
+                    if (b > den) den = b;
+                }
+                double r = num / (den > 0 ? den : 1);
+                if (!(r <= wc)) wc = r;
+            }
+            snprintf(name, sizeof name, "cuda_decode %s: chunked prefill of %d tokens then decoding = CPU forward (bf16, 5e-2)", vn, P);
+            check(!rc && wc <= 5e-2, name, "%s relative error %.3g", rc ? err : "", wc);
             DecodeCacheLayout lay;
             decode_cache_layout(&cfg, T, 2, &lay);
             snprintf(name, sizeof name, "cuda_decode %s: cache bytes measured = formula (bf16)", vn);
