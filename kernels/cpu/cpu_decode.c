@@ -18,7 +18,7 @@ void cpu_attention_decode(const DecodeAttnShape *s, act_t *out_, const act_t *q_
     const float scale = 1.0f / sqrtf((float)d);
     float *out = out_;
     const float *q = q_, *ck = ck_, *cv = cv_, *k = k_, *v = v_;
-    #pragma omp parallel for schedule(static) if (H * (size_t)nk * d > 32768)
+    #pragma omp parallel for schedule(static) if (H * (size_t)nk * d > CPU_SERIAL_WORK)
     for (int h = 0; h < H; h++) {
         const int g = h / group;
         const float *qh = q + (size_t)h * d;

@@ -5,6 +5,12 @@
 #define PHASELAB_CPU_INTERNAL_H
 #include "kernels/kernels.h"
 
+/* Loops over fewer elements than this run on the calling thread: a parallel region costs more
+ * than the work (incremental decoding runs one row at a time; on a loaded machine an OpenMP
+ * barrier waiting for a descheduled thread costs a whole time slice). Each element is computed
+ * the same way either way, so results do not change. */
+#define CPU_SERIAL_WORK 32768
+
 void cpu_matmul_fwd(act_t *out, const act_t *in, const act_t *w, int M, int N, int K, int accumulate);
 void cpu_matmul_bwd(act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                     int M, int N, int K, int accumulate);
