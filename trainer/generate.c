@@ -16,6 +16,9 @@
  * --ignore-eot). The cache is sized for --context tokens (default prompt + max_new); it may
  * exceed the training seq_len (RoPE positions continue; see model/decode.h).
  *
+ * In place of CKPT a CONFIG.ini gives the untrained model (SPEC.md init from train.seed): for
+ * throughput and memory measurements of shapes without a checkpoint (e.g. configs/w8s8_kv8.ini).
+ *
  * probe_evaluate_decode (./train --eval --decode) scores the lookup probe through the same
  * path: each prompt prefilled token by token, top-1 of the logits at the query position. */
 #include <math.h>
@@ -142,7 +145,7 @@ static int parse_num(const char *opt, const char *s, double lo, double *out) {
 
 int cmd_generate(int argc, char **argv) {
     if (argc < 1 || argv[0][0] == '-') {
-        fprintf(stderr, "usage: ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+        fprintf(stderr, "usage: ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
                         "         [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
                         "         [--stepwise-prefill] [section.key=value ...]\n");
         return 2;
@@ -180,7 +183,12 @@ int cmd_generate(int argc, char **argv) {
         return 2;
     }
     char path[4600], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/config.ini", ckpt);
+    /* a CONFIG.ini instead of a checkpoint: the model with its SPEC.md init from train.seed (for
+     * throughput and cache measurements of shapes that have no trained checkpoint) */
+    size_t cl = strlen(ckpt);
+    const int random_init = cl > 4 && !strcmp(ckpt + cl - 4, ".ini");
+    if (random_init) snprintf(path, sizeof path, "%s", ckpt);
+    else snprintf(path, sizeof path, "%s/config.ini", ckpt);
     Config cfg;
     if (config_load(&cfg, path, n_over, overrides, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
     const ModelConfig *mc = &cfg.model;
@@ -217,15 +225,16 @@ int cmd_generate(int argc, char **argv) {
     /* the model's own activation arena is unused by the decoder: build it for the smallest T */
     Model *m = model_create(mc, be, 1, mc->attention == ATTN_COMPRESSED ? mc->window : 1, err);
     if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    TrainState ts;
-    if (checkpoint_read_state(ckpt, &ts, err) || checkpoint_load(ckpt, m, NULL, &ts, err)) {
+    TrainState ts = {0};
+    if (random_init) model_init_params(m, cfg.train.seed);
+    else if (checkpoint_read_state(ckpt, &ts, err) || checkpoint_load(ckpt, m, NULL, &ts, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
     Decoder *dec = decoder_create(m, ctx, err);
     if (!dec) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    fprintf(stderr, "checkpoint %s: step %ld; prompt %d tokens, up to %d new, cache for %d positions (training seq_len %d)%s\n",
-            ckpt, ts.step, n_prompt, n_new, ctx, cfg.data.seq_len,
+    fprintf(stderr, "%s %s: step %ld; prompt %d tokens, up to %d new, cache for %d positions (training seq_len %d)%s\n",
+            random_init ? "untrained model (SPEC init) of" : "checkpoint", ckpt, ts.step, n_prompt, n_new, ctx, cfg.data.seq_len,
             ctx > cfg.data.seq_len ? "; past seq_len the RoPE positions continue" : "");
     const DecodeCacheLayout *lay = decoder_layout(dec);
     ModelConfig full = *mc;

@@ -2,7 +2,7 @@
  *   ./train CONFIG.ini [section.key=value ...]          train (resumes an existing run)
  *   ./train --dry-run CONFIG.ini [overrides]            validate and print the model summary
  *   ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]   evaluate a checkpoint
- *   ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
+ *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
@@ -37,7 +37,7 @@ static void usage(FILE *f) {
             "       ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]\n"
             "                                                         evaluate a checkpoint (probe, validation);\n"
             "                                                         --decode: probe through the incremental KV cache\n"
-            "       ./train --generate CHECKPOINT_DIR (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+            "       ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
