@@ -51,6 +51,16 @@ static inline int comp_map_index(const CompShape *s, int i) {
     return s->n_maps == s->window ? i : (i < s->stride ? 0 : 1);
 }
 
+/* Shapes of one decode attention call (model/decode.c): ONE query position, H heads, against a
+ * cache of n_entries compressed entries (slots 0..n_entries-1 of ck, cv [entry_cap, G, d]) and
+ * n_raw raw tokens held in a ring of ring_cap slots (k, v [ring_cap, G, d]) starting at slot
+ * raw_first and wrapping around (slot (raw_first + x) % ring_cap, x < n_raw). */
+typedef struct {
+    int H, G, d;
+    int n_entries;
+    int ring_cap, raw_first, n_raw;
+} DecodeAttnShape;
+
 typedef struct Backend {
     const char *name;                /* "cpu" | "cuda" */
     size_t act_bytes;                /* sizeof one act_t element */
@@ -111,6 +121,12 @@ typedef struct Backend {
                           float *dsink, const act_t *dout, const act_t *out, const float *lse,
                           const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                           const act_t *cv, const float *sink);
+
+    /* ---- decode attention: out [H,d] for q [H,d] over the visible entries then raw tokens, one
+     * softmax, scale 1/sqrt(d), optional sink per head in the denominator only (as
+     * attention_fwd). NULL on a backend without incremental decoding. ---- */
+    void (*attention_decode)(const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck,
+                             const act_t *cv, const act_t *k, const act_t *v, const float *sink);
 
     /* ---- compressor branch: entry [B,nW,G,d] = sum_i alpha_{j,i} * p_{j,i}
      * alpha [B,nW,G,W,c] (softmax over i of gate logits), payload [B,nW,G,W,d] (raw C a, before

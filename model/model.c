@@ -299,6 +299,10 @@ static const act_t *Wt(const Model *m, int i) {
     return i < 0 ? NULL : (const char *)m->work + m->tt.t[i].offset * m->be->act_bytes;
 }
 static float *Pm(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
+const ModelConfig *model_config(const Model *m) { return &m->cfg; }
+const Backend *model_backend(const Model *m) { return m->be; }
+const void *model_working_weight(const Model *m, int i) { return Wt(m, i); }
+const float *model_master_weight(const Model *m, int i) { return Pm(m, i); }
 static float *Gr(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt.t[i].offset; }
 
 static AttnShape attn_shape(const Model *m, int B) {

@@ -1,10 +1,11 @@
 /* ./train: the phaselab program.
  *   ./train CONFIG.ini [section.key=value ...]          train (resumes an existing run)
  *   ./train --dry-run CONFIG.ini [overrides]            validate and print the model summary
- *   ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]   evaluate a checkpoint
+ *   ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]   evaluate a checkpoint
  *   ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle D|all [--layers L1,L2]   analyses
  *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (trainer/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
+ *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
@@ -26,7 +27,9 @@
 #include "trainer/bench.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
+#include "trainer/cache_report.h"
 #include "trainer/evaluate.h"
+#include "trainer/generate.h"
 #include "trainer/probe_eval.h"
 #include "trainer/summary.h"
 #include "trainer/trainer.h"
@@ -37,8 +40,9 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: ./train CONFIG.ini [section.key=value ...]        train (or resume) a run\n"
             "       ./train --dry-run CONFIG.ini [overrides]          validate, print the model summary\n"
-            "       ./train --eval CHECKPOINT_DIR [--probe FILE] [overrides]\n"
-            "                                                         evaluate a checkpoint (probe, validation)\n"
+            "       ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]\n"
+            "                                                         evaluate a checkpoint (probe, validation);\n"
+            "                                                         --decode: probe through the incremental KV cache\n"
             "       ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle DELTA|all [--layers L1,L2] [--out FILE]\n"
             "                                                         accuracy with the gate maps rolled by delta (W = S)\n"
             "       ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE] [--out FILE]\n"
@@ -46,6 +50,10 @@ static void usage(FILE *f) {
             "       ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE [--out FILE]\n"
             "                                                         P(a), P(b) against L prepended fillers\n"
             "                                                         (analyses append to CHECKPOINT_DIR/analysis.h5)\n"
+            "       ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+            "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
+            "               [--stepwise-prefill]\n"
+            "                                                         generate through the KV cache (streamed)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "                                                         write the synthetic key/value corpus\n"
             "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
@@ -137,11 +145,13 @@ static int cmd_eval(int argc, char **argv) {
     if (analysis_requested(argc, argv)) return analysis_main(argc, argv);
     const char *ckpt = argv[0];
     const char *probe_arg = NULL, *out_path = NULL;     /* --out: the analysis file (default CKPT/analysis.h5) */
+    int decode = 0;                                      /* --decode: the probe through the incremental KV cache */
     char *overrides[64];
     int n_over = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_arg = argv[++i];
         else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
+        else if (!strcmp(argv[i], "--decode")) decode = 1;
         else if (n_over < 64) overrides[n_over++] = argv[i];
         else { fprintf(stderr, "phaselab: --eval: more than 64 overrides (at '%s')\n", argv[i]); return 2; }
     }
@@ -220,10 +230,16 @@ static int cmd_eval(int argc, char **argv) {
             return 1;
         }
         ProbeResult pr;
-        if (probe_evaluate(m, ps, T, micro, &pr, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+        double tps = 0;
+        if (decode ? probe_evaluate_decode(m, ps, &pr, &tps, err) : probe_evaluate(m, ps, T, micro, &pr, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            return 1;
+        }
         pr.fold = probe_phase_fold(&cfg.model);
         probe_result_finalize(&pr);
-        printf("%s probe %s:\n", probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup", probe_file);
+        const char *layout = probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup";
+        if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
+        else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
         if (out_path) snprintf(path, sizeof path, "%s", out_path);
         else snprintf(path, sizeof path, "%s/analysis.h5", ckpt);
@@ -247,6 +263,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--version")) { printf("phaselab %s (%s)\n", PHASELAB_VERSION, PHASELAB_BUILD_FEATURES); return 0; }
     if (!strcmp(cmd, "--make-synthetic")) return cmd_make_synthetic(argc - 2, argv + 2);
     if (!strcmp(cmd, "--eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         for (int i = 2; i < argc; i += 2) {
@@ -270,6 +287,10 @@ int main(int argc, char **argv) {
             fprintf(stderr, "phaselab: %s\n", err);
             return 2;
         }
+        long ctx[] = {cfg.data.seq_len, 4096, 32768, 131072};
+        int n_ctx = cfg.data.seq_len == 4096 || cfg.data.seq_len == 32768 || cfg.data.seq_len == 131072 ? 3 : 4;
+        printf("\n");
+        print_cache_report(stdout, &cfg.model, n_ctx == 4 ? ctx : ctx + 1, n_ctx, 2);
         return 0;
     }
     if (cmd[0] == '-') { fprintf(stderr, "phaselab: unknown option %s\n", cmd); usage(stderr); return 2; }

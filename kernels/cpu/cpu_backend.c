@@ -38,6 +38,7 @@ static Backend cpu_backend = {
     .matmul_fwd = cpu_matmul_fwd, .matmul_bwd = cpu_matmul_bwd,
     .rope = cpu_rope,
     .attention_fwd = cpu_attention_fwd, .attention_bwd = cpu_attention_bwd,
+    .attention_decode = cpu_attention_decode,
     .compressor_fwd = cpu_compressor_fwd, .compressor_bwd = cpu_compressor_bwd,
     .classifier = cpu_classifier, .logits_argmax = cpu_logits_argmax,
     .adamw = cpu_adamw, .sumsq = cpu_sumsq, .scale = cpu_scale,

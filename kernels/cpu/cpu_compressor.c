@@ -50,7 +50,7 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
                                 alpha + slot(s, b, 0, g, i) * c, G * W * c);
             }
     /* softmax over offsets, post-norm, pooling: independent per (b, j, g) */
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * nW * G * W * d > CPU_SERIAL_WORK)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {

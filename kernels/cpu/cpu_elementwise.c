@@ -12,14 +12,14 @@
 void cpu_add(act_t *y_, const act_t *x_, size_t n) {
     float *y = y_;
     const float *x = x_;
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK)
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
 void cpu_swiglu_fwd(act_t *h_, const act_t *g_, const act_t *u_, size_t n) {
     float *h = h_;
     const float *g = g_, *u = u_;
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK)
     for (size_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
@@ -37,7 +37,7 @@ void cpu_swiglu_bwd(act_t *dg_, act_t *du_, const act_t *dh_, const act_t *g_, c
 void cpu_embedding_fwd(act_t *out_, const int32_t *tokens, const act_t *table_, int N, int D) {
     float *out = out_;
     const float *table = table_;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)N * D > CPU_SERIAL_WORK)
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, table + (size_t)tokens[n] * D, sizeof(float) * D);
 }
 

@@ -5,6 +5,12 @@
 #define PHASELAB_CPU_INTERNAL_H
 #include "kernels/kernels.h"
 
+/* Loops over fewer elements than this run on the calling thread: a parallel region costs more
+ * than the work (incremental decoding runs one row at a time; on a loaded machine an OpenMP
+ * barrier waiting for a descheduled thread costs a whole time slice). Each element is computed
+ * the same way either way, so results do not change. */
+#define CPU_SERIAL_WORK 32768
+
 void cpu_matmul_fwd(act_t *out, const act_t *in, const act_t *w, int M, int N, int K, int accumulate);
 void cpu_matmul_bwd(act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                     int M, int N, int K, int accumulate);
@@ -18,6 +24,8 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_
                        float *dsink, const act_t *dout, const act_t *out, const float *lse,
                        const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                        const act_t *cv, const float *sink);
+void cpu_attention_decode(const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck,
+                          const act_t *cv, const act_t *k, const act_t *v, const float *sink);
 void cpu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                         const act_t *a, const act_t *gate_w, const act_t *gate_b,
                         const act_t *payload_w, const act_t *post_w);

@@ -14,7 +14,7 @@
 void cpu_rmsnorm_fwd(act_t *out_, float *rstd, const act_t *in_, const act_t *w_, int rows, int C, float eps) {
     float *out = out_;
     const float *in = in_, *w = w_;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)rows * C > CPU_SERIAL_WORK)
     for (int r = 0; r < rows; r++) {
         const float *x = in + (size_t)r * C;
         float *y = out + (size_t)r * C;

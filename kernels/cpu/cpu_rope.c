@@ -27,7 +27,7 @@ void cpu_rope(act_t *x_, const float *cos_sin, int rows, int nh, int d, int r, i
     float *x = x_;
     int half = r / 2, o = d - r;
     float sgn = inverse ? -1.0f : 1.0f;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((size_t)rows * nh * r > CPU_SERIAL_WORK)
     for (int k = 0; k < rows; k++) {
         int pos = (k % period) * mult;
         const float *cs = cos_sin + (size_t)pos * half * 2;

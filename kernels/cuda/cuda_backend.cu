@@ -388,6 +388,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->rope = cu_rope;
     b->attention_fwd = cu_attention_fwd;
     b->attention_bwd = cu_attention_bwd;
+    b->attention_decode = cu_attention_decode;
     b->compressor_fwd = cu_compressor_fwd;
     b->compressor_bwd = cu_compressor_bwd;
     b->classifier = cu_classifier;

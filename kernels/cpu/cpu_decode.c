@@ -1,0 +1,47 @@
+/* Decode attention on the CPU: one query position against a KV cache (model/decode.c).
+ *
+ * For head h (KV head g = h / (H/G)) the visible keys are, in this order,
+ *   compressed entries x = 0..n_entries-1      key ck[x, g], value cv[x, g]
+ *   raw tokens x = 0..n_raw-1 of the ring      key k[(raw_first + x) % ring_cap, g], value v[...]
+ * and, as in attention_fwd (kernels/cpu/cpu_attention.c):
+ *   z_x = q_h . key_x / sqrt(d),   Z = exp(sink_h) + sum_x exp(z_x),   out_h = sum_x exp(z_x) value_x / Z
+ * computed in fp32 with the maximum subtracted first. Heads are independent (one thread each). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels/cpu/cpu_internal.h"
+
+void cpu_attention_decode(const DecodeAttnShape *s, act_t *out_, const act_t *q_, const act_t *ck_,
+                          const act_t *cv_, const act_t *k_, const act_t *v_, const float *sink) {
+    const int H = s->H, G = s->G, d = s->d, group = H / G, ne = s->n_entries, nr = s->n_raw;
+    const int nk = ne + nr;
+    const float scale = 1.0f / sqrtf((float)d);
+    float *out = out_;
+    const float *q = q_, *ck = ck_, *cv = cv_, *k = k_, *v = v_;
+    #pragma omp parallel for schedule(static) if (H * (size_t)nk * d > CPU_SERIAL_WORK)
+    for (int h = 0; h < H; h++) {
+        const int g = h / group;
+        const float *qh = q + (size_t)h * d;
+        float zbuf[256], *z = nk <= 256 ? zbuf : malloc(sizeof(float) * nk);   /* [nk] */
+        float mx = sink ? sink[h] : -INFINITY;
+        for (int x = 0; x < nk; x++) {
+            const float *key = x < ne ? ck + ((size_t)x * G + g) * d
+                                      : k + ((size_t)((s->raw_first + x - ne) % s->ring_cap) * G + g) * d;
+            float dot = 0.0f;
+            for (int i = 0; i < d; i++) dot += qh[i] * key[i];
+            z[x] = dot * scale;
+            if (z[x] > mx) mx = z[x];
+        }
+        float sum = sink ? expf(sink[h] - mx) : 0.0f;
+        for (int x = 0; x < nk; x++) { z[x] = expf(z[x] - mx); sum += z[x]; }
+        float inv = 1.0f / sum, *oh = out + (size_t)h * d;
+        memset(oh, 0, sizeof(float) * d);
+        for (int x = 0; x < nk; x++) {
+            const float *val = x < ne ? cv + ((size_t)x * G + g) * d
+                                      : v + ((size_t)((s->raw_first + x - ne) % s->ring_cap) * G + g) * d;
+            float p = z[x] * inv;
+            for (int i = 0; i < d; i++) oh[i] += p * val[i];
+        }
+        if (z != zbuf) free(z);
+    }
+}

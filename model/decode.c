@@ -1,0 +1,444 @@
+/* Incremental decoding with a compressed KV cache (model/decode.h), written against the op API
+ * (kernels/kernels.h) so that it runs on every backend that provides attention_decode.
+ *
+ * One step at position t, per layer (the same math as model/model.c's forward, one row):
+ *   a = RMSNorm_in(x);  q = RoPE(qnorm(Wq a), t);  k = RoPE(knorm(Wk a), t);  v = Wv a
+ *   raw ring:   k, v -> slot t % ring_cap           (skipped when ring_cap = 0)
+ *   compressed: a -> input slot t % W; when t = jS + W - 1 (window j completes):
+ *               E^B = compressor_fwd over the W inputs a_{jS..jS+W-1} in offset order (one
+ *               window, T = W: the training kernel itself), Khat_j = RoPE(cknorm(E^K), jS) and
+ *               Vhat_j = E^V (or Khat_j when tied) -> entry slot j.  Entries are never rewritten.
+ *   attention over entries 0..n_entries-1 (every stored entry is complete, hence visible) and
+ *   the visible raw tokens: window [max(0, t-n_local+1), t]; tail (e_t, t] with
+ *   e_t = (n_entries-1)S + W - 1 (or -1); full [0, t].
+ *   x += Wo attn;  x += W_down(silu(W_gate m) * W_up m), m = RMSNorm_post(x)
+ * logits = RMSNorm_final(x) @ E_out^T (a [1, V] matmul, downloaded as fp32).
+ * The tail ring holds at most max(W-1, S-1) tokens: after the first window t - e_t <= S - 1,
+ * before it t + 1 <= W - 1 (at t = W - 1 the window closes and covers everything). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "model/decode.h"
+#include "model/errors.h"
+#include "model/model.h"
+#include "model/tensors.h"
+#include "kernels/kernels.h"
+
+void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
+    memset(o, 0, sizeof *o);
+    const size_t Gd = (size_t)c->n_kv_heads * c->head_dim;
+    o->context = context;
+    if (c->attention == ATTN_FULL) {
+        o->ring_cap = (int)context;
+    } else {
+        const int W = c->window, S = c->stride;
+        o->entry_cap = context >= W ? (int)((context - W) / S + 1) : 0;
+        o->value_entries = !(c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK);
+        o->ring_cap = c->local == LOCAL_TAIL ? (W > S ? W : S) - 1 : c->n_local;
+        o->input_rows = W;
+    }
+    o->entry_bytes = (size_t)o->entry_cap * Gd * e * (1 + o->value_entries);
+    o->raw_bytes = 2 * (size_t)o->ring_cap * Gd * e;
+    o->input_bytes = (size_t)o->input_rows * c->d_model * e;
+    o->layer_bytes = o->entry_bytes + o->raw_bytes + o->input_bytes;
+    o->total_bytes = o->layer_bytes * c->n_layers;
+}
+
+typedef struct {               /* the cache of one layer (backend memory) */
+    act_t *ck, *cv;            /* [entry_cap, G, d] entries (cv NULL when tied) */
+    act_t *k, *v;              /* [ring_cap, G, d] raw keys (after knorm + RoPE) and values */
+    act_t *inputs;             /* [W, D] normalized inputs a, slot p % W */
+} LayerCache;
+
+typedef struct {               /* tensor-table indices of one layer (-1 = absent) */
+    int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
+    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
+} DecIdx;
+
+struct Decoder {
+    struct Model *m;
+    const ModelConfig *c;
+    const Backend *be;
+    int max_context, pos, n_entries, tied_kv, channels, n_maps;
+    DecodeCacheLayout lay;
+    LayerCache *lc;
+    DecIdx *li;
+    int emb, final_norm, lm_head;
+    size_t cache_bytes, scratch_bytes;
+    /* scratch, one row each */
+    act_t *x, *a, *q_raw, *q, *k_raw, *k, *v, *attn, *x_mid, *mn, *g, *u, *h, *xf, *logits;
+    act_t *win;                /* [W, D] the window's inputs in offset order */
+    act_t *entry[2];           /* [G, d] */
+    act_t *payload;            /* [G, W, d] */
+    float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
+    float *rstd;               /* [max(H, G, 1)] */
+    float *rope_tab;           /* [max_context, r/2, 2] */
+    int32_t *tok;              /* [1] */
+};
+
+/* ---- allocation with bookkeeping: the measured bytes are the sum of what was asked for ---- */
+static void *take(const Backend *be, size_t bytes, size_t *counter, int *fail) {
+    if (bytes == 0) return NULL;
+    void *p = be->alloc(bytes);
+    if (!p) *fail = 1;
+    *counter += bytes;
+    return p;
+}
+
+static int cache_alloc(LayerCache *lc, const ModelConfig *c, const DecodeCacheLayout *lay, const Backend *be,
+                       size_t *bytes) {
+    const size_t Gd = (size_t)c->n_kv_heads * c->head_dim, e = be->act_bytes;
+    int fail = 0;
+    for (int L = 0; L < c->n_layers; L++) {
+        lc[L].ck = take(be, (size_t)lay->entry_cap * Gd * e, bytes, &fail);
+        lc[L].cv = lay->value_entries ? take(be, (size_t)lay->entry_cap * Gd * e, bytes, &fail) : NULL;
+        lc[L].k = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
+        lc[L].v = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
+        lc[L].inputs = take(be, (size_t)lay->input_rows * c->d_model * e, bytes, &fail);
+    }
+    return fail ? -1 : 0;
+}
+
+static void cache_release(LayerCache *lc, int n_layers, const Backend *be) {
+    for (int L = 0; L < n_layers; L++) {
+        void *p[5] = {lc[L].ck, lc[L].cv, lc[L].k, lc[L].v, lc[L].inputs};
+        for (int i = 0; i < 5; i++) if (p[i]) be->free(p[i]);
+    }
+}
+
+size_t decode_cache_measure(const ModelConfig *cfg, const Backend *be, long max_context) {
+    DecodeCacheLayout lay;
+    decode_cache_layout(cfg, max_context, be->act_bytes, &lay);
+    LayerCache *lc = calloc(cfg->n_layers, sizeof *lc);
+    size_t bytes = 0;
+    int rc = cache_alloc(lc, cfg, &lay, be, &bytes);
+    cache_release(lc, cfg->n_layers, be);
+    free(lc);
+    return rc ? 0 : bytes;
+}
+
+static int find(const TensorTable *tt, const char *fmt, int L, const char *b) {
+    char name[TENSOR_NAME_LEN];
+    snprintf(name, sizeof name, fmt, L, b ? b : "");
+    return tensor_table_find(tt, name);
+}
+
+Decoder *decoder_create(struct Model *m, int max_context, char *err) {
+    const ModelConfig *c = model_config(m);
+    const Backend *be = model_backend(m);
+    if (!be->attention_decode) {
+        set_err(err, "the %s backend has no incremental decoding (attention_decode)", be->name);
+        return NULL;
+    }
+    if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
+    Decoder *dec = calloc(1, sizeof *dec);
+    dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
+    dec->tied_kv = c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK;
+    dec->channels = c->gate == GATE_VECTOR ? c->head_dim : 1;
+    dec->n_maps = c->compressor == COMPRESSOR_DEEPSEEK ? 2 : c->window;
+    decode_cache_layout(c, max_context, be->act_bytes, &dec->lay);
+    const TensorTable *tt = model_tensors(m);
+    dec->li = calloc(c->n_layers, sizeof *dec->li);
+    for (int L = 0; L < c->n_layers; L++) {
+        DecIdx *x = &dec->li[L];
+        x->in_norm = find(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
+        x->q = find(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
+        x->k = find(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
+        x->v = find(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
+        x->o = find(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
+        x->q_norm = find(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
+        x->k_norm = find(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
+        x->ck_norm = find(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
+        x->sink = find(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
+        x->post_norm = find(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
+        x->gate = find(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
+        x->up = find(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
+        x->down = find(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
+        for (int br = 0; br < 2; br++) {
+            const char *b = br == 0 ? "k" : "v";
+            x->gate_w[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
+            x->gate_b[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
+            x->payload[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
+            x->pn[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
+        }
+    }
+    dec->emb = tensor_table_find(tt, "model.embed_tokens.weight");
+    dec->final_norm = tensor_table_find(tt, "model.norm.weight");
+    dec->lm_head = c->tie_embeddings ? dec->emb : tensor_table_find(tt, "lm_head.weight");
+
+    dec->lc = calloc(c->n_layers, sizeof *dec->lc);
+    int fail = cache_alloc(dec->lc, c, &dec->lay, be, &dec->cache_bytes);
+    const size_t e = be->act_bytes, D = c->d_model, Hd = (size_t)c->n_heads * c->head_dim,
+                 Gd = (size_t)c->n_kv_heads * c->head_dim, F = c->d_ff, V = c->vocab_size;
+    const size_t W = c->attention == ATTN_COMPRESSED ? c->window : 0, G = c->n_kv_heads;
+    size_t *sb = &dec->scratch_bytes;
+    dec->x = take(be, D * e, sb, &fail); dec->a = take(be, D * e, sb, &fail);
+    dec->q_raw = take(be, Hd * e, sb, &fail); dec->q = take(be, Hd * e, sb, &fail);
+    dec->k_raw = take(be, Gd * e, sb, &fail); dec->k = take(be, Gd * e, sb, &fail);
+    dec->v = take(be, Gd * e, sb, &fail); dec->attn = take(be, Hd * e, sb, &fail);
+    dec->x_mid = take(be, D * e, sb, &fail); dec->mn = take(be, D * e, sb, &fail);
+    dec->g = take(be, F * e, sb, &fail); dec->u = take(be, F * e, sb, &fail); dec->h = take(be, F * e, sb, &fail);
+    dec->xf = take(be, D * e, sb, &fail); dec->logits = take(be, V * e, sb, &fail);
+    if (W) {
+        dec->win = take(be, W * D * e, sb, &fail);
+        dec->entry[0] = take(be, Gd * e, sb, &fail); dec->entry[1] = take(be, Gd * e, sb, &fail);
+        dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
+        dec->alpha = take(be, G * W * dec->channels * 4, sb, &fail);
+        dec->pn_rstd = take(be, G * W * 4, sb, &fail);
+    }
+    size_t nr = (size_t)(c->n_heads > c->n_kv_heads ? c->n_heads : c->n_kv_heads) + 1;
+    dec->rstd = take(be, nr * 4, sb, &fail);
+    dec->tok = take(be, 4, sb, &fail);
+    if (c->rope_dims > 0) {
+        size_t tab_bytes = (size_t)max_context * (c->rope_dims / 2) * 2 * sizeof(float);
+        dec->rope_tab = take(be, tab_bytes, sb, &fail);
+        if (dec->rope_tab) {
+            float *tab = rope_table(max_context, c->rope_dims, c->rope_theta);
+            be->upload(dec->rope_tab, tab, tab_bytes);
+            free(tab);
+        }
+    }
+    if (fail) {
+        set_err(err, "out of %s memory for the decode cache (%.1f MiB for %d tokens) and scratch (%.1f MiB)",
+                be->name, dec->cache_bytes / 1048576.0, max_context, dec->scratch_bytes / 1048576.0);
+        decoder_free(dec);
+        return NULL;
+    }
+    return dec;
+}
+
+void decoder_free(Decoder *dec) {
+    if (!dec) return;
+    const Backend *be = dec->be;
+    if (dec->lc) cache_release(dec->lc, dec->c->n_layers, be);
+    void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
+                 dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
+                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(p[i]);
+    free(dec->lc);
+    free(dec->li);
+    free(dec);
+}
+
+void decoder_reset(Decoder *dec) { dec->pos = 0; dec->n_entries = 0; }
+int decoder_position(const Decoder *dec) { return dec->pos; }
+int decoder_max_context(const Decoder *dec) { return dec->max_context; }
+size_t decoder_cache_bytes(const Decoder *dec) { return dec->cache_bytes; }
+size_t decoder_scratch_bytes(const Decoder *dec) { return dec->scratch_bytes; }
+const DecodeCacheLayout *decoder_layout(const Decoder *dec) { return &dec->lay; }
+
+static const act_t *Wt(const Decoder *dec, int i) { return model_working_weight(dec->m, i); }
+static act_t *row(act_t *base, size_t index, size_t elems, size_t e) { return (char *)base + index * elems * e; }
+/* the RoPE table row of position p (rope's row 0 with period 1 is that position) */
+static const float *rope_at(const Decoder *dec, int p) {
+    return dec->rope_tab + (size_t)p * (dec->c->rope_dims / 2) * 2;
+}
+
+/* Window j has just completed at position t: its entry goes to slot j of every layer's cache. */
+static void write_entry(Decoder *dec, int L, int j) {
+    const Backend *be = dec->be;
+    const ModelConfig *c = dec->c;
+    const DecIdx *x = &dec->li[L];
+    LayerCache *lc = &dec->lc[L];
+    const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d;
+    /* the window's inputs in offset order: slot (jS + i) % W */
+    const act_t *win = lc->inputs;
+    if ((size_t)j * S % W != 0) {
+        for (int i = 0; i < W; i++)
+            be->copy(row(dec->win, i, D, e), row(lc->inputs, ((size_t)j * S + i) % W, D, e), D * e);
+        win = dec->win;
+    }
+    CompShape cs = {.B = 1, .T = W, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = 1,
+                    .channels = dec->channels, .n_maps = dec->n_maps, .eps = (float)c->norm_eps};
+    cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+    for (int br = 0; br < (dec->tied_kv ? 1 : 2); br++)
+        be->compressor_fwd(&cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win, Wt(dec, x->gate_w[br]),
+                           Wt(dec, x->gate_b[br]), Wt(dec, x->payload[br]), Wt(dec, x->pn[br]));
+    act_t *ck = row(lc->ck, j, Gd, e);
+    if (c->qk_norm) be->rmsnorm_fwd(ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), G, d, (float)c->norm_eps);
+    else be->copy(ck, dec->entry[0], Gd * e);
+    if (c->rope_dims > 0) be->rope(ck, rope_at(dec, j * S), 1, G, d, c->rope_dims, 1, 1, 0);
+    if (lc->cv) be->copy(row(lc->cv, j, Gd, e), dec->entry[1], Gd * e);
+}
+
+int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
+    const Backend *be = dec->be;
+    const ModelConfig *c = dec->c;
+    const int t = dec->pos;
+    if (t >= dec->max_context)
+        return set_err(err, "decoder: context full (%d tokens); create the decoder with a larger max_context", t);
+    if (token < 0 || token >= c->vocab_size)
+        return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", token, t, c->vocab_size - 1);
+    const int D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, r = c->rope_dims;
+    const int W = c->window, S = c->stride;
+    const float eps = (float)c->norm_eps;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d;
+    const int compressed = c->attention == ATTN_COMPRESSED;
+    const int closes = compressed && t >= W - 1 && (t - W + 1) % S == 0;   /* window j completes at t */
+    const int j_new = closes ? (t - W + 1) / S : -1;
+    be->upload(dec->tok, &token, sizeof token);
+    be->embedding_fwd(dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
+    for (int L = 0; L < c->n_layers; L++) {
+        const DecIdx *x = &dec->li[L];
+        LayerCache *lc = &dec->lc[L];
+        be->rmsnorm_fwd(dec->a, dec->rstd, dec->x, Wt(dec, x->in_norm), 1, D, eps);
+        if (c->qk_norm) {
+            be->matmul_fwd(dec->q_raw, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
+            be->matmul_fwd(dec->k_raw, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
+            be->rmsnorm_fwd(dec->q, dec->rstd, dec->q_raw, Wt(dec, x->q_norm), H, d, eps);
+            be->rmsnorm_fwd(dec->k, dec->rstd, dec->k_raw, Wt(dec, x->k_norm), G, d, eps);
+        } else {
+            be->matmul_fwd(dec->q, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
+            be->matmul_fwd(dec->k, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
+        }
+        be->matmul_fwd(dec->v, dec->a, Wt(dec, x->v), 1, G * d, D, 0);
+        if (r > 0) {
+            be->rope(dec->q, rope_at(dec, t), 1, H, d, r, 1, 1, 0);
+            be->rope(dec->k, rope_at(dec, t), 1, G, d, r, 1, 1, 0);
+        }
+        const int R = dec->lay.ring_cap;
+        if (R > 0) {
+            be->copy(row(lc->k, t % R, Gd, e), dec->k, Gd * e);
+            be->copy(row(lc->v, t % R, Gd, e), dec->v, Gd * e);
+        }
+        if (compressed) {
+            be->copy(row(lc->inputs, t % W, D, e), dec->a, D * e);
+            if (closes) write_entry(dec, L, j_new);
+        }
+        int n_entries = closes ? j_new + 1 : dec->n_entries, lo;
+        if (!compressed) lo = 0;
+        else if (c->local == LOCAL_TAIL) lo = n_entries > 0 ? (n_entries - 1) * S + W : 0;
+        else { lo = t - c->n_local + 1; if (lo < 0) lo = 0; }
+        DecodeAttnShape as = {.H = H, .G = G, .d = d, .n_entries = n_entries, .ring_cap = R > 0 ? R : 1,
+                              .raw_first = R > 0 ? lo % R : 0, .n_raw = t - lo + 1};
+        be->attention_decode(&as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
+                             model_master_weight(dec->m, x->sink));
+        be->copy(dec->x_mid, dec->x, D * e);
+        be->matmul_fwd(dec->x_mid, dec->attn, Wt(dec, x->o), 1, D, H * d, 1);
+        be->rmsnorm_fwd(dec->mn, dec->rstd, dec->x_mid, Wt(dec, x->post_norm), 1, D, eps);
+        be->matmul_fwd(dec->g, dec->mn, Wt(dec, x->gate), 1, F, D, 0);
+        be->matmul_fwd(dec->u, dec->mn, Wt(dec, x->up), 1, F, D, 0);
+        be->swiglu_fwd(dec->h, dec->g, dec->u, F);
+        be->copy(dec->x, dec->x_mid, D * e);
+        be->matmul_fwd(dec->x, dec->h, Wt(dec, x->down), 1, D, F, 1);
+    }
+    if (closes) dec->n_entries = j_new + 1;
+    dec->pos++;
+    if (logits) {
+        be->rmsnorm_fwd(dec->xf, dec->rstd, dec->x, Wt(dec, dec->final_norm), 1, D, eps);
+        be->matmul_fwd(dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
+        be->download_act(logits, dec->logits, c->vocab_size);
+    }
+    return 0;
+}
+
+int decoder_prefill(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err) {
+    for (int i = 0; i < n; i++)
+        if (decoder_step(dec, tokens[i], i == n - 1 ? logits : NULL, err)) return -1;
+    return 0;
+}
+
+/* Chunked prefill from position 0 (see decode.h): model/model.c's forward_layers over n rows,
+ * writing the compressed entries straight into the cache ([n_windows, G, d] is the cache's
+ * layout for one sequence) and copying the last ring_cap keys/values and the last W inputs. */
+int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err) {
+    const Backend *be = dec->be;
+    const ModelConfig *c = dec->c;
+    if (dec->pos != 0) return set_err(err, "decoder_prefill_chunk: the decoder is at position %d, expected 0", dec->pos);
+    if (n < 1 || n > dec->max_context)
+        return set_err(err, "decoder_prefill_chunk: %d tokens, expected 1..%d (the context)", n, dec->max_context);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
+            return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", tokens[i], i,
+                           c->vocab_size - 1);
+    const int D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, r = c->rope_dims;
+    const int W = c->window, S = c->stride, R = dec->lay.ring_cap;
+    const float eps = (float)c->norm_eps;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
+    const int compressed = c->attention == ATTN_COMPRESSED;
+    const int nW = compressed && n >= W ? (n - W) / S + 1 : 0;
+    size_t scratch = 0;
+    int fail = 0;
+    act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
+    act_t *x_mid = take(be, N * D * e, &scratch, &fail), *mn = take(be, N * D * e, &scratch, &fail);
+    act_t *q_raw = take(be, N * Hd * e, &scratch, &fail), *q = take(be, N * Hd * e, &scratch, &fail);
+    act_t *attn = take(be, N * Hd * e, &scratch, &fail);
+    act_t *k_raw = take(be, N * Gd * e, &scratch, &fail), *k = take(be, N * Gd * e, &scratch, &fail);
+    act_t *v = take(be, N * Gd * e, &scratch, &fail);
+    act_t *g = take(be, N * F * e, &scratch, &fail), *u = take(be, N * F * e, &scratch, &fail);
+    act_t *h = take(be, N * F * e, &scratch, &fail);
+    float *rstd = take(be, N * (H > G ? H : G) * 4 + 4, &scratch, &fail), *lse = take(be, N * H * 4, &scratch, &fail);
+    int32_t *tok = take(be, N * 4, &scratch, &fail);
+    size_t slots = (size_t)nW * G * W;
+    act_t *entry0 = nW ? take(be, nW * Gd * e, &scratch, &fail) : NULL;
+    act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
+    float *alpha = nW ? take(be, slots * dec->channels * 4, &scratch, &fail) : NULL;
+    float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
+    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd};
+    int rc = 0;
+    if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
+    be->upload(tok, tokens, N * 4);
+    be->embedding_fwd(x, tok, Wt(dec, dec->emb), n, D);
+    AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
+    as.visibility = !compressed ? VIS_FULL : c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+    CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
+                    .channels = dec->channels, .n_maps = dec->n_maps, .eps = eps};
+    cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+    for (int L = 0; L < c->n_layers; L++) {
+        const DecIdx *ix = &dec->li[L];
+        LayerCache *lc = &dec->lc[L];
+        be->rmsnorm_fwd(a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
+        if (c->qk_norm) {
+            be->matmul_fwd(q_raw, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(k_raw, a, Wt(dec, ix->k), n, G * d, D, 0);
+            be->rmsnorm_fwd(q, rstd, q_raw, Wt(dec, ix->q_norm), n * H, d, eps);
+            be->rmsnorm_fwd(k, rstd, k_raw, Wt(dec, ix->k_norm), n * G, d, eps);
+        } else {
+            be->matmul_fwd(q, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(k, a, Wt(dec, ix->k), n, G * d, D, 0);
+        }
+        be->matmul_fwd(v, a, Wt(dec, ix->v), n, G * d, D, 0);
+        if (r > 0) {
+            be->rope(q, dec->rope_tab, n, H, d, r, n, 1, 0);
+            be->rope(k, dec->rope_tab, n, G, d, r, n, 1, 0);
+        }
+        if (nW > 0) {   /* entries of the prompt's complete windows, straight into the cache */
+            be->compressor_fwd(&cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
+                               Wt(dec, ix->payload[0]), Wt(dec, ix->pn[0]));
+            if (lc->cv)
+                be->compressor_fwd(&cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
+                                   Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
+            if (c->qk_norm) be->rmsnorm_fwd(lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
+            else be->copy(lc->ck, entry0, nW * Gd * e);
+            if (r > 0) be->rope(lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
+        }
+        be->attention_fwd(&as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
+                          model_master_weight(dec->m, ix->sink));
+        for (int p = n - R > 0 ? n - R : 0; p < n && R > 0; p++) {
+            be->copy(row(lc->k, p % R, Gd, e), row(k, p, Gd, e), Gd * e);
+            be->copy(row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
+        }
+        if (compressed)
+            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
+        be->copy(x_mid, x, N * D * e);
+        be->matmul_fwd(x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
+        be->rmsnorm_fwd(mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);
+        be->matmul_fwd(g, mn, Wt(dec, ix->gate), n, F, D, 0);
+        be->matmul_fwd(u, mn, Wt(dec, ix->up), n, F, D, 0);
+        be->swiglu_fwd(h, g, u, N * F);
+        be->copy(x, x_mid, N * D * e);
+        be->matmul_fwd(x, h, Wt(dec, ix->down), n, D, F, 1);
+    }
+    dec->pos = n;
+    dec->n_entries = nW;
+    if (logits) {
+        be->rmsnorm_fwd(dec->xf, dec->rstd, row(x, N - 1, D, e), Wt(dec, dec->final_norm), 1, D, eps);
+        be->matmul_fwd(dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
+        be->download_act(logits, dec->logits, c->vocab_size);
+    }
+done:
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) if (all[i]) be->free(all[i]);
+    return rc;
+}

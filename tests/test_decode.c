@@ -1,0 +1,213 @@
+/* Incremental decoding (model/decode.c) against the full-sequence forward (model/model.c), for
+ * full attention and every compressed-attention variant of SPEC.md section 2, on tiny models with
+ * random weights:
+ *   - the logits of every position, fed token by token through the cache, equal the full
+ *     forward's (final-norm output @ E_out^T, computed here on the host) to 1e-5 relative;
+ *   - a chunked prefill (decoder_prefill_chunk) of P tokens followed by token-by-token decoding
+ *     gives the same logits, for prompt lengths around every window phase;
+ *   - greedy generation from a prompt equals, step by step, the argmax of the full forward over
+ *     the sequence so far (model_argmax_at);
+ *   - decoding past the model's seq_len equals the forward of a model built for the longer T;
+ *   - the cache bytes measured from the allocations equal the formula, and the formula's figures
+ *     for the Qwen3-0.6B shape equal numbers worked out by hand here. */
+#include <stdio.h>
+#include "tests/check.h"
+#include "tests/model_testutil.h"
+#include "model/decode.h"
+#include "model/tensors.h"
+
+typedef struct { const char *name; void (*apply)(ModelConfig *c); } Variant;
+
+static void v_full(ModelConfig *c) { (void)c; }
+static void v_full_untied_g1(ModelConfig *c) { c->tie_embeddings = 0; c->n_kv_heads = 1; }
+static void v_comp(ModelConfig *c) { c->attention = ATTN_COMPRESSED; }
+static void v_vector(ModelConfig *c) { v_comp(c); c->gate = GATE_VECTOR; }
+static void v_uniform(ModelConfig *c) { v_comp(c); c->gate = GATE_UNIFORM; }
+static void v_nobias(ModelConfig *c) { v_comp(c); c->gate_bias = 0; }
+static void v_tied(ModelConfig *c) { v_comp(c); c->kv_tied = 1; }
+static void v_postnorm(ModelConfig *c) { v_comp(c); c->post_norm = 1; }
+static void v_noqk(ModelConfig *c) { v_comp(c); c->qk_norm = 0; }
+static void v_rope0(ModelConfig *c) { v_comp(c); c->rope_dims = 0; }
+static void v_rope4(ModelConfig *c) { v_comp(c); c->rope_dims = 4; }
+static void v_tail(ModelConfig *c) { v_comp(c); c->local = LOCAL_TAIL; }
+static void v_deepseek(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_DEEPSEEK; c->window = 4; c->stride = 2; c->kv_tied = 1; }
+static void v_sink(ModelConfig *c) { v_comp(c); c->attn_sink = 1; }
+static void v_sink_full(ModelConfig *c) { c->attn_sink = 1; }
+static void v_overlap(ModelConfig *c) { v_comp(c); c->window = 4; c->stride = 2; }
+static void v_overlap_tail(ModelConfig *c) { v_overlap(c); c->local = LOCAL_TAIL; }
+static void v_w5s3(ModelConfig *c) { v_comp(c); c->window = 5; c->stride = 3; c->n_local = 1; }
+static void v_w2s3_tail(ModelConfig *c) { v_comp(c); c->window = 2; c->stride = 3; c->local = LOCAL_TAIL; }
+static void v_w1s1_tail(ModelConfig *c) { v_comp(c); c->window = 1; c->stride = 1; c->local = LOCAL_TAIL; }
+static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
+static void v_overlap_tail_vec(ModelConfig *c) { v_overlap(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
+static void v_deepseek_sink_tail(ModelConfig *c) { v_deepseek(c); c->attn_sink = 1; c->local = LOCAL_TAIL; }
+
+static const Variant variants[] = {
+    {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
+    {"scalar", v_comp}, {"vector", v_vector}, {"uniform", v_uniform}, {"no_gate_bias", v_nobias},
+    {"kv_tied", v_tied}, {"post_norm", v_postnorm}, {"no_qk_norm", v_noqk}, {"rope0", v_rope0},
+    {"rope4", v_rope4}, {"tail", v_tail}, {"deepseek", v_deepseek}, {"attn_sink", v_sink},
+    {"overlap_w4s2", v_overlap}, {"overlap_w4s2_tail", v_overlap_tail}, {"w5s3_nlocal1", v_w5s3},
+    {"w2s3_tail", v_w2s3_tail}, {"w1s1_tail", v_w1s1_tail}, {"kv1_untied", v_kv1},
+    {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"deepseek_sink_tail", v_deepseek_sink_tail},
+};
+
+/* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */
+static void host_logits(Model *m, const float *hidden, int T, float *logits) {
+    const ModelConfig *c = model_config(m);
+    const TensorTable *tt = model_tensors(m);
+    float *p = malloc(sizeof(float) * tt->n_floats);
+    model_download_params(m, p);
+    int i = tensor_table_find(tt, c->tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight");
+    const float *E = p + tt->t[i].offset;
+    for (int t = 0; t < T; t++)
+        for (int v = 0; v < c->vocab_size; v++) {
+            double s = 0;
+            for (int k = 0; k < c->d_model; k++) s += (double)hidden[(size_t)t * c->d_model + k] * E[(size_t)v * c->d_model + k];
+            logits[(size_t)t * c->vocab_size + v] = (float)s;
+        }
+    free(p);
+}
+
+/* max over positions of max_v |dec - ref| / max_v |ref| */
+static double rel_err(const float *dec, const float *ref, int T, int V, int *worst_t) {
+    double worst = 0;
+    *worst_t = -1;
+    for (int t = 0; t < T; t++) {
+        double num = 0, den = 0;
+        for (int v = 0; v < V; v++) {
+            double a = fabs((double)dec[(size_t)t * V + v] - ref[(size_t)t * V + v]), b = fabs(ref[(size_t)t * V + v]);
+            if (a > num) num = a;
+            if (b > den) den = b;
+        }
+        double r = den > 0 ? num / den : num;
+        if (r > worst || r != r) { worst = r; *worst_t = t; }
+    }
+    return worst;
+}
+
+static int argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int main(void) {
+    const Backend *be = backend_cpu(2);
+    const int T = 40, V = 23, D = 16;
+    char name[256], err[ERR_LEN];
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
+        ModelConfig cfg = tu_tiny_config();
+        variants[vi].apply(&cfg);
+        const char *vn = variants[vi].name;
+        Model *m = model_create(&cfg, be, 1, T, err);
+        snprintf(name, sizeof name, "decode %s: model builds", vn);
+        if (!check(m != NULL, name, "%s", err)) continue;
+        tu_random_params(m, 11 + vi, 0.4);
+        int32_t tok[T];
+        tu_random_tokens(tok, T, V, 5 + vi);
+        float *hidden = malloc(sizeof(float) * T * D), *ref = malloc(sizeof(float) * T * V),
+              *got = malloc(sizeof(float) * T * V);
+        model_debug_final_hidden(m, tok, 1, hidden);
+        host_logits(m, hidden, T, ref);
+
+        Decoder *dec = decoder_create(m, T, err);
+        snprintf(name, sizeof name, "decode %s: decoder builds", vn);
+        if (!check(dec != NULL, name, "%s", err)) { model_free(m); continue; }
+        int rc = 0;
+        for (int t = 0; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
+        int wt = -1;
+        double r = rc ? INFINITY : rel_err(got, ref, T, V, &wt);
+        snprintf(name, sizeof name, "decode %s: incremental logits = full forward at all %d positions (1e-5 rel)", vn, T);
+        check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
+
+        snprintf(name, sizeof name, "decode %s: a full context refuses one more token", vn);
+        check(decoder_step(dec, tok[0], NULL, err) != 0, name, "step %d accepted", T);
+
+        /* chunked prefill of P tokens, then token by token: every logit from P-1 on */
+        const int chunks[] = {1, 6, 13, 23, T};
+        for (int ci = 0; ci < 5; ci++) {
+            const int P = chunks[ci];
+            decoder_reset(dec);
+            rc = decoder_prefill_chunk(dec, tok, P, got + (size_t)(P - 1) * V, err);
+            for (int t = P; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
+            r = rc ? INFINITY : rel_err(got + (size_t)(P - 1) * V, ref + (size_t)(P - 1) * V, T - P + 1, V, &wt);
+            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (1e-5 rel)", vn, P);
+            check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt + P - 1);
+        }
+
+        /* cache accounting: measured allocations = formula */
+        DecodeCacheLayout lay;
+        decode_cache_layout(&cfg, T, sizeof(float), &lay);
+        snprintf(name, sizeof name, "decode %s: cache bytes measured = formula", vn);
+        check(decoder_cache_bytes(dec) == lay.total_bytes && lay.total_bytes == decode_cache_measure(&cfg, be, T),
+              name, "measured %zu, measure() %zu, formula %zu", decoder_cache_bytes(dec),
+              decode_cache_measure(&cfg, be, T), lay.total_bytes);
+
+        /* greedy generation from a 5-token prompt vs argmax of the full forward step by step */
+        decoder_reset(dec);
+        int32_t seq[T];
+        memcpy(seq, tok, sizeof(int32_t) * 5);
+        float lg[64];
+        rc = decoder_prefill(dec, seq, 5, lg, err);
+        int bad = -1;
+        for (int n = 5; n < T && !rc; n++) {
+            seq[n] = argmax(lg, V);
+            int32_t padded[T], want;
+            memset(padded, 0, sizeof padded);
+            memcpy(padded, seq, sizeof(int32_t) * n);
+            int pos = n - 1;
+            model_argmax_at(m, padded, 1, &pos, &want);
+            if (want != seq[n] && bad < 0) bad = n;
+            if (n + 1 < T) rc = decoder_step(dec, seq[n], lg, err);
+        }
+        snprintf(name, sizeof name, "decode %s: greedy generation = argmax of the full forward at every step", vn);
+        check(!rc && bad < 0, name, "%s first mismatch at position %d", rc ? err : "", bad);
+        decoder_free(dec);
+
+        /* past the training length: a model built for T2 = 2T is the reference */
+        if (vi % 4 == 3 || !strcmp(vn, "tail") || !strcmp(vn, "full")) {
+            const int T2 = 2 * T;
+            Model *m2 = model_create(&cfg, be, 1, T2, err);
+            float *params = malloc(sizeof(float) * model_tensors(m)->n_floats);
+            model_download_params(m, params);
+            model_upload_params(m2, params);
+            int32_t tok2[2 * T];
+            tu_random_tokens(tok2, T2, V, 99 + vi);
+            float *hid2 = malloc(sizeof(float) * T2 * D), *ref2 = malloc(sizeof(float) * T2 * V),
+                  *got2 = malloc(sizeof(float) * T2 * V);
+            model_debug_final_hidden(m2, tok2, 1, hid2);
+            host_logits(m2, hid2, T2, ref2);
+            Decoder *d2 = decoder_create(m, T2, err);      /* the T-model's weights, 2T positions */
+            rc = 0;
+            for (int t = 0; t < T2 && !rc; t++) rc = decoder_step(d2, tok2[t], got2 + (size_t)t * V, err);
+            r = rc ? INFINITY : rel_err(got2, ref2, T2, V, &wt);
+            snprintf(name, sizeof name, "decode %s: decoding past seq_len %d to %d = forward of a T=%d model", vn, T, T2, T2);
+            check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
+            decoder_free(d2);
+            model_free(m2);
+            free(params); free(hid2); free(ref2); free(got2);
+        }
+        free(hidden); free(ref); free(got);
+        model_free(m);
+    }
+
+    /* the formula at the Qwen3-0.6B shape (28 layers, D 1024, G 8, d 128), bf16, worked by hand:
+     * full, 32768 tokens: 2 (K,V) * 32768 * 8 * 128 * 2 B = 128 MiB per layer;
+     * W8/S8, n_local 16, 32768 tokens: 4096 entries * 1024 * 2 B * 2 (K,V) = 16 MiB
+     *   + raw 2 * 16 * 1024 * 2 B = 64 KiB + inputs 8 * 1024 * 2 B = 16 KiB per layer. */
+    ModelConfig q3;
+    Config full_cfg;
+    config_defaults(&full_cfg);
+    q3 = full_cfg.model;
+    DecodeCacheLayout lf, lc;
+    q3.attention = ATTN_FULL;
+    decode_cache_layout(&q3, 32768, 2, &lf);
+    check(lf.layer_bytes == 128u << 20 && lf.total_bytes == 28 * (128ull << 20), "decode: Qwen3-0.6B full cache at 32K",
+          "per layer %zu, total %zu", lf.layer_bytes, lf.total_bytes);
+    q3.attention = ATTN_COMPRESSED; q3.window = 8; q3.stride = 8; q3.local = LOCAL_WINDOW; q3.n_local = 16;
+    decode_cache_layout(&q3, 32768, 2, &lc);
+    check(lc.layer_bytes == (16u << 20) + (64u << 10) + (16u << 10) && lc.entry_cap == 4096,
+          "decode: Qwen3-0.6B W8/S8 cache at 32K", "per layer %zu (%d entries)", lc.layer_bytes, lc.entry_cap);
+    return check_failures ? 1 : 0;
+}

@@ -1,0 +1,72 @@
+/* KV-cache accounting (see trainer/cache_report.h). The measured column allocates the decoder's
+ * cache on a counting backend (alloc returns a dummy pointer and adds the request to a total),
+ * so it is exactly what decoder_create asks of a real backend, without the memory. */
+#include <string.h>
+#include "trainer/cache_report.h"
+#include "model/decode.h"
+#include "kernels/kernels.h"
+
+static size_t counted;
+static void *count_alloc(size_t bytes) { counted += bytes; return (void *)64; }
+static void count_free(void *p) { (void)p; }
+
+static size_t measure(const ModelConfig *mc, long context, size_t elem_bytes) {
+    Backend counting;
+    memset(&counting, 0, sizeof counting);
+    counting.name = "count";
+    counting.act_bytes = elem_bytes;
+    counting.alloc = count_alloc;
+    counting.free = count_free;
+    counted = 0;
+    size_t got = decode_cache_measure(mc, &counting, context);
+    return got == counted ? got : 0;
+}
+
+void cache_human_bytes(double bytes, char *out, int len) {
+    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int i = 0;
+    while (bytes >= 1024 && i < 4) { bytes /= 1024; i++; }
+    snprintf(out, len, "%.2f %s", bytes, u[i]);
+}
+
+int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int n, size_t elem_bytes) {
+    ModelConfig full = *mc;
+    full.attention = ATTN_FULL;
+    const int compressed = mc->attention == ATTN_COMPRESSED;
+    int mismatch = 0;
+    fprintf(f, "KV cache for incremental decoding, %s elements (%d layers, %d KV heads x head_dim %d",
+            elem_bytes == 2 ? "bf16 (CUDA backend)" : "fp32 (CPU backend)", mc->n_layers, mc->n_kv_heads, mc->head_dim);
+    if (compressed)
+        fprintf(f, "; W%d/S%d, %s; entries + raw %s + last W inputs", mc->window, mc->stride,
+                (mc->kv_tied || mc->compressor == COMPRESSOR_DEEPSEEK) ? "tied K/V" : "K and V entries",
+                mc->local == LOCAL_TAIL ? "tail" : "window");
+    fprintf(f, "):\n");
+    fprintf(f, "  %9s  %-44s %-12s | %-12s %-12s | %s\n", "context",
+            compressed ? "this model per layer (entries+raw+inputs)" : "this model per layer", "all layers",
+            "full / layer", "all layers", "full / this");
+    for (int i = 0; i < n; i++) {
+        DecodeCacheLayout a, b;
+        decode_cache_layout(mc, contexts[i], elem_bytes, &a);
+        decode_cache_layout(&full, contexts[i], elem_bytes, &b);
+        size_t ma = measure(mc, contexts[i], elem_bytes), mb = measure(&full, contexts[i], elem_bytes);
+        int ok = ma == a.total_bytes && mb == b.total_bytes;
+        mismatch |= !ok;
+        char pl[32], e[32], r[32], in[32], tot[32], fpl[32], ft[32], per[160];
+        cache_human_bytes((double)a.layer_bytes, pl, 32);
+        cache_human_bytes((double)a.entry_bytes, e, 32);
+        cache_human_bytes((double)a.raw_bytes, r, 32);
+        cache_human_bytes((double)a.input_bytes, in, 32);
+        cache_human_bytes((double)a.total_bytes, tot, 32);
+        cache_human_bytes((double)b.layer_bytes, fpl, 32);
+        cache_human_bytes((double)b.total_bytes, ft, 32);
+        if (compressed) snprintf(per, sizeof per, "%s (%s+%s+%s)", pl, e, r, in);
+        else snprintf(per, sizeof per, "%s", pl);
+        fprintf(f, "  %9ld  %-44s %-12s | %-12s %-12s | %6.1fx%s\n", contexts[i], per, tot, fpl, ft,
+                a.total_bytes ? (double)b.total_bytes / a.total_bytes : 0.0,
+                ok ? "" : "  MEASURED != FORMULA");
+    }
+    if (elem_bytes == 2) fprintf(f, "  (the CPU backend stores fp32 activations: twice these figures)\n");
+    fprintf(f, "  (every figure measured from the decoder's allocation calls on a counting backend %s the formula)\n",
+            mismatch ? "DIFFERS FROM" : "equals");
+    return mismatch ? -1 : 0;
+}

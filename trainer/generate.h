@@ -1,0 +1,14 @@
+/* ./train --generate: text generation from a checkpoint through the incremental decoder
+ * (model/decode.h), and the lookup probe scored through the same path (./train --eval --decode). */
+#ifndef PHASELAB_GENERATE_H
+#define PHASELAB_GENERATE_H
+#include "data/probe.h"
+#include "trainer/probe_eval.h"
+struct Model;
+/* argv after "--generate": CKPT [options] [section.key=value ...]; returns the exit status. */
+int cmd_generate(int argc, char **argv);
+/* Scores every prompt of ps like probe_evaluate, but each prompt is prefilled token by token
+ * into a KV cache and the answer is the argmax of the decoder's logits at the query position.
+ * *tokens_per_s (may be NULL) receives the decode throughput. Returns 0, or -1 with err. */
+int probe_evaluate_decode(struct Model *m, const ProbeSet *ps, ProbeResult *res, double *tokens_per_s, char *err);
+#endif
