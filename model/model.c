@@ -341,8 +341,6 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
     m->attn_hook_ctx = ctx;
 }
 
-const ModelConfig *model_config(const Model *m) { return &m->cfg; }
-
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;

@@ -70,9 +70,8 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
 /* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
 
-/* For the incremental decoder (model/decode.c): the config, the backend, and tensor i's working
- * weight (act_t, backend memory) / fp32 master weight; NULL when i < 0. */
-const ModelConfig *model_config(const Model *m);
+/* For the incremental decoder (model/decode.c): the backend, and tensor i's working weight
+ * (act_t, backend memory) / fp32 master weight; NULL when i < 0. (The config: model_config.) */
 const struct Backend *model_backend(const Model *m);
 const void *model_working_weight(const Model *m, int tensor_index);
 const float *model_master_weight(const Model *m, int tensor_index);
