@@ -44,7 +44,8 @@ static CompDims dims_of(const CompShape *s) {
     return q;
 }
 
-static int map_of(const CompDims &q, int i) { return q.M == q.W ? i : (i < q.S ? 0 : 1); }
+/* map of offset i: paper i; deepseek 0 for i < S else 1; shared (SPEC.md 2b) 0 (comp_map_index) */
+static int map_of(const CompDims &q, int i) { return q.M == q.W ? i : q.M == 1 ? 0 : (i < q.S ? 0 : 1); }
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
 __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
@@ -149,6 +150,8 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
                        const act_t *payload_w, const act_t *post_w) {
     CompDims q = dims_of(s);
     if (q.nW <= 0) return;
+    if (s->grid != VIS_GRID_ALIGNED && s->G > 1)   /* G = 1: o_0 = 0, the aligned grid exactly */
+        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
@@ -158,6 +161,9 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
             cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D,
                     (long long)q.NP * q.D, cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
                     1, 1.0f, 0.0f, q.W);
+        } else if (q.M == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
+            cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D, 0,
+                    cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
         } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
             for (int half = 0; half < 2; half++) {
                 int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
@@ -293,7 +299,9 @@ __global__ void add_f32_to_bf16_kernel(bf16 *y, const float *x, size_t n) {
 void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a_, const act_t *gate_w,
-                       const act_t *payload_w, const act_t *post_w) {
+                       const act_t *payload_w, const act_t *post_w, const float *dalpha_extra) {
+    if (dalpha_extra || (s->grid != VIS_GRID_ALIGNED && s->G > 1))
+        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered and the gate-coverage penalty are not implemented on CUDA");
     CompDims q = dims_of(s);
     if (q.nW <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
