@@ -521,6 +521,32 @@ def check_c_identities():
           f"max diff {np.max(np.abs(a - b)) if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) else '-'}")
 
 
+def check_c_coverage():
+    """The C gate-coverage penalty (model_gate_coverage via ref_forward) = gate_coverage() here."""
+    for name in ("comp_scalar_w4s2", "comp_vector", "comp_kv_tied", "comp_staggered_g4_w7s7_tail",
+                 "comp_staggered_vector_post_norm_kv_tied", "comp_shared_vector_tail_post_norm", "comp_uniform"):
+        label = f"C gate coverage = reference: {name}"
+        if not os.access(TOOL, os.X_OK):
+            skip(label, "build/tests/ref_forward not built")
+            continue
+        c = sm.make_config(**VARIANTS[name])
+        seed = zlib.crc32(name.encode()) + 3
+        params = random_params(c, seed)
+        tok = np.random.default_rng(seed).integers(0, c["vocab_size"], (B, T))
+        paths = write_case("coverage_" + name, c, params, tok)
+        cov_path = paths["out"] + ".coverage"
+        env = dict(os.environ, PHASELAB_REF_COVERAGE=cov_path)
+        r = subprocess.run([TOOL, paths["cfg"], paths["w"], paths["tok"], str(B), str(T), paths["out"]],
+                           capture_output=True, text=True, timeout=120, env=env)
+        if r.returncode != 0:
+            check(False, label, r.stderr.strip()[-300:])
+            continue
+        with open(cov_path) as f:
+            got = float(f.read())
+        want = sm.gate_coverage(c, params, tok)
+        check(abs(got - want) <= 1e-5 * max(abs(want), 1e-3), label, f"C {got:.8g} vs reference {want:.8g}")
+
+
 def main():
     os.makedirs(SCRATCH, exist_ok=True)
     check_building_blocks()
@@ -533,6 +559,7 @@ def main():
     check_python_cli()
     check_c_variants()
     check_c_identities()
+    check_c_coverage()
     finish()
 
 
