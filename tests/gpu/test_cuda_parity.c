@@ -390,8 +390,8 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
               *hpnr = get_f32(CPU, pnr.c, nslot);
         for (size_t i = 0; i < nslot * s.d; i++) hpay[i] = bfr(hpay[i]);
         Pair alpha2 = pf(halpha, nslot * c), pay2 = pa(hpay, nslot * s.d), pnr2 = pf(hpnr, nslot);
-        CPU->compressor_bwd(&s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c);
-        GPU->compressor_bwd(&s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g);
+        CPU->compressor_bwd(&s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c, NULL);
+        GPU->compressor_bwd(&s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g, NULL);
         snprintf(w, sizeof w, "%s bwd da (+=)", cc->name); cmp_act(G, w, da, na, 1.5e-2);
         snprintf(w, sizeof w, "%s bwd dpayload_w (+=)", cc->name); cmp_f32(G, w, dpw, npw, 2e-2);
         if (gated) { snprintf(w, sizeof w, "%s bwd dgate_w (+=)", cc->name); cmp_f32(G, w, dgw, ngw, 2e-2); }
@@ -406,7 +406,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
         unsigned char *r1[2], *r2[2];
         for (int rep = 0; rep < 2; rep++) {
             Pair da_r = pa(hda, na), dpw_r = pf(hdpw, npw), dgw_r = gated ? pf(hdgw, ngw) : pnull();
-            GPU->compressor_bwd(&s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g);
+            GPU->compressor_bwd(&s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g, NULL);
             GPU->synchronize();
             unsigned char **r = rep ? r2 : r1;
             r[0] = malloc(nbytes[0]); r[1] = malloc(nbytes[1]);
