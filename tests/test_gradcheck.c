@@ -103,6 +103,7 @@ int main(void) {
         const TensorTable *tt = model_tensors(m);
         float *p = model_params(m), *g = model_grads(m);
         int bad = 0;
+        double worst = 0;   /* largest |analytic - numeric| / max(|analytic|, |numeric|, 0.01) */
         char why[512] = "";
         uint64_t s = 77 + vi;
         for (int ti = 0; ti < tt->n; ti++) {
@@ -126,12 +127,15 @@ int main(void) {
                 model_params_updated(m);
                 double numeric = (lp - lm) / (2 * eps);
                 double tol = 0.02 * fmax(fabs(analytic), fabs(numeric)) + 3e-4;
+                double rel = fabs(analytic - numeric) / fmax(fmax(fabs(analytic), fabs(numeric)), 1e-2);
+                if (rel > worst) worst = rel;
                 if (fabs(analytic - numeric) > tol && !bad++)
                     snprintf(why, sizeof why, "%s: analytic %.6g vs numeric %.6g", t->name, analytic, numeric);
                 free(u);
                 free(saved);
             }
         }
+        printf("# %s: largest relative error %.2e\n", variants[vi].name, worst);
         snprintf(name, sizeof name, "gradcheck %s: %d tensors", variants[vi].name, tt->n);
         check(bad == 0, name, "%d mismatches, first %s", bad, why);
         model_free(m);

@@ -156,7 +156,7 @@ int main(void) {
         model_free(mc);
         model_free(mg);
     }
-    /* SPEC.md 2b variants the CUDA backend does not implement yet: refused with one line */
+    /* SPEC.md 2b: staggered grids with G > 1 are not implemented on CUDA yet: refused with one line */
     {
         ModelConfig cfg = tu_tiny_config();
         v_comp(&cfg);
