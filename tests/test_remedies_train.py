@@ -9,6 +9,8 @@
   * the CUDA backend refuses grid = staggered and gate_coverage > 0 with one line (skipped
     without a GPU).
 """
+import glob
+import json
 import os
 import re
 import sys
@@ -70,6 +72,15 @@ def main():
             continue
         full, _, gates = train_losses(d, name)
         check(gates, f"{name}: gate statistics logged")
+        ckpts = sorted(glob.glob(os.path.join(d, name, "checkpoints", "step_*", "config.json")))
+        if ckpts:
+            with open(ckpts[-1]) as f:
+                pl = json.load(f).get("phaselab", {})
+            want_c = "shared" if "model.compressor=shared" in over else "paper"
+            want_g = "staggered" if "model.grid=staggered" in over else None
+            check(pl.get("compressor") == want_c and pl.get("grid") == want_g,
+                  f"{name}: checkpoint config.json names compressor {want_c} and grid {want_g or '(aligned: absent)'}",
+                  f"{pl}")
         # resume: a run killed at step 3 (checkpoint at step 2) and run again reproduces the losses
         os.environ["PHASELAB_FAIL_RANK"], os.environ["PHASELAB_FAIL_STEP"] = "0", "3"
         rc_a, out_a = train(d, data, name + "_resumed", *over)

@@ -113,6 +113,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->eval.every != then.eval.every || now->eval.val_tokens != then.eval.val_tokens, "eval settings");
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
+    NOTE(now->train.gate_coverage != then.train.gate_coverage, "train.gate_coverage: the training objective changes");
 #undef NOTE
     if (notes[0]) logf_("resume: changed since the checkpoint:%s\n", notes);
     return 0;
