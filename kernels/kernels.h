@@ -22,17 +22,18 @@
 
 typedef void act_t;
 
-/* Which raw tokens a query sees (SPEC.md section 2): */
-enum { VIS_FULL = 0,     /* causal full attention: s <= t */
-       VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
-       VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
+/* Which raw tokens a query sees (VIS_FULL | VIS_WINDOW | VIS_TAIL) and the per-head window grid
+ * (VIS_GRID_ALIGNED | VIS_GRID_STAGGERED): model/visibility.h, the one statement of the rule. */
+#include "model/visibility.h"
 
 /* Shapes of one attention call. q [B,T,H,d], k,v [B,T,G,d], ck,cv [B,nW,G,d]. */
 typedef struct {
     int B, T, H, G, d;
-    int n_windows, window, stride;   /* compressed entries (n_windows = 0: none) */
+    int n_windows, window, stride;   /* compressed entries (n_windows = 0: none); n_windows is KV
+                                        head 0's count, the most any head has (buffer rows) */
     int visibility;                  /* VIS_* */
     int n_local;
+    int grid;                        /* VIS_GRID_*: head g's entries are those of its own grid */
 } AttnShape;
 
 /* Shapes of one compressor branch (SPEC.md section 2). */
@@ -42,13 +43,16 @@ typedef struct {
     int window, stride, n_windows;
     int gate;         /* GATEK_* */
     int channels;     /* c: 1 (scalar, uniform) or d (vector) */
-    int n_maps;       /* W (paper) or 2 (deepseek: offsets < S use map 0, the rest map 1) */
+    int n_maps;       /* W (paper), 2 (deepseek: offsets < S use map 0, the rest map 1), 1 (shared) */
     float eps;        /* post-norm epsilon */
+    int grid;         /* VIS_GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
+                         its first vis_n_windows(T, W, S, o_g) of the n_windows rows exist (the rest
+                         of the buffers are zero: entry, payload, alpha) */
 } CompShape;
 
-/* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1). */
+/* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
 static inline int comp_map_index(const CompShape *s, int i) {
-    return s->n_maps == s->window ? i : (i < s->stride ? 0 : 1);
+    return s->n_maps == s->window ? i : s->n_maps == 1 ? 0 : (i < s->stride ? 0 : 1);
 }
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position, H heads, against a
@@ -65,6 +69,7 @@ typedef struct Backend {
     const char *name;                /* "cpu" | "cuda" */
     size_t act_bytes;                /* sizeof one act_t element */
     double peak_flops;               /* for MFU: fp32 (cpu) or bf16 dense (cuda) FLOP/s */
+    int staggered_grid;              /* 1: attention and compressor implement grid = staggered */
 
     /* ---- memory ---- */
     void *(*alloc)(size_t bytes);    /* zero-filled; NULL on failure */
@@ -136,11 +141,20 @@ typedef struct Backend {
     void (*compressor_fwd)(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                            const act_t *a, const act_t *gate_w, const act_t *gate_b,
                            const act_t *payload_w, const act_t *post_w);
-    /* da [B,T,D] +=; dgate_w, dgate_b, dpayload_w, dpost_w += (NULL where the tensor is absent) */
+    /* da [B,T,D] +=; dgate_w, dgate_b, dpayload_w, dpost_w += (NULL where the tensor is absent).
+     * dalpha_extra [B,nW,G,W,c] (may be NULL): a gradient with respect to alpha from outside the
+     * entries (the gate-coverage penalty), added to dE . p' before the softmax backward. */
     void (*compressor_bwd)(const CompShape *s, act_t *da, float *dgate_w, float *dgate_b, float *dpayload_w,
                            float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                            const float *pn_rstd, const act_t *a, const act_t *gate_w,
-                           const act_t *payload_w, const act_t *post_w);
+                           const act_t *payload_w, const act_t *post_w, const float *dalpha_extra);
+
+    /* ---- gate-coverage penalty (SPEC.md 2b), one branch of one layer. Per sequence b:
+     * gbar_i = mean over the existing windows j of every KV head g (and channels) of
+     * alpha[b,j,g,i,.]; per_seq[b] = ln W - H(gbar) (overwritten, fp32). When dalpha is not NULL
+     * it is overwritten with grad_scale * d per_seq[b] / d alpha (0 where a window does not
+     * exist). NULL in a backend that does not implement it. ---- */
+    void (*gate_coverage)(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale);
 
     /* ---- classifier + cross-entropy, chunked over rows (never all logits at once).
      * logits = x [N,D] @ emb [V,D]^T; losses [N] = logsumexp - logit[target] (0 where target < 0).

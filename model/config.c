@@ -48,7 +48,8 @@ enum {
 static const char *const attention_words[] = {"full", "compressed", NULL};   /* ATTN_* */
 static const char *const gate_words[] = {"scalar", "vector", "uniform", NULL}; /* GATE_* */
 static const char *const local_words[] = {"window", "tail", NULL};          /* LOCAL_* */
-static const char *const compressor_words[] = {"paper", "deepseek", NULL};  /* COMPRESSOR_* */
+static const char *const compressor_words[] = {"paper", "deepseek", "shared", NULL};  /* COMPRESSOR_* */
+static const char *const grid_words[] = {"aligned", "staggered", NULL};      /* GRID_* */
 static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
 #define NOLO (-INFINITY)
@@ -92,7 +93,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, n_local, T_INT, "16", 1, 4194304, F_COMPRESSED, NULL,                                    \
       "raw local window length for local = window (>= 1)")                                         \
     X(model, compressor, T_ENUM, "paper", 0, 0, F_COMPRESSED, compressor_words,                    \
-      "paper (maps per offset) | deepseek (maps shared per half window, keys = values; needs window = 2*stride)") \
+      "paper (maps per offset) | deepseek (maps shared per half window, keys = values; needs window = 2*stride) | shared (one gate map and one payload map for all offsets)") \
+    X(model, grid, T_ENUM, "aligned", 0, 0, F_COMPRESSED, grid_words,                              \
+      "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
@@ -118,6 +121,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "seed of the initialisation and the data order (unsigned 64-bit integer)")                   \
     X(train, max_bad_steps, T_INT, "5", 1, 1000000, 0, NULL,                                          \
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
+    X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
+      "lambda >= 0 of the gate-coverage penalty (SPEC.md 2b; compressed, non-uniform gates only; 0 = off)") \
     X(eval, every, T_LONG, "0", 0, 1099511627776, 0, NULL, "steps between evaluations (>= 0; 0 = only at the end)") \
     X(eval, val_tokens, T_LONG, "1048576", 1, 1099511627776, 0, NULL,                                       \
       "validation tokens per evaluation: floor(val_tokens / seq_len) windows (>= seq_len)")        \
@@ -650,6 +655,16 @@ static int validate(const LoadCtx *c) {
         int k = blame(c, KEY_INDEX(model, rope_dims), KEY_INDEX(model, head_dim), -1);
         return key_error(c, k, "rope_dims = %d with head_dim = %d; rope_dims must be even and 0..head_dim",
                          m->rope_dims, m->head_dim);
+    }
+    if (!compressed && m->grid == GRID_STAGGERED)
+        return key_error(c, KEY_INDEX(model, grid), "grid = staggered with attention = full; a staggered grid needs "
+                         "attention = compressed (full attention has no windows), else grid = aligned");
+    if (cfg->train.gate_coverage > 0 && (!compressed || m->gate == GATE_UNIFORM)) {
+        char v[32];
+        format_double(cfg->train.gate_coverage, v, sizeof v);
+        return key_error(c, KEY_INDEX(train, gate_coverage), "gate_coverage = %s with %s would do nothing; it needs "
+                         "attention = compressed with gate = scalar | vector, else gate_coverage = 0", v,
+                         compressed ? "gate = uniform" : "attention = full");
     }
     if (compressed) {
         if (m->stride > m->window) {

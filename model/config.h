@@ -8,11 +8,13 @@
 #define PHASELAB_CONFIG_H
 #include <stdint.h>
 #include <stddef.h>
+#include "model/visibility.h"
 
 enum { ATTN_FULL = 0, ATTN_COMPRESSED = 1 };
 enum { GATE_SCALAR = 0, GATE_VECTOR = 1, GATE_UNIFORM = 2 };
 enum { LOCAL_WINDOW = 0, LOCAL_TAIL = 1 };
-enum { COMPRESSOR_PAPER = 0, COMPRESSOR_DEEPSEEK = 1 };
+enum { COMPRESSOR_PAPER = 0, COMPRESSOR_DEEPSEEK = 1, COMPRESSOR_SHARED = 2 };
+enum { GRID_ALIGNED = VIS_GRID_ALIGNED, GRID_STAGGERED = VIS_GRID_STAGGERED };   /* SPEC.md 2b */
 
 typedef struct {
     int d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, vocab_size;
@@ -26,6 +28,7 @@ typedef struct {
     int local;               /* LOCAL_* */
     int n_local;
     int compressor;          /* COMPRESSOR_* */
+    int grid;                /* GRID_*: KV head g's windows start at o_g (model/visibility.h) */
     int attn_sink;
 } ModelConfig;
 
@@ -46,6 +49,7 @@ typedef struct {
     double beta1, beta2, eps;
     uint64_t seed;
     int max_bad_steps;       /* consecutive NaN/Inf steps before the run stops */
+    double gate_coverage;    /* lambda of the gate-coverage penalty (SPEC.md 2b); 0 = off */
 } TrainConfig;
 
 typedef struct {
@@ -102,7 +106,18 @@ char *config_to_string(const Config *cfg);
 
 /* Derived sizes. */
 static inline int config_n_windows(const ModelConfig *m, int T) {
-    /* windows j with jS + W - 1 <= T - 1 */
-    return (m->attention == ATTN_COMPRESSED && T >= m->window) ? (T - m->window) / m->stride + 1 : 0;
+    /* windows j with jS + W - 1 <= T - 1: those of KV head 0 (o_0 = 0), the most any head has */
+    return m->attention == ATTN_COMPRESSED ? vis_n_windows(T, m->window, m->stride, 0) : 0;
+}
+/* o_g and the window count of KV head g (SPEC.md 2b; aligned: 0 and config_n_windows). */
+static inline int config_grid_offset(const ModelConfig *m, int g) {
+    return vis_grid_offset(m->grid, g, m->stride, m->n_kv_heads);
+}
+static inline int config_head_windows(const ModelConfig *m, int T, int g) {
+    return m->attention == ATTN_COMPRESSED ? vis_n_windows(T, m->window, m->stride, config_grid_offset(m, g)) : 0;
+}
+/* Maps per branch along the W axis of the gate weight and payload: W, 2 (deepseek), 1 (shared). */
+static inline int config_n_maps(const ModelConfig *m) {
+    return m->compressor == COMPRESSOR_DEEPSEEK ? 2 : m->compressor == COMPRESSOR_SHARED ? 1 : m->window;
 }
 #endif

@@ -13,6 +13,12 @@
  *   cross-entropy, which also produces d(final norm output) in the same pass.
  * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
  * norm. compressor = deepseek implies tied keys and values (SPEC.md: "keys and values tied").
+ * Section 2b: compressor = shared has one gate and one payload map (n_maps = 1); grid = staggered
+ * gives KV head g its own window grid starting at o_g (model/visibility.h): the buffers keep
+ * nW = head 0's window count rows per head (a head's missing last rows stay zero) and the
+ * compressed keys are rotated to o_g + jS with their own table (crope_tab [nW*G] positions);
+ * the gate-coverage penalty (model_set_gate_coverage) adds its alpha-gradient to the
+ * compressor backward and is never part of the returned loss.
  *
  * Memory: every activation the backward pass needs lives in one arena allocated at creation
  * for (max_batch, T); gradient scratch is shared between layers. */
@@ -72,12 +78,19 @@ struct Model {
     act_t *dg, *du, *dh;       /* [N, F] */
     act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
     float *rope_tab;           /* [T, r/2, 2] */
+    float *crope_tab;          /* grid = staggered: [nW * G, r/2, 2], row j*G + g at o_g + jS */
     float *host_losses;        /* [N] */
     /* analysis hook (model_set_attn_hook): active inside model_argmax_at only */
     ModelAttnHook attn_hook;
     void *attn_hook_ctx;
     const int *hook_positions; /* [B] while model_argmax_at runs, else NULL */
     float *hook_rows;          /* [max_batch, H*d] host */
+    /* gate-coverage penalty (SPEC.md 2b), allocated by model_set_gate_coverage */
+    double cov_lambda;
+    double cov_scale;          /* weight of one sequence's penalty in this backward (loss_scale * T) */
+    float *dalpha;             /* [B, nW, G, W, c] */
+    float *cov_seq;            /* [B] backend memory */
+    float *host_cov;           /* [B] */
 };
 
 /* ---- arena: a sizing pass then a carving pass over the same calls ---- */
@@ -130,6 +143,8 @@ static void lay_out(Model *m, Carver *c) {
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
     if (m->nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
     m->rope_tab = carve(c, (size_t)m->T * (g->rope_dims / 2 + 1) * 2 * 4);
+    if (g->grid == GRID_STAGGERED && m->nW > 0)
+        m->crope_tab = carve(c, (size_t)m->nW * g->n_kv_heads * (g->rope_dims / 2 + 1) * 2 * 4);
 }
 
 Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
@@ -152,7 +167,11 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     }
     m->tied_kv = cfg->kv_tied || cfg->compressor == COMPRESSOR_DEEPSEEK;
     m->channels = cfg->gate == GATE_VECTOR ? cfg->head_dim : 1;
-    m->n_maps = cfg->compressor == COMPRESSOR_DEEPSEEK ? 2 : cfg->window;
+    m->n_maps = config_n_maps(cfg);
+    if (cfg->attention == ATTN_COMPRESSED && cfg->grid == GRID_STAGGERED && cfg->n_kv_heads > 1 && !be->staggered_grid) {
+        set_err(err, "grid = staggered is not implemented on the %s backend yet; use run.device = cpu", be->name);
+        tensor_table_free(&m->tt); free(m); return NULL;
+    }
     /* Every arena size below is a size_t product: bound them all in double first so that none
      * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
     double N = (double)max_batch * T, slots = (double)max_batch * m->nW * cfg->n_kv_heads * cfg->window;
@@ -225,6 +244,18 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
             return NULL;
         }
         be->upload(m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
+        if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
+            const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
+            float *ctab = calloc((size_t)m->nW * G * half * 2, sizeof(float));
+            for (int j = 0; j < m->nW; j++)
+                for (int g = 0; g < G; g++) {
+                    int pos = config_grid_offset(cfg, g) + j * cfg->stride;
+                    if (pos < T) memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2,
+                                        sizeof(float) * half * 2);
+                }
+            be->upload(m->crope_tab, ctab, (size_t)m->nW * G * half * 2 * sizeof(float));
+            free(ctab);
+        }
         free(tab);
     }
     return m;
@@ -237,6 +268,9 @@ void model_free(Model *m) {
     if (m->params) be->free(m->params);
     if (m->grads) be->free(m->grads);
     if (m->arena) be->free(m->arena);
+    if (m->dalpha) be->free(m->dalpha);
+    if (m->cov_seq) be->free(m->cov_seq);
+    free(m->host_cov);
     free(m->host_losses);
     free(m->hook_rows);
     free(m->li);
@@ -308,7 +342,8 @@ static float *Gr(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt
 static AttnShape attn_shape(const Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
-                   .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local};
+                   .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local,
+                   .grid = c->attention == ATTN_COMPRESSED ? c->grid : GRID_ALIGNED};
     s.visibility = c->attention == ATTN_FULL ? VIS_FULL : (c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW);
     return s;
 }
@@ -317,7 +352,7 @@ static CompShape comp_shape(const Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
                    .window = c->window, .stride = c->stride, .n_windows = m->nW,
-                   .channels = m->channels, .n_maps = m->n_maps, .eps = (float)c->norm_eps};
+                   .channels = m->channels, .n_maps = m->n_maps, .eps = (float)c->norm_eps, .grid = c->grid};
     s.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
     return s;
 }
@@ -339,6 +374,15 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
     if (hook && !m->hook_rows) m->hook_rows = malloc(sizeof(float) * (size_t)m->max_batch * m->cfg.n_heads * m->cfg.head_dim);
     m->attn_hook = hook;
     m->attn_hook_ctx = ctx;
+}
+
+/* RoPE of the compressed keys [B, nW, G, d] at their window starts: jS (aligned: one position
+ * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table). */
+static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
+    const ModelConfig *c = &m->cfg;
+    const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
+    if (m->crope_tab) m->be->rope(x, m->crope_tab, B * m->nW * G, 1, d, r, m->nW * G, 1, inverse);
+    else m->be->rope(x, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, inverse);
 }
 
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
@@ -378,7 +422,7 @@ static void forward_layers(Model *m, int B) {
             size_t E = (size_t)B * m->nW * G * d;
             if (c->qk_norm) be->rmsnorm_fwd(a->ck, a->rstd_ck, a->entry[0], Wt(m, x->ck_norm), B * m->nW * G, d, eps);
             else be->copy(a->ck, a->entry[0], E * be->act_bytes);
-            if (r > 0) be->rope(a->ck, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, 0);
+            if (r > 0) rope_entries(m, a->ck, B, 0);
             cv = m->tied_kv ? a->ck : a->entry[1];
         }
         be->attention_fwd(&as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
@@ -436,17 +480,24 @@ static void backward_layers(Model *m, int B) {
         if (m->nW > 0) {
             size_t E = (size_t)B * m->nW * G * d;
             if (m->tied_kv) be->add(m->dck, m->dcv, E);       /* cv == ck */
-            if (r > 0) be->rope(m->dck, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, 1);
+            if (r > 0) rope_entries(m, m->dck, B, 1);
             const act_t *dentry_k = m->dck;
             if (c->qk_norm) {
                 be->rmsnorm_bwd(m->dentry, Gr(m, x->ck_norm), m->dck, a->entry[0], Wt(m, x->ck_norm), a->rstd_ck,
                                 B * m->nW * G, d, 0);
                 dentry_k = m->dentry;
             }
-            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++)
+            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
+                const float *dalpha = NULL;
+                if (m->cov_lambda > 0 && cs.gate != GATEK_UNIFORM) {
+                    be->gate_coverage(&cs, a->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
+                    dalpha = m->dalpha;
+                }
                 be->compressor_bwd(&cs, m->dD, Gr(m, x->gate_w[br]), Gr(m, x->gate_b[br]), Gr(m, x->payload[br]),
                                    Gr(m, x->pn[br]), br == 0 ? dentry_k : m->dcv, a->alpha[br], a->payload[br],
-                                   a->pn_rstd[br], a->a, Wt(m, x->gate_w[br]), Wt(m, x->payload[br]), Wt(m, x->pn[br]));
+                                   a->pn_rstd[br], a->a, Wt(m, x->gate_w[br]), Wt(m, x->payload[br]), Wt(m, x->pn[br]),
+                                   dalpha);
+            }
         }
         be->rmsnorm_bwd(m->dx, Gr(m, x->in_norm), m->dD, a->x_in, Wt(m, x->in_norm), a->rstd_in, N, D, 1);
     }
@@ -463,7 +514,10 @@ static double run_forward(Model *m, const int32_t *tokens, const int32_t *target
     be->upload(m->targets, targets, sizeof(int32_t) * N);
     be->classifier(m->xf, Wt(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
                    with_grad ? Gr(m, m->lm_head) : NULL, (float)loss_scale);
-    if (with_grad) backward_layers(m, B);
+    if (with_grad) {
+        m->cov_scale = loss_scale * m->T;
+        backward_layers(m, B);
+    }
     be->download(m->host_losses, m->losses, sizeof(float) * N);
     double sum = 0.0;
     long count = 0;
@@ -506,32 +560,78 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
     return m->nW;
 }
 
-/* Visible keys of query t (compressed entries + raw tokens), as the attention kernels count them. */
-static long visible_keys(const ModelConfig *c, int T, int t) {
+/* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
+ * kernels count them (model/visibility.h). */
+static long visible_keys(const ModelConfig *c, int T, int t, int g) {
     if (c->attention == ATTN_FULL) return t + 1;
-    int nW = config_n_windows(c, T), n = 0;
-    if (t >= c->window - 1) { n = (t - c->window + 1) / c->stride + 1; if (n > nW) n = nW; }
-    int lo;
-    if (c->local == LOCAL_TAIL) lo = n > 0 ? (n - 1) * c->stride + c->window : 0;
-    else { lo = t - c->n_local + 1; if (lo < 0) lo = 0; }
+    int o = config_grid_offset(c, g);
+    int n = vis_n_entries(t, c->window, c->stride, o, config_head_windows(c, T, g));
+    int lo = vis_raw_lo(c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW, t, n, c->window, c->stride, o, c->n_local);
     return n + (t - lo + 1);
 }
 
+/* compressor = shared has one map per branch but still projects every offset's token with it:
+ * the same FLOPs as paper, fewer parameters (SPEC.md 2b). */
 double model_flops_per_token(const ModelConfig *c, int T) {
     double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, V = c->vocab_size;
     double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */
+    int heads = c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED ? c->n_kv_heads : 1;
     double vis = 0;
-    for (int t = 0; t < T; t++) vis += visible_keys(c, T, t);
+    for (int g = 0; g < heads; g++)                                  /* mean over the KV heads' grids */
+        for (int t = 0; t < T; t++) vis += visible_keys(c, T, t, g);
+    vis /= heads;
     double attn = 2.0 * H * d * vis / T;                             /* QK and PV */
     double comp = 0;
     if (c->attention == ATTN_COMPRESSED) {
-        int nW = config_n_windows(c, T);
-        double per_window = (double)c->window * G * D * (d + (c->gate == GATE_VECTOR ? d : c->gate == GATE_SCALAR ? 1 : 0));
+        double windows = 0;                                          /* (window, KV head) pairs */
+        for (int g = 0; g < c->n_kv_heads; g++) windows += config_head_windows(c, T, g);
+        double per_window = (double)c->window * D * (d + (c->gate == GATE_VECTOR ? d : c->gate == GATE_SCALAR ? 1 : 0));
         int branches = (c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK) ? 1 : 2;
-        comp = branches * per_window * nW / T;
+        comp = branches * per_window * windows / T;
     }
     double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
     return 3.0 * fwd;
+}
+
+int model_set_gate_coverage(Model *m, double lambda, char *err) {
+    const ModelConfig *c = &m->cfg;
+    if (!(lambda >= 0) || !isfinite(lambda)) return set_err(err, "gate_coverage = %g; expected a finite lambda >= 0", lambda);
+    if (lambda > 0 && (m->nW == 0 || c->gate == GATE_UNIFORM))
+        return set_err(err, "gate_coverage > 0 needs compressed attention with scalar or vector gates");
+    if (lambda > 0 && !m->be->gate_coverage)
+        return set_err(err, "train.gate_coverage > 0 is not implemented on the %s backend yet; use run.device = cpu",
+                       m->be->name);
+    m->cov_lambda = lambda;
+    if (lambda > 0 && !m->dalpha) {
+        size_t n = (size_t)m->max_batch * m->nW * c->n_kv_heads * c->window * m->channels;
+        m->dalpha = m->be->alloc(n * sizeof(float));
+        m->cov_seq = m->be->alloc((size_t)m->max_batch * sizeof(float));
+        m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
+        if (!m->dalpha || !m->cov_seq) return set_err(err, "out of %s memory for the gate-coverage penalty", m->be->name);
+    }
+    return 0;
+}
+
+double model_gate_coverage(Model *m, int B) {
+    const ModelConfig *c = &m->cfg;
+    if (m->nW == 0 || c->gate == GATE_UNIFORM || !m->be->gate_coverage) return 0.0;
+    if (!m->cov_seq) {
+        char err[ERR_LEN];
+        if (model_set_gate_coverage(m, m->cov_lambda, err)) return NAN;
+        if (!m->cov_seq) {   /* lambda 0: allocate the per-sequence scratch only */
+            m->cov_seq = m->be->alloc((size_t)m->max_batch * sizeof(float));
+            m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
+        }
+    }
+    CompShape cs = comp_shape(m, B);
+    double sum = 0.0;
+    for (int L = 0; L < c->n_layers; L++)
+        for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
+            m->be->gate_coverage(&cs, m->la[L].alpha[br], NULL, m->cov_seq, 0.0f);
+            m->be->download(m->host_cov, m->cov_seq, sizeof(float) * B);
+            for (int b = 0; b < B; b++) sum += m->host_cov[b];
+        }
+    return sum;
 }
 
 /* Test hook: the final-norm output [B, T, D] of a forward pass, as host fp32. */

@@ -67,6 +67,16 @@ const ModelConfig *model_config(const Model *m);
  * (vector). Returns the number of windows, 0 for full attention. */
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
 
+/* Gate-coverage penalty (SPEC.md 2b): from now on model_forward_backward also accumulates the
+ * gradient of lambda * (sum over its sequences of the penalty) * loss_scale * T, i.e. with the
+ * trainer's loss_scale = 1/(Bg T) the gradient of lambda * mean over the step's sequences. The
+ * returned losses stay the plain cross-entropy. Error (err filled) where the backend lacks it
+ * or the config has no gates. */
+int model_set_gate_coverage(Model *m, double lambda, char *err);
+/* Sum over the B sequences of the last forward of sum over layers and branches (one when keys
+ * and values are tied) of ln W - H(gbar_b): the penalty without lambda. 0 without gates. */
+double model_gate_coverage(Model *m, int B);
+
 /* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
 

@@ -69,7 +69,7 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
         }
         if (m->attention == ATTN_COMPRESSED) {
             int64_t W = m->window;
-            int64_t maps = m->compressor == COMPRESSOR_DEEPSEEK ? 2 : W;
+            int64_t maps = config_n_maps(m);   /* W axis of gate weight and payload: W | 2 | 1 */
             int64_t c = m->gate == GATE_VECTOR ? d : 1;
             int tied = m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK;
             for (int br = 0; br < (tied ? 1 : 2); br++) {

@@ -2,7 +2,8 @@
  * (tests/test_reference_model.py).
  *   build/tests/ref_forward CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32
  * reads the config, loads every parameter by name, reads B*T int32 tokens, and writes the
- * logits [B, T, V] as float32. */
+ * logits [B, T, V] as float32. With PHASELAB_REF_COVERAGE=PATH it also writes to PATH (text) the
+ * gate-coverage penalty of SPEC.md 2b without lambda, mean over the B sequences. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
@@ -34,6 +35,12 @@ int main(int argc, char **argv) {
     int D = cfg.model.d_model, V = cfg.model.vocab_size;
     float *hidden = malloc(sizeof(float) * (size_t)B * T * D);
     model_debug_final_hidden(m, tok, B, hidden);
+    if (getenv("PHASELAB_REF_COVERAGE")) {
+        FILE *cf = fopen(getenv("PHASELAB_REF_COVERAGE"), "w");
+        if (!cf) { fprintf(stderr, "phaselab: %s: cannot create\n", getenv("PHASELAB_REF_COVERAGE")); return 1; }
+        fprintf(cf, "%.17g\n", model_gate_coverage(m, B) / B);
+        fclose(cf);
+    }
     const float *E = model_params(m) + tt->t[tensor_table_find(tt, cfg.model.tie_embeddings ? "model.embed_tokens.weight" : "lm_head.weight")].offset;
     FILE *o = fopen(argv[6], "wb");
     if (!o) { fprintf(stderr, "phaselab: %s: cannot create\n", argv[6]); return 1; }

@@ -248,6 +248,16 @@ static const ErrCase err_cases[] = {
     {"run_name_slash", "[run]\nname = a/b\n", 2, "name", "'/'"},
     {"string_semicolon", "[data]\ntrain =;x\n", 2, "train", "';'"},
     {"eval_every_negative", "[eval]\nevery = -1\n", 2, "every", ">= 0"},
+    /* SPEC.md 2b */
+    {"grid_word", "[model]\nattention = compressed\ngrid = shifted\n", 3, "grid", "aligned | staggered"},
+    {"grid_staggered_full", "[model]\ngrid = staggered\n", 2, "grid", "attention = compressed"},
+    {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},
+    {"coverage_negative", "[model]\nattention = compressed\n[train]\ngate_coverage = -0.1\n", 4, "gate_coverage", ">= 0"},
+    {"coverage_inf", "[model]\nattention = compressed\n[train]\ngate_coverage = inf\n", 4, "gate_coverage", "finite"},
+    {"coverage_nan", "[model]\nattention = compressed\n[train]\ngate_coverage = nan\n", 4, "gate_coverage", "finite"},
+    {"coverage_full", "[train]\ngate_coverage = 0.1\n", 2, "gate_coverage", "attention = full"},
+    {"coverage_uniform", "[model]\nattention = compressed\ngate = uniform\n[train]\ngate_coverage = 0.1\n", 5,
+     "gate_coverage", "gate = uniform"},
 };
 
 static void test_errors(void) {
@@ -420,7 +430,7 @@ static void test_key_table(void) {
             bad++;
         while (sec < 6 && strcmp(keys[k].section, sections[sec])) sec++;
     }
-    check(n == 51 && bad == 0, "--help table: 51 keys, each with a non-empty help line", "n %d, %d incomplete", n, bad);
+    check(n == 53 && bad == 0, "--help table: 53 keys (50 + data.tokenizer, grid and gate_coverage), each with a non-empty help line", "n %d, %d incomplete", n, bad);
     check(sec < 6, "--help table: grouped by section in file order", "sections out of order");
     const char *expect[] = {"model.d_model", "model.rope_dims", "model.attn_sink", "data.seq_len", "train.max_bad_steps",
                             "eval.probe", "checkpoint.keep", "run.log_every", "run.device"};

@@ -69,6 +69,21 @@ VARIANTS = {
     "comp_combo": dict(COMP, n_kv_heads=1, tie_embeddings=False, gate="vector", post_norm=True,
                        local="tail", rope_dims=4, attn_sink=True, gate_bias=False, norm_eps=0.25,
                        window=5, stride=3),
+    # SPEC.md 2b remedies, alone and combined
+    "comp_shared": dict(COMP, compressor="shared"),
+    "comp_shared_no_gate_bias": dict(COMP, compressor="shared", gate_bias=False),
+    "comp_shared_vector_tail_post_norm": dict(COMP, compressor="shared", gate="vector", local="tail", post_norm=True),
+    "comp_staggered": dict(COMP, grid="staggered"),
+    "comp_staggered_g4_w4s4": dict(COMP, grid="staggered", n_kv_heads=4, window=4, stride=4),
+    "comp_staggered_g4_w4s4_tail": dict(COMP, grid="staggered", n_kv_heads=4, window=4, stride=4, local="tail"),
+    "comp_staggered_g4_w7s7_tail": dict(COMP, grid="staggered", n_kv_heads=4, window=7, stride=7, local="tail"),
+    "comp_staggered_g1_untied": dict(COMP, grid="staggered", n_kv_heads=1, tie_embeddings=False),
+    "comp_staggered_vector_post_norm_kv_tied": dict(COMP, grid="staggered", n_kv_heads=4, window=6, stride=3,
+                                                    gate="vector", post_norm=True, kv_tied=True),
+    "comp_staggered_deepseek_tail": dict(COMP, grid="staggered", compressor="deepseek", window=6, stride=3,
+                                         local="tail"),
+    "comp_staggered_shared_sink_rope4": dict(COMP, grid="staggered", n_kv_heads=4, compressor="shared",
+                                             attn_sink=True, rope_dims=4, qk_norm=False),
 }
 
 
@@ -224,20 +239,25 @@ def check_compressor_loop():
 
 def expected_reach(c, t, p):
     """Whether, in one layer, token p < t reaches the query at t (SPEC.md 2 visibility)."""
-    W, S = c["window"], c["stride"]
-    visible = [j for j in range((T - W) // S + 1) if j * S + W - 1 <= t] if T >= W else []
-    if any(j * S <= p <= j * S + W - 1 for j in visible):
-        return True
-    if c["local"] == "window":
-        return t - p < c["n_local"]
-    e = max((j * S + W - 1 for j in visible), default=-1)
-    return p > e
+    W, S, G = c["window"], c["stride"], c["n_kv_heads"]
+    reach = False
+    for g in range(G):   # SPEC.md 2b: the union over the KV heads' own grids
+        o = (g * S) // G if c["grid"] == "staggered" else 0
+        visible = [j for j in range((T - o - W) // S + 1) if o + j * S + W - 1 <= t] if T - o >= W else []
+        if any(o + j * S <= p <= o + j * S + W - 1 for j in visible):
+            reach = True
+        elif c["local"] == "window":
+            reach = reach or t - p < c["n_local"]
+        else:
+            reach = reach or p > max((o + j * S + W - 1 for j in visible), default=-1)
+    return reach
 
 
 def check_visibility():
     rng = np.random.default_rng(2)
     for name in ("comp_window3", "comp_tail", "comp_w4s4", "comp_w4s4_tail", "comp_w6s3_window5",
-                 "comp_deepseek", "comp_uniform", "comp_w1s1_tail"):
+                 "comp_deepseek", "comp_uniform", "comp_w1s1_tail", "comp_staggered_g4_w4s4_tail",
+                 "comp_staggered_g4_w7s7_tail", "comp_staggered"):
         c = sm.make_config(**dict(VARIANTS[name], n_layers=1))
         params = random_params(c, 20)
         tok, rows = perturbed_rows(c["vocab_size"], T, rng)
@@ -313,6 +333,35 @@ def check_identities():
                 pp[n] = pd[n][:, np.arange(cd["window"]) // S].copy()
         check(max_rel(sm.forward(cp, pp, tok), sm.forward(cd, pd, tok)) < 1e-12,
               f"deepseek = paper with half-window maps and tied K/V ({gate} gate)")
+
+    # SPEC.md 2b: shared = paper with the one map repeated over the offsets
+    for gate in ("scalar", "vector"):
+        csh = sm.make_config(**dict(VARIANTS["comp_shared"], gate=gate))
+        cpa = sm.make_config(**dict(VARIANTS["comp_shared"], gate=gate, compressor="paper"))
+        psh = random_params(csh, 38)
+        ppa = dict(psh)
+        for n in psh:
+            if n.endswith("_gate.weight") or n.endswith("_payload.weight"):
+                ppa[n] = np.repeat(psh[n], csh["window"], axis=1)
+        check(max_rel(sm.forward(cpa, ppa, tok), sm.forward(csh, psh, tok)) < 1e-12,
+              f"shared = paper with one map repeated over the offsets ({gate} gate)")
+    # SPEC.md 2b: G = 1 staggered = aligned; staggered differs from aligned for G > 1
+    c1 = sm.make_config(**VARIANTS["comp_staggered_g1_untied"])
+    p1 = random_params(c1, 39)
+    check(max_rel(sm.forward(c1, p1, tok), sm.forward(dict(c1, grid="aligned"), p1, tok)) == 0,
+          "staggered grid with G = 1 = aligned grid")
+    c4 = sm.make_config(**VARIANTS["comp_staggered_g4_w4s4"])
+    p4 = random_params(c4, 40)
+    check(max_rel(sm.forward(c4, p4, tok), sm.forward(dict(c4, grid="aligned"), p4, tok)) > 1e-3,
+          "staggered grid with G = 4 differs from aligned")
+    # gate coverage: 0 for uniform gates and for zero gate parameters (alpha = 1/W everywhere)
+    cz = sm.make_config(**VARIANTS["comp_staggered_g4_w4s4"])
+    pz = random_params(cz, 41)
+    for n in pz:
+        if "_gate." in n:
+            pz[n] = np.zeros_like(pz[n])
+    check(abs(sm.gate_coverage(cz, pz, tok)) < 1e-12, "gate coverage = 0 for uniform alpha")
+    check(sm.gate_coverage(cz, random_params(cz, 42), tok) > 0, "gate coverage > 0 for random gates")
 
     # W = S = 1 with a tail: entry j = RoPE(cknorm(W_k a_j), j), value W_v a_j -> full attention
     cf = sm.make_config(**VARIANTS["full_gqa_tied"])
@@ -431,6 +480,73 @@ def check_c_variants():
               f"max|C - ref| = {err:.3e} > {REL_TOL:g} * max|ref| ({scale:.3e}), worst at [b, t, v] = {where}")
 
 
+def run_tool(name, c, params, tok):
+    """C logits [B, T, V] of config c (via build/tests/ref_forward), or the error text."""
+    paths = write_case(name, c, params, tok)
+    r = subprocess.run([TOOL, paths["cfg"], paths["w"], paths["tok"], str(B), str(T), paths["out"]],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        return r.stderr.strip()[-400:]
+    return np.fromfile(paths["out"], "<f4").reshape(B, T, -1)
+
+
+def check_c_identities():
+    """SPEC.md 2b identities of the C forward pass, through checkpoints: G = 1 staggered equals
+    aligned bit for bit; shared equals paper whose per-offset maps are all the shared map."""
+    have_tool = os.access(TOOL, os.X_OK)
+    labels = ["C: staggered grid with G = 1 = aligned, bit for bit",
+              "C: shared checkpoint = paper checkpoint with every per-offset map equal, bit for bit"]
+    if not have_tool:
+        for lb in labels:
+            skip(lb, "build/tests/ref_forward not built")
+        return
+    tok = np.random.default_rng(7).integers(0, 50, (B, T))
+    c1 = sm.make_config(**dict(VARIANTS["comp_staggered_g1_untied"], local="tail"))
+    p1 = random_params(c1, 50)
+    a = run_tool("ident_staggered_g1", c1, p1, tok)
+    b = run_tool("ident_aligned_g1", dict(c1, grid="aligned"), p1, tok)
+    check(isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.tobytes() == b.tobytes(), labels[0],
+          f"{a if isinstance(a, str) else ''} {b if isinstance(b, str) else ''} "
+          f"max diff {np.max(np.abs(a - b)) if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) else '-'}")
+    csh = sm.make_config(**dict(VARIANTS["comp_shared_vector_tail_post_norm"]))
+    psh = random_params(csh, 51)
+    ppa = dict(psh)
+    for n in psh:
+        if n.endswith("_gate.weight") or n.endswith("_payload.weight"):
+            ppa[n] = np.repeat(psh[n], csh["window"], axis=1)
+    a = run_tool("ident_shared", csh, psh, tok)
+    b = run_tool("ident_paper_repeated", dict(csh, compressor="paper"), ppa, tok)
+    check(isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.tobytes() == b.tobytes(), labels[1],
+          f"{a if isinstance(a, str) else ''} {b if isinstance(b, str) else ''} "
+          f"max diff {np.max(np.abs(a - b)) if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) else '-'}")
+
+
+def check_c_coverage():
+    """The C gate-coverage penalty (model_gate_coverage via ref_forward) = gate_coverage() here."""
+    for name in ("comp_scalar_w4s2", "comp_vector", "comp_kv_tied", "comp_staggered_g4_w7s7_tail",
+                 "comp_staggered_vector_post_norm_kv_tied", "comp_shared_vector_tail_post_norm", "comp_uniform"):
+        label = f"C gate coverage = reference: {name}"
+        if not os.access(TOOL, os.X_OK):
+            skip(label, "build/tests/ref_forward not built")
+            continue
+        c = sm.make_config(**VARIANTS[name])
+        seed = zlib.crc32(name.encode()) + 3
+        params = random_params(c, seed)
+        tok = np.random.default_rng(seed).integers(0, c["vocab_size"], (B, T))
+        paths = write_case("coverage_" + name, c, params, tok)
+        cov_path = paths["out"] + ".coverage"
+        env = dict(os.environ, PHASELAB_REF_COVERAGE=cov_path)
+        r = subprocess.run([TOOL, paths["cfg"], paths["w"], paths["tok"], str(B), str(T), paths["out"]],
+                           capture_output=True, text=True, timeout=120, env=env)
+        if r.returncode != 0:
+            check(False, label, r.stderr.strip()[-300:])
+            continue
+        with open(cov_path) as f:
+            got = float(f.read())
+        want = sm.gate_coverage(c, params, tok)
+        check(abs(got - want) <= 1e-5 * max(abs(want), 1e-3), label, f"C {got:.8g} vs reference {want:.8g}")
+
+
 def main():
     os.makedirs(SCRATCH, exist_ok=True)
     check_building_blocks()
@@ -442,6 +558,8 @@ def main():
     check_identities()
     check_python_cli()
     check_c_variants()
+    check_c_identities()
+    check_c_coverage()
     finish()
 
 

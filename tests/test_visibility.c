@@ -5,20 +5,25 @@
  *   compressed: t = p, p in t's raw range (local window [t - n_local + 1, t] or tail
  *   (e_t, t]), or p inside a window j that t sees (jS <= p <= jS + W - 1 and jS + W - 1 <= t).
  * Allowed positions must change (random weights), forbidden ones must not change at all.
- * The expected sets are computed here from the SPEC formulas, not from the model's code. */
+ * The expected sets are computed here from the SPEC formulas, not from the model's code.
+ * Staggered grids (SPEC.md 2b) are checked per KV head g: the output projection columns of
+ * every query head not reading g are zeroed, so the logits see attention only through g, whose
+ * windows start at o_g = floor(g S / G) (window j: o_g + jS .. o_g + jS + W - 1, existing iff
+ * its end <= T - 1, visible iff its end <= t; tail: e_t over g's own windows). */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 
-static int allowed(const ModelConfig *c, int T, int p, int t) {
+/* o: the grid offset of the KV head the logits see (0 aligned) */
+static int allowed(const ModelConfig *c, int T, int p, int t, int o) {
     if (t < p) return 0;
     if (t == p || c->attention == ATTN_FULL) return 1;
     int W = c->window, S = c->stride, last_end = -1;
-    for (int j = 0; j * S + W - 1 <= T - 1; j++) {
-        int end = j * S + W - 1;
+    for (int j = 0; o + j * S + W - 1 <= T - 1; j++) {
+        int start = o + j * S, end = start + W - 1;
         if (end > t) break;
         last_end = end;
-        if (j * S <= p && p <= end) return 1;                    /* through a visible entry */
+        if (start <= p && p <= end) return 1;                    /* through a visible entry */
     }
     if (c->local == LOCAL_WINDOW) return p >= t - c->n_local + 1;
     return p > last_end;                                         /* tail */
@@ -27,13 +32,18 @@ static int allowed(const ModelConfig *c, int T, int p, int t) {
 int main(void) {
     const Backend *be = backend_cpu(1);
     const int T = 24, V = 23;
-    struct { const char *name; int attention, W, S, local, n_local; } cases[] = {
-        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3},
-        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3},
-        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3},
-        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3},
-        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3},
-        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1},
+    struct { const char *name; int attention, W, S, local, n_local, grid, G; } cases[] = {
+        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
+        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
+        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2},
+        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
+        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2},
+        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2},
+        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4},
+        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4},
+        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2},
+        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4},
+        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
@@ -43,33 +53,52 @@ int main(void) {
         cfg.stride = cases[ci].S;
         cfg.local = cases[ci].local;
         cfg.n_local = cases[ci].n_local;
-        char err[ERR_LEN];
-        Model *m = model_create(&cfg, be, 1, T, err);
-        if (!check(m != NULL, cases[ci].name, "%s", err)) continue;
-        tu_random_params(m, 7 + ci, 0.4);
-        int32_t tok[T], tok2[T];
-        tu_random_tokens(tok, T, V, 3 + ci);
-        float h1[T * 16], h2[T * 16];
-        model_debug_final_hidden(m, tok, 1, h1);
-        int wrong = 0;
-        char why[256] = "";
-        for (int p = 0; p < T; p++) {
-            memcpy(tok2, tok, sizeof tok);
-            tok2[p] = (tok[p] + 5) % V;
-            model_debug_final_hidden(m, tok2, 1, h2);
-            for (int t = 0; t < T; t++) {
-                int changed = memcmp(h1 + t * 16, h2 + t * 16, sizeof(float) * 16) != 0;
-                if (changed != allowed(&cfg, T, p, t)) {
-                    if (!wrong++)
-                        snprintf(why, sizeof why, "token %d -> position %d: %s", p, t,
-                                 changed ? "changed without an allowed path" : "unchanged despite a path");
+        cfg.grid = cases[ci].grid;
+        cfg.n_kv_heads = cases[ci].G;
+        /* aligned: all heads at once (o = 0); staggered: one KV head at a time */
+        int heads = cfg.grid == GRID_STAGGERED ? cfg.n_kv_heads : 1;
+        for (int kv = 0; kv < heads; kv++) {
+            char err[ERR_LEN];
+            Model *m = model_create(&cfg, be, 1, T, err);
+            if (!check(m != NULL, cases[ci].name, "%s", err)) continue;
+            tu_random_params(m, 7 + ci, 0.4);
+            int o = 0;
+            if (heads > 1) {
+                o = kv * cfg.stride / cfg.n_kv_heads;                 /* SPEC.md 2b: floor(g S / G) */
+                const TensorTable *tt = model_tensors(m);
+                const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
+                float *P = model_params(m) + wo->offset;                  /* [D, H*d] */
+                const int Hd = cfg.n_heads * cfg.head_dim, group = cfg.n_heads / cfg.n_kv_heads;
+                for (int row = 0; row < cfg.d_model; row++)
+                    for (int col = 0; col < Hd; col++)
+                        if (col / cfg.head_dim / group != kv) P[(size_t)row * Hd + col] = 0.0f;
+                model_params_updated(m);
+            }
+            int32_t tok[T], tok2[T];
+            tu_random_tokens(tok, T, V, 3 + ci);
+            float h1[T * 16], h2[T * 16];
+            model_debug_final_hidden(m, tok, 1, h1);
+            int wrong = 0;
+            char why[256] = "";
+            for (int p = 0; p < T; p++) {
+                memcpy(tok2, tok, sizeof tok);
+                tok2[p] = (tok[p] + 5) % V;
+                model_debug_final_hidden(m, tok2, 1, h2);
+                for (int t = 0; t < T; t++) {
+                    int changed = memcmp(h1 + t * 16, h2 + t * 16, sizeof(float) * 16) != 0;
+                    if (changed != allowed(&cfg, T, p, t, o)) {
+                        if (!wrong++)
+                            snprintf(why, sizeof why, "token %d -> position %d: %s", p, t,
+                                     changed ? "changed without an allowed path" : "unchanged despite a path");
+                    }
                 }
             }
+            char name[160];
+            if (heads > 1) snprintf(name, sizeof name, "visibility %s, KV head %d (o = %d)", cases[ci].name, kv, o);
+            else snprintf(name, sizeof name, "visibility %s", cases[ci].name);
+            check(wrong == 0, name, "%d wrong (p, t) pairs, first %s", wrong, why);
+            model_free(m);
         }
-        char name[128];
-        snprintf(name, sizeof name, "visibility %s", cases[ci].name);
-        check(wrong == 0, name, "%d wrong (p, t) pairs, first %s", wrong, why);
-        model_free(m);
     }
     return check_exit_code();
 }

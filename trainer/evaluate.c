@@ -10,9 +10,15 @@
 #include "model/model.h"
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
+    gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
+}
+
+void gate_stats_accumulate_heads(const float *alpha, int B, int nW, int G, int W, int c, const int *head_windows,
+                                 double *sum_alpha, double *sum_eff) {
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
+                if (head_windows && j >= head_windows[g]) continue;   /* the head has no window j */
                 const float *al = alpha + (((size_t)b * nW + j) * G + g) * W * c;   /* [W, c] */
                 double eff = 0;
                 for (int ch = 0; ch < c; ch++) {
@@ -61,9 +67,12 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     const int gates = mc->attention == ATTN_COMPRESSED;
     const int nW = config_n_windows(mc, T);
     long n_val = val_set_n_windows(val);
-    /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff, 1 windows] */
+    /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,
+     * G windows per KV head (grid = staggered: each head's own window count, SPEC.md 2b)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
-    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + 1;
+    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G;
+    int *head_windows = malloc(sizeof(int) * G);
+    for (int g = 0; g < G; g++) head_windows[g] = gates ? config_head_windows(mc, T, g) : 0;
     double *acc = calloc(n_acc, sizeof(double));
     double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
     double *gate_windows = sum_eff + n_eff;
@@ -95,9 +104,10 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                 for (int br = 0; br < 2; br++) {
                     model_gate_alphas(m, l, br, B, alpha);
                     size_t o = ((size_t)l * 2 + br);
-                    gate_stats_accumulate(alpha, B, nW, G, W, c, sum_alpha + o * G * W * c, sum_eff + o * G);
+                    gate_stats_accumulate_heads(alpha, B, nW, G, W, c, head_windows, sum_alpha + o * G * W * c,
+                                                sum_eff + o * G);
                 }
-            gate_windows[0] += (double)B * nW;
+            for (int g = 0; g < G; g++) gate_windows[g] += (double)B * head_windows[g];
         }
         done += B;
         if (tty) fprintf(stderr, "\r  evaluating: %ld/%ld validation windows", done, mine);
@@ -124,7 +134,6 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         res->has_gates = gates;
         res->L = L; res->G = G; res->W = W;
         if (gates) {
-            long nwin = (long)gate_windows[0];
             res->eff_static = calloc((size_t)L * G * 2, sizeof(float));
             res->eff_window = calloc((size_t)L * G * 2, sizeof(float));
             res->profile = calloc((size_t)L * G * 2 * W, sizeof(float));
@@ -132,8 +141,11 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
             for (int l = 0; l < L; l++)
                 for (int br = 0; br < 2; br++) {
                     size_t o = (size_t)l * 2 + br;
-                    gate_stats_finish(sum_alpha + o * G * W * c, nwin, G, W, c, es, pr);
+                    for (int g = 0; g < G; g++)            /* each head over its own windows */
+                        gate_stats_finish(sum_alpha + (o * G + g) * W * c, (long)gate_windows[g], 1, W, c, es + g,
+                                          pr + (size_t)g * W);
                     for (int g = 0; g < G; g++) {          /* metrics layout [L, G, 2(, W)] */
+                        long nwin = (long)gate_windows[g];
                         size_t dst = ((size_t)l * G + g) * 2 + br;
                         res->eff_static[dst] = es[g];
                         res->eff_window[dst] = nwin ? (float)(sum_eff[o * G + g] / nwin) : NAN;
@@ -144,6 +156,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
             free(pr);
         }
     }
+    free(head_windows);
     free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
     return rc;
 }

@@ -38,6 +38,10 @@ void eval_result_free(EvalResult *r);
  * evaluate_validation; exposed for tests). alpha [B, nW, G, W, c]. sum_alpha [G, W, c] +=,
  * sum_eff [G] += sum over windows of exp(H) averaged over channels. */
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff);
+/* Same, where KV head g has only its first head_windows[g] of the nW rows (grid = staggered,
+ * SPEC.md 2b: each head's statistics over its own windows); head_windows NULL = all nW. */
+void gate_stats_accumulate_heads(const float *alpha, int B, int nW, int G, int W, int c, const int *head_windows,
+                                 double *sum_alpha, double *sum_eff);
 /* From the sums over n windows: eff_static [G], profile [G, W]. */
 void gate_stats_finish(const double *sum_alpha, long n, int G, int W, int c, float *eff_static, float *profile);
 #endif

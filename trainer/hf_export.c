@@ -182,7 +182,10 @@ char *hf_config_json(const ModelConfig *m, int T) {
         cJSON_AddNumberToObject(p, "rope_dims", m->rope_dims);
         cJSON_AddStringToObject(p, "local", m->local == LOCAL_TAIL ? "tail" : "window");
         cJSON_AddNumberToObject(p, "n_local", m->n_local);
-        cJSON_AddStringToObject(p, "compressor", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : "paper");
+        cJSON_AddStringToObject(p, "compressor", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek"
+                                                 : m->compressor == COMPRESSOR_SHARED ? "shared" : "paper");
+        /* SPEC.md 2b: written only when not the default (aligned), so older readers see no change */
+        if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED) cJSON_AddStringToObject(p, "grid", "staggered");
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
         cJSON_AddStringToObject(p, "grid", "aligned");
     }

@@ -67,6 +67,7 @@ struct Metrics {
     MetricsShape shape;
     hid_t file;
     Table tables[N_TABLES];
+    double gate_coverage;   /* pending /train/gate_coverage value */
 };
 
 /* ---- error handling ---------------------------------------------------------------------- */
@@ -155,6 +156,10 @@ static void build_schema(Metrics *m) {
     add_column(t, "grad_norm", KIND_FLOAT64, "global gradient L2 norm", NULL);
     add_column(t, "tokens_per_sec", KIND_FLOAT64, "training throughput", "tokens/s");
     add_column(t, "mfu", KIND_FLOAT64, "model FLOPs utilization (fraction of peak, 0..1)", NULL);
+    if (s->has_gate_coverage)
+        add_column(t, "gate_coverage", KIND_FLOAT64,
+                   "gate-coverage penalty lambda * mean over sequences of sum_layers,branches (ln W - H(gbar)), "
+                   "not part of loss", "nats");
 
     t = &m->tables[TABLE_VAL];
     t->name = "val", t->description = "validation loss, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
@@ -903,8 +908,12 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
                       double grad_norm, double tokens_per_sec, double mfu, char *err) {
     if (!m) return set_err(err, "metrics: no metrics file is open");
     int64_t tokens64 = tokens;
-    const void *values[] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
+    const void *values[] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu, &m->gate_coverage};
     return append_row(m, &m->tables[TABLE_TRAIN], step, values, err);
+}
+
+void metrics_set_gate_coverage(Metrics *m, double penalty) {
+    if (m) m->gate_coverage = penalty;
 }
 
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue, char *err) {

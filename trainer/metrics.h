@@ -7,6 +7,8 @@
  *   /                 NX_class=NXroot, default=entry, creator=phaselab, file_name, file_time,
  *                     HDF5_Version, config (resolved config text), code_version
  *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
+ *          (+ gate_coverage [n] with train.gate_coverage > 0: the penalty lambda * mean over the
+ *          step's sequences, never part of loss; set by metrics_set_gate_coverage before the row)
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
  *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip,
@@ -52,6 +54,7 @@ typedef struct {
     int window;     /* W: offsets per compressed block (gate profile length) */
     int residues;   /* P: eval.residues */
     int has_gates;  /* the model has compressed attention: create and fill /gates */
+    int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (SPEC.md 2b) */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
@@ -64,6 +67,9 @@ Metrics *metrics_open(const char *path, const MetricsShape *shape, const char *c
 
 int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr,
                       double grad_norm, double tokens_per_sec, double mfu, char *err);
+
+/* The /train/gate_coverage value of the next metrics_log_train row (ignored without the column). */
+void metrics_set_gate_coverage(Metrics *m, double penalty);
 
 /* loss_by_residue: [P] */
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,

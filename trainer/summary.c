@@ -25,6 +25,7 @@ static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_byt
     counting.alloc = count_alloc;
     counting.free = count_free;
     counting.upload = count_upload;
+    counting.staggered_grid = 1;   /* count every variant's arena */
     Model *m = model_create(mc, &counting, B, T, err);
     if (!m) return 0;
     size_t bytes = model_arena_bytes(m);
@@ -51,8 +52,19 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
                 m->gate_bias ? "" : " without bias",
                 (m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK) ? "tied K/V" : "separate K/V",
                 m->post_norm ? ", post-norm" : "", m->qk_norm ? "" : ", no QK-norm",
-                m->local == LOCAL_TAIL ? "tail" : "window", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : "paper",
+                m->local == LOCAL_TAIL ? "tail" : "window",
+                m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : m->compressor == COMPRESSOR_SHARED ? "shared" : "paper",
                 m->attn_sink ? ", attention sink" : "");
+    if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED) {   /* SPEC.md 2b */
+        fprintf(f, "\n  staggered grid: KV head g's windows start at o_g =");
+        for (int g = 0; g < m->n_kv_heads && g < 16; g++) fprintf(f, "%s%d", g ? ", " : " ", config_grid_offset(m, g));
+        if (m->n_kv_heads > 16) fprintf(f, ", ...");
+        fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, config_head_windows(m, T, m->n_kv_heads - 1),
+                config_head_windows(m, T, 0));
+    }
+    if (cfg->train.gate_coverage > 0)
+        fprintf(f, "\n  training objective: cross-entropy + gate_coverage %g * mean over sequences of "
+                "sum over layers and branches of (ln W - H(gbar)) (logged as /train/gate_coverage)", cfg->train.gate_coverage);
     fprintf(f, "\n  d_model %d, %d layers, %d query heads, %d KV heads, head_dim %d, d_ff %d, vocab %d, RoPE on %d dims\n",
             m->d_model, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->d_ff, m->vocab_size, m->rope_dims);
     fprintf(f, "\n%-64s %-24s %14s\n", "tensor", "shape", "parameters");

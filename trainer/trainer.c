@@ -116,6 +116,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->eval.every != then.eval.every || now->eval.val_tokens != then.eval.val_tokens, "eval settings");
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
+    NOTE(now->train.gate_coverage != then.train.gate_coverage, "train.gate_coverage: the training objective changes");
 #undef NOTE
     if (notes[0]) logf_("resume: changed since the checkpoint:%s\n", notes);
     return 0;
@@ -239,6 +240,7 @@ static int setup(Trainer *tr, char *err) {
     if (tr->micro > Bg / comm->world) tr->micro = (int)(Bg / comm->world);
     tr->model = model_create_padded(&cfg->model, tr->be, tr->micro, T, padded, err);
     if (!tr->model) return -1;
+    if (model_set_gate_coverage(tr->model, cfg->train.gate_coverage, err)) return -1;
     const TensorTable *mt = model_tensors(tr->model);
     if (optimizer_init(&tr->opt, tr->be, comm, mt, cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
                        cfg->train.weight_decay, cfg->train.grad_clip, err))
@@ -275,7 +277,7 @@ static int setup(Trainer *tr, char *err) {
         if (config_write(cfg, path, lerr)) fail = 1;
         snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
-                              cfg->model.attention == ATTN_COMPRESSED};
+                              cfg->model.attention == ATTN_COMPRESSED, cfg->train.gate_coverage > 0};
         char *cfg_text = config_to_string(cfg);
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
         free(cfg_text);
@@ -342,7 +344,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
         if (hooks.fail_rank == comm->rank && hooks.fail_step == step) raise(SIGKILL);
         model_zero_grads(tr.model);
-        double loss_sum = 0.0;
+        double loss_sum = 0.0, coverage_sum = 0.0;   /* coverage: sum over sequences, without lambda */
+        const double lambda = cfg->train.gate_coverage;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
             int B = (int)(Br - i < micro ? Br - i : micro);
@@ -358,6 +361,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             if (rc) break;
             double mean = model_forward_backward(tr.model, tok, tgt, B, loss_scale, NULL);
             loss_sum += mean * B * T;
+            if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
         }
         int fail = rc != 0;
         comm_allreduce_max_int(comm, &fail, 1);
@@ -367,7 +371,12 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             break;
         }
         comm_allreduce_sum_host(comm, &loss_sum, 1);
-        double loss = loss_sum / ((double)Bg * T);
+        double loss = loss_sum / ((double)Bg * T);   /* plain cross-entropy: the penalty is never mixed in */
+        double coverage = 0.0;                        /* SPEC.md 2b: lambda * mean over the step's sequences */
+        if (lambda > 0) {
+            comm_allreduce_sum_host(comm, &coverage_sum, 1);
+            coverage = lambda * coverage_sum / (double)Bg;
+        }
         double gnorm = 0.0;
         int applied = optimizer_step(&tr.opt, model_params(tr.model), model_grads(tr.model), lr, isfinite(loss), &gnorm);
         tr.st.step++;
@@ -401,8 +410,11 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             char el[32], et[32];
             format_duration(elapsed, el, sizeof el);
             format_duration(eta, et, sizeof et);
-            logf_("step %*ld/%ld | loss %.4f | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
-                  step_width, s, cfg->train.steps, loss, lr, gnorm, tps, 100 * mfu, el, et);
+            char cov_text[48] = "";
+            if (lambda > 0) snprintf(cov_text, sizeof cov_text, " | gate coverage %.4f", coverage);
+            logf_("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
+                  step_width, s, cfg->train.steps, loss, cov_text, lr, gnorm, tps, 100 * mfu, el, et);
+            metrics_set_gate_coverage(tr.metrics, coverage);
             if (tr.metrics && metrics_log_train(tr.metrics, s, tr.st.tokens, loss, lr, gnorm, tps, mfu, err)) {
                 log_error("%s", err);
                 exit_code = 1;

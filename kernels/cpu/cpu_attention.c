@@ -1,9 +1,10 @@
 /* Attention on the CPU: full causal, or the paper's compressed attention (SPEC.md section 2).
  *
- * A query at position t (head h, KV head g = h / (H/G)) sees
- *   compressed entries j < nvis(t), nvis(t) = #{ j : jS + W - 1 <= t }  (none for full attention)
+ * A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 aligned, staggered
+ * floor(g S / G)) sees (model/visibility.h states the rule once)
+ *   compressed entries j < nvis(t), nvis(t) = #{ j : o_g + jS + W - 1 <= t }  (none for full)
  *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
- *                                tail: lo = e_t + 1, e_t = (nvis-1)S + W - 1 (or -1)
+ *                                tail: lo = e_t + 1, e_t = o_g + (nvis-1)S + W - 1 (or -1)
  * One softmax over the union (entries first, then raw tokens), scale 1/sqrt(d), and with a
  * sink the denominator gains exp(sink_h):
  *   z_x = q . key_x / sqrt(d),   Z = exp(sink_h) + sum_x exp(z_x),   p_x = exp(z_x) / Z
@@ -28,31 +29,25 @@
 
 #define QB 64   /* queries per block */
 
-/* The visible set of query t: *nvis compressed entries and raw tokens [*lo, t]. */
-static inline void visible_range(const AttnShape *s, int t, int *nvis, int *lo) {
-    int n = 0;
-    if (s->n_windows > 0 && t >= s->window - 1) {
-        n = (t - s->window + 1) / s->stride + 1;
-        if (n > s->n_windows) n = s->n_windows;
-    }
-    *nvis = n;
-    switch (s->visibility) {
-    case VIS_WINDOW: *lo = t - s->n_local + 1; if (*lo < 0) *lo = 0; break;
-    case VIS_TAIL:   *lo = n > 0 ? (n - 1) * s->stride + s->window : 0; break;
-    default:         *lo = 0; break;
-    }
+/* The visible set of query t reading KV head g: *nvis compressed entries and raw tokens [*lo, t]. */
+static inline void visible_range(const AttnShape *s, int g, int t, int *nvis, int *lo) {
+    const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
+    *nvis = vis_n_entries(t, s->window, s->stride, o, s->n_windows);
+    *lo = vis_raw_lo(s->visibility, t, *nvis, s->window, s->stride, o, s->n_local);
 }
 
-/* One query block: rows t0..t1-1 of head h see entries [0, ne) and raw tokens [r0, t1). */
-typedef struct { int t0, t1, ne, r0, nr; } Block;
+/* One query block: rows t0..t1-1 of a head reading KV head g see entries [0, ne) and raw
+ * tokens [r0, t1). */
+typedef struct { int t0, t1, ne, r0, nr, g; } Block;
 
-static Block block_of(const AttnShape *s, int t0) {
+static Block block_of(const AttnShape *s, int g, int t0) {
     Block bk;
     bk.t0 = t0;
+    bk.g = g;
     bk.t1 = t0 + QB < s->T ? t0 + QB : s->T;
     int nv_last, lo_last, nv_first, lo_first;
-    visible_range(s, bk.t1 - 1, &nv_last, &lo_last);
-    visible_range(s, t0, &nv_first, &lo_first);
+    visible_range(s, g, bk.t1 - 1, &nv_last, &lo_last);
+    visible_range(s, g, t0, &nv_first, &lo_first);
     bk.ne = nv_last;
     bk.r0 = lo_first;
     bk.nr = bk.t1 - lo_first;
@@ -70,7 +65,7 @@ static void block_scores(const AttnShape *s, const Block *bk, const float *qrows
                 kg + (size_t)bk->r0 * G * d, G * d, 0.0f, z + bk->ne, nk);
     for (int r = 0; r < rows; r++) {
         int nvis, lo, t = bk->t0 + r;
-        visible_range(s, t, &nvis, &lo);
+        visible_range(s, bk->g, t, &nvis, &lo);
         float *zr = z + (size_t)r * nk;
         for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
         for (int x = bk->r0; x < lo; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
@@ -96,7 +91,7 @@ void cpu_attention_fwd(const AttnShape *s, act_t *out_, float *lse, const act_t 
                 const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
                 const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
                 for (int blk = 0; blk < n_blocks; blk++) {
-                    Block bk = block_of(s, blk * QB);
+                    Block bk = block_of(s, g, blk * QB);
                     const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
                     const float *qrows = q + (((size_t)b * T + bk.t0) * H + h) * d;
                     float *orows = out + (((size_t)b * T + bk.t0) * H + h) * d;
@@ -149,7 +144,7 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, a
                 const size_t kv0 = (size_t)b * T * G * d + g * d, e0 = (size_t)b * nW * G * d + g * d;
                 for (int h = g * group; h < (g + 1) * group; h++)
                     for (int blk = 0; blk < n_blocks; blk++) {
-                        Block bk = block_of(s, blk * QB);
+                        Block bk = block_of(s, g, blk * QB);
                         const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
                         const size_t row0 = ((size_t)b * T + bk.t0) * H + h;
                         const float *qrows = q + row0 * d, *dorows = dout + row0 * d, *orows = out + row0 * d;

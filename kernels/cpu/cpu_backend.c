@@ -40,6 +40,7 @@ static Backend cpu_backend = {
     .attention_fwd = cpu_attention_fwd, .attention_bwd = cpu_attention_bwd,
     .attention_decode = cpu_attention_decode,
     .compressor_fwd = cpu_compressor_fwd, .compressor_bwd = cpu_compressor_bwd,
+    .gate_coverage = cpu_gate_coverage, .staggered_grid = 1,
     .classifier = cpu_classifier, .logits_argmax = cpu_logits_argmax,
     .adamw = cpu_adamw, .sumsq = cpu_sumsq, .scale = cpu_scale,
 };

@@ -1,26 +1,36 @@
 /* The chunked KV compressor on the CPU, one branch (key or value) per call (SPEC.md section 2).
  *
- * Window j covers positions jS .. jS+W-1 (j < nW). For KV head g and offset i (map m = i, or
- * deepseek: m = 0 for i < S else 1), with a_p the normed input row of position p:
- *   gate logit   s_{j,i}   = Z_{g,m} a_{jS+i} + b_{g,i}      [c]   (c = 1 scalar, d vector)
+ * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
+ * nW_g = nW for the aligned grid, staggered: model/visibility.h). For offset i (map m = i;
+ * deepseek: m = 0 for i < S else 1; shared: m = 0), with a_p the normed input row of position p:
+ *   gate logit   s_{j,i}   = Z_{g,m} a_{o_g+jS+i} + b_{g,i}  [c]   (c = 1 scalar, d vector)
  *   weights      alpha_{j,.} = softmax_i s_{j,.}  (per channel)     (uniform: 1/W)
- *   payload      p_{j,i}   = C_{g,m} a_{jS+i}                [d]
+ *   payload      p_{j,i}   = C_{g,m} a_{o_g+jS+i}            [d]
  *   post-norm    p'_{j,i}  = RMSNorm(p_{j,i}) * w_pn              (optional)
  *   entry        E_j       = sum_i alpha_{j,i} * p'_{j,i}     [d]
- * All windows at once: for each (b, g, i) the rows a_{jS+i}, j = 0..nW-1, are a strided matrix
- * (leading dimension S*D), so every projection is one sgemm of nW rows.
+ * All windows at once: for each (b, g, i) the rows a_{o_g+jS+i}, j = 0..nW_g-1, are a strided
+ * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows. Rows j >= nW_g
+ * of a head (staggered grids only) do not exist: their entry, payload and alpha are 0.
  *
  * Backward, from dE_j:
  *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
+ *   (+ dalpha_extra_{j,i}, the gate-coverage penalty's gradient, when given)
  *   ds_{j,i}  = alpha_{j,i} (dalpha_{j,i} - sum_k alpha_{j,k} dalpha_{j,k})
  *   post-norm backward dp'->dp;  dC_{g,m} += dp^T a;  dZ_{g,m} += ds^T a;  db_{g,i} += sum_j ds
- *   da_{jS+i} += dp C_{g,m} + ds Z_{g,m}
+ *   da_{o_g+jS+i} += dp C_{g,m} + ds Z_{g,m}
  * Buffers: alpha [B,nW,G,W,c], payload [B,nW,G,W,d] (raw p), pn_rstd [B,nW,G,W]. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
+
+/* grid offset o_g and window count nW_g of KV head g */
+static inline int head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
+static inline int head_windows(const CompShape *s, int g) {
+    int n = vis_n_windows(s->T, s->window, s->stride, head_offset(s, g));
+    return n < s->n_windows ? n : s->n_windows;
+}
 
 /* offsets into the [B,nW,G,W,X] buffers */
 static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
@@ -39,13 +49,14 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
             for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i);
-                const float *rows = a + ((size_t)b * T + i) * D;        /* a_{jS+i}, stride S*D */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nW, d, D, 1.0f, rows, S * D,
+                int m = comp_map_index(s, i), o = head_offset(s, g), nWg = head_windows(s, g);
+                if (nWg <= 0) continue;
+                const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, d, D, 1.0f, rows, S * D,
                             payload_w + ((size_t)g * M + m) * d * D, D, 0.0f,
                             payload + slot(s, b, 0, g, i) * d, G * W * d);
                 if (s->gate != GATEK_UNIFORM)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nW, c, D, 1.0f, rows, S * D,
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, c, D, 1.0f, rows, S * D,
                                 gate_w + ((size_t)g * M + m) * c * D, D, 0.0f,
                                 alpha + slot(s, b, 0, g, i) * c, G * W * c);
             }
@@ -55,6 +66,13 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
                 float *al = alpha + slot(s, b, j, g, 0) * c;          /* [W, c] */
+                if (j >= head_windows(s, g)) {                         /* no such window for this head */
+                    memset(al, 0, sizeof(float) * W * c);
+                    memset(payload + slot(s, b, j, g, 0) * d, 0, sizeof(float) * W * d);
+                    memset(entry + (((size_t)b * nW + j) * G + g) * d, 0, sizeof(float) * d);
+                    if (pn_rstd) for (int i = 0; i < W; i++) pn_rstd[slot(s, b, j, g, i)] = 0.0f;
+                    continue;
+                }
                 if (s->gate == GATEK_UNIFORM) {
                     for (int x = 0; x < W * c; x++) al[x] = 1.0f / W;
                 } else {
@@ -90,7 +108,7 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
 void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
                         float *dpost_w, const act_t *dentry_, const float *alpha, const act_t *payload_,
                         const float *pn_rstd, const act_t *a_, const act_t *gate_w_,
-                        const act_t *payload_w_, const act_t *post_w_) {
+                        const act_t *payload_w_, const act_t *post_w_, const float *dalpha_extra) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
     const int nW = s->n_windows, c = s->channels, M = s->n_maps;
     float *da = da_;
@@ -105,6 +123,7 @@ void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *d
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
+                if (j >= head_windows(s, g)) continue;                 /* no such window: never read */
                 const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
                 const float *al = alpha + slot(s, b, j, g, 0) * c;
                 float dal[W * c > 0 ? W * c : 1];
@@ -135,6 +154,10 @@ void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *d
                 }
                 if (ds) {
                     float *dsj = ds + slot(s, b, j, g, 0) * c;
+                    if (dalpha_extra) {
+                        const float *dx = dalpha_extra + slot(s, b, j, g, 0) * c;
+                        for (int x = 0; x < W * c; x++) dal[x] += dx[x];
+                    }
                     for (int ch = 0; ch < c; ch++) {
                         float sum = 0.0f;
                         for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
@@ -147,7 +170,8 @@ void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *d
         for (int b = 0; b < B; b++)
             for (int j = 0; j < nW; j++)
                 for (int g = 0; g < G; g++)
-                    for (int x = 0; x < W * c; x++) dgate_b[(size_t)g * W * c + x] += ds[slot(s, b, j, g, 0) * c + x];
+                    if (j < head_windows(s, g))
+                        for (int x = 0; x < W * c; x++) dgate_b[(size_t)g * W * c + x] += ds[slot(s, b, j, g, 0) * c + x];
     if (dpost_w) {
         for (size_t r = 0; r < (size_t)B * nW * G; r++)
             for (int x = 0; x < d; x++) dpost_w[x] += dpost_part[r * d + x];
@@ -156,19 +180,20 @@ void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *d
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
             for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i);
-                const float *rows = a + ((size_t)b * T + i) * D;
-                float *drows = da + ((size_t)b * T + i) * D;
+                int m = comp_map_index(s, i), o = head_offset(s, g), nWg = head_windows(s, g);
+                if (nWg <= 0) continue;
+                const float *rows = a + ((size_t)b * T + o + i) * D;
+                float *drows = da + ((size_t)b * T + o + i) * D;
                 const float *dpi = dp + slot(s, b, 0, g, i) * d;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, nW, 1.0f, dpi, G * W * d,
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, nWg, 1.0f, dpi, G * W * d,
                             rows, S * D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nW, D, d, 1.0f, dpi, G * W * d,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nWg, D, d, 1.0f, dpi, G * W * d,
                             payload_w + ((size_t)g * M + m) * d * D, D, 1.0f, drows, S * D);
                 if (ds) {
                     const float *dsi = ds + slot(s, b, 0, g, i) * c;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, nW, 1.0f, dsi, G * W * c,
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, nWg, 1.0f, dsi, G * W * c,
                                 rows, S * D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nW, D, c, 1.0f, dsi, G * W * c,
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nWg, D, c, 1.0f, dsi, G * W * c,
                                 gate_w + ((size_t)g * M + m) * c * D, D, 1.0f, drows, S * D);
                 }
             }

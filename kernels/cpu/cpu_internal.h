@@ -32,7 +32,8 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *p
 void cpu_compressor_bwd(const CompShape *s, act_t *da, float *dgate_w, float *dgate_b, float *dpayload_w,
                         float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                         const float *pn_rstd, const act_t *a, const act_t *gate_w,
-                        const act_t *payload_w, const act_t *post_w);
+                        const act_t *payload_w, const act_t *post_w, const float *dalpha_extra);
+void cpu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale);
 void cpu_classifier(const act_t *x, const act_t *emb, const int32_t *targets, int N, int D, int V,
                     float *losses, act_t *dx, float *demb, float grad_scale);
 void cpu_logits_argmax(const act_t *x, const act_t *emb, int N, int D, int V, int32_t *out);

@@ -48,14 +48,13 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_majo
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 
 /* ---- visibility ---- */
+/* The rule itself lives in model/visibility.h; these kernels run the aligned grid (o_g = 0):
+ * grid = staggered is refused by cu_attention_fwd/bwd before any launch. */
 __device__ __forceinline__ int att_nvis(const AttnShape &s, int t) {
-    if (s.n_windows <= 0 || t < s.window - 1) return 0;
-    return min(s.n_windows, (t - s.window + 1) / s.stride + 1);
+    return vis_n_entries(t, s.window, s.stride, 0, s.n_windows);
 }
 __device__ __forceinline__ int att_lo(const AttnShape &s, int t, int nvis) {
-    if (s.visibility == VIS_WINDOW) return max(0, t - s.n_local + 1);
-    if (s.visibility == VIS_TAIL) return nvis > 0 ? (nvis - 1) * s.stride + s.window : 0;
-    return 0;
+    return vis_raw_lo(s.visibility, t, nvis, s.window, s.stride, 0, s.n_local);
 }
 
 /* ---- shared-memory carving ---- */
@@ -572,6 +571,8 @@ static int padded_dim(int d) {
 void cu_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                       const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
+    if (s->grid != VIS_GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
+        cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
     /* full causal attention without a sink: cuDNN's fused attention when it takes the shape */
@@ -593,6 +594,8 @@ void cu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t
                       const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                       const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
+    if (s->grid != VIS_GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
+        cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
     if (sh.n_windows > 0 && (!dck || !dcv)) {   /* entries are visible but their gradient is not wanted */

@@ -391,6 +391,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->attention_decode = cu_attention_decode;
     b->compressor_fwd = cu_compressor_fwd;
     b->compressor_bwd = cu_compressor_bwd;
+    b->gate_coverage = cu_gate_coverage;   /* SPEC.md 2b penalty (aligned grids) */
     b->classifier = cu_classifier;
     b->logits_argmax = cu_logits_argmax;
     b->adamw = cu_adamw;

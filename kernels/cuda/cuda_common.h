@@ -48,7 +48,7 @@ int cu_smem_optin(void);
  * that no two live uses overlap; growing synchronizes the stream first. */
 enum { WS_IO = 0, WS_RED, WS_RED2, WS_NORM, WS_EMB, WS_EMB2, WS_CLS_LOGITS, WS_CLS_DLOGITS, WS_CLS_ARG,
        WS_COMP_W, WS_COMP_CAT, WS_COMP_DCAT, WS_COMP_DS, WS_COMP_DPOST, WS_COMP_DW, WS_COMP_DA,
-       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_DEC, WS_N };
+       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_DEC, WS_COV, WS_N };
 void *cu_workspace(int slot, size_t bytes);
 /* bookkeeping of device memory for benchmarks */
 void cu_account(long long delta_bytes);
@@ -92,10 +92,11 @@ void cu_attention_decode(const DecodeAttnShape *s, act_t *out, const act_t *q, c
 void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                        const act_t *a, const act_t *gate_w, const act_t *gate_b,
                        const act_t *payload_w, const act_t *post_w);
+void cu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale);
 void cu_compressor_bwd(const CompShape *s, act_t *da, float *dgate_w, float *dgate_b, float *dpayload_w,
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a, const act_t *gate_w,
-                       const act_t *payload_w, const act_t *post_w);
+                       const act_t *payload_w, const act_t *post_w, const float *dalpha_extra);
 void cu_classifier(const act_t *x, const act_t *emb, const int32_t *targets, int N, int D, int V,
                    float *losses, act_t *dx, float *demb, float grad_scale);
 void cu_logits_argmax(const act_t *x, const act_t *emb, int N, int D, int V, int32_t *out);

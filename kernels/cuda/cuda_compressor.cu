@@ -44,7 +44,8 @@ static CompDims dims_of(const CompShape *s) {
     return q;
 }
 
-static int map_of(const CompDims &q, int i) { return q.M == q.W ? i : (i < q.S ? 0 : 1); }
+/* map of offset i: paper i; deepseek 0 for i < S else 1; shared (SPEC.md 2b) 0 (comp_map_index) */
+static int map_of(const CompDims &q, int i) { return q.M == q.W ? i : q.M == 1 ? 0 : (i < q.S ? 0 : 1); }
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
 __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
@@ -149,6 +150,8 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
                        const act_t *payload_w, const act_t *post_w) {
     CompDims q = dims_of(s);
     if (q.nW <= 0) return;
+    if (s->grid != VIS_GRID_ALIGNED && s->G > 1)   /* G = 1: o_0 = 0, the aligned grid exactly */
+        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
@@ -158,6 +161,9 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
             cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D,
                     (long long)q.NP * q.D, cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
                     1, 1.0f, 0.0f, q.W);
+        } else if (q.M == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
+            cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D, 0,
+                    cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
         } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
             for (int half = 0; half < 2; half++) {
                 int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
@@ -179,7 +185,8 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
 /* dcat [B, W, nW, NP] bf16; ds32 [B, nW, G, W, c] fp32 (also scratch for dalpha);
  * dpost [B*nW*G, d] fp32 partials */
 __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, const bf16 *dentry, const float *alpha,
-                                     const bf16 *payload, const float *pn_rstd, const bf16 *post_w, CompDims q) {
+                                     const bf16 *payload, const float *pn_rstd, const bf16 *post_w,
+                                     const float *dalpha_extra, CompDims q) {
     int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
     int n_items = q.B * q.nW * q.G;
     if (wid >= n_items) return;
@@ -215,13 +222,19 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
                 dq[k] = av * de[k];
                 if (gated) {
                     if (c == 1) dal_s += de[k] * qv;
-                    else { float da_ = de[k] * qv; ds32[(slot0 + i) * c + x] = da_; sumad[k] += av * da_; }
+                    else {
+                        float da_ = de[k] * qv;
+                        if (dalpha_extra) da_ += dalpha_extra[(slot0 + i) * c + x];   /* gate-coverage penalty */
+                        ds32[(slot0 + i) * c + x] = da_;
+                        sumad[k] += av * da_;
+                    }
                 }
                 dot += dq[k] * pw[k] * pv[k] * rs;
             }
         }
         if (gated && c == 1) {
             dal_s = warp_sum(dal_s);
+            if (dalpha_extra) dal_s += dalpha_extra[slot0 + i];                       /* gate-coverage penalty */
             if (lane == 0) ds32[slot0 + i] = dal_s;
             sumad_scalar += al[i] * dal_s;
         }
@@ -293,7 +306,9 @@ __global__ void add_f32_to_bf16_kernel(bf16 *y, const float *x, size_t n) {
 void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a_, const act_t *gate_w,
-                       const act_t *payload_w, const act_t *post_w) {
+                       const act_t *payload_w, const act_t *post_w, const float *dalpha_extra) {
+    if (s->grid != VIS_GRID_ALIGNED && s->G > 1)
+        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
     CompDims q = dims_of(s);
     if (q.nW <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
@@ -308,7 +323,8 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
     float *dpost = post_w ? (float *)cu_workspace(WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
     int items = q.B * q.nW * q.G;
     CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, cu_stream())(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
-                                                                   (const bf16 *)payload, pn_rstd, (const bf16 *)post_w, q);
+                                                                   (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
+                                                                   q.cg ? dalpha_extra : NULL, q);
     CU_LAUNCH();
     if (dgate_b && ds32) cu_colsum_add(dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
     if (dpost_w && dpost) cu_colsum_add(dpost_w, dpost, q.B * q.nW * q.G, q.d);
@@ -363,5 +379,68 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, cu_stream())(da, da32, n_da);
             CU_LAUNCH();
         }
+    }
+}
+
+/* ---------------- gate-coverage penalty (SPEC.md 2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
+ * Aligned grid only (staggered grids with G > 1 are refused above), so every (window, head) pair
+ * exists: n = nW * G * c rows per sequence.
+ *   sums[b, i] = sum over j, g, ch of alpha[b, j, g, i, ch]   (one block per (b, i), fixed-order tree)
+ *   gbar = sums / n;  per_seq[b] = ln W - H(gbar) (double);  coef[b, i] = grad_scale (ln gbar_i + 1) / n
+ *   dalpha[b, j, g, i, ch] = coef[b, i] */
+#define COV_THREADS 256
+__global__ void __launch_bounds__(COV_THREADS) cov_sum_kernel(float *sums, const float *alpha, int rows, int W, int c) {
+    __shared__ float sh[COV_THREADS];
+    const int b = blockIdx.x / W, i = blockIdx.x % W;
+    float acc = 0.0f;
+    for (long r = threadIdx.x; r < (long)rows * c; r += COV_THREADS) {
+        long row = r / c;
+        int ch = (int)(r % c);
+        acc += alpha[(((size_t)b * rows + row) * W + i) * c + ch];
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int h = COV_THREADS / 2; h > 0; h >>= 1) {
+        if ((int)threadIdx.x < h) sh[threadIdx.x] += sh[threadIdx.x + h];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) sums[blockIdx.x] = sh[0];
+}
+
+__global__ void cov_finish_kernel(float *coef, float *per_seq, const float *sums, int B, int W, long n, float grad_scale) {
+    int b = blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= B) return;
+    double h = 0.0;
+    for (int i = 0; i < W; i++) {
+        double g = n ? (double)sums[b * W + i] / n : 1.0 / W;
+        if (g > 0) h -= g * log(g);
+        if (coef) coef[b * W + i] = n ? (float)(grad_scale * (log(g > 1e-30 ? g : 1e-30) + 1.0) / n) : 0.0f;
+    }
+    per_seq[b] = (float)(log((double)W) - h);
+}
+
+__global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, int W, int c, size_t per_b) {
+    for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
+        size_t b = idx / per_b;
+        int i = (int)((idx / c) % W);
+        dalpha[idx] = coef[b * W + i];
+    }
+}
+
+void cu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
+    if (s->grid != VIS_GRID_ALIGNED && s->G > 1)
+        cu_fail(__FILE__, __LINE__, "gate coverage", "grid = staggered is not implemented on CUDA");
+    const int B = s->B, W = s->window, c = s->channels, rows = s->n_windows * s->G;
+    if (B <= 0 || W <= 0) return;
+    float *sums = (float *)cu_workspace(WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
+    CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, cu_stream())(sums, alpha, rows, W, c);
+    CU_LAUNCH();
+    CU_KERNEL(cov_finish_kernel, (B + 63) / 64, 64, 0, cu_stream())(dalpha ? coef : NULL, per_seq, sums, B, W,
+                                                                   (long)rows * c, grad_scale);
+    CU_LAUNCH();
+    if (dalpha) {
+        size_t per_b = (size_t)rows * W * c, total = (size_t)B * per_b;
+        CU_KERNEL(cov_fill_kernel, cu_blocks(total, 256), 256, 0, cu_stream())(dalpha, coef, total, W, c, per_b);
+        CU_LAUNCH();
     }
 }

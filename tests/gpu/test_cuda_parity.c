@@ -350,7 +350,8 @@ static void test_attention(void) {
 }
 
 /* ---- compressor ---- */
-typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, deepseek; } CompCase;
+/* maps: 0 paper (one map per offset), 1 deepseek (two half-window maps), 2 shared (SPEC.md 2b: one) */
+typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps; } CompCase;
 
 static void run_compressor_case(const CompCase *cc, int check_determinism) {
     const char *G = check_determinism ? "determinism" : "compressor";
@@ -360,7 +361,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
     s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
     s.gate = cc->gate;
     s.channels = cc->gate == GATEK_VECTOR ? cc->d : 1;
-    s.n_maps = cc->deepseek ? 2 : cc->W;
+    s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
     s.eps = 1e-6f;
     int c = s.channels, M = s.n_maps, W = s.window;
     size_t na = (size_t)s.B * s.T * s.D, ne = (size_t)s.B * s.n_windows * s.G * s.d;
@@ -389,8 +390,8 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
               *hpnr = get_f32(CPU, pnr.c, nslot);
         for (size_t i = 0; i < nslot * s.d; i++) hpay[i] = bfr(hpay[i]);
         Pair alpha2 = pf(halpha, nslot * c), pay2 = pa(hpay, nslot * s.d), pnr2 = pf(hpnr, nslot);
-        CPU->compressor_bwd(&s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c);
-        GPU->compressor_bwd(&s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g);
+        CPU->compressor_bwd(&s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c, NULL);
+        GPU->compressor_bwd(&s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g, NULL);
         snprintf(w, sizeof w, "%s bwd da (+=)", cc->name); cmp_act(G, w, da, na, 1.5e-2);
         snprintf(w, sizeof w, "%s bwd dpayload_w (+=)", cc->name); cmp_f32(G, w, dpw, npw, 2e-2);
         if (gated) { snprintf(w, sizeof w, "%s bwd dgate_w (+=)", cc->name); cmp_f32(G, w, dgw, ngw, 2e-2); }
@@ -405,7 +406,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
         unsigned char *r1[2], *r2[2];
         for (int rep = 0; rep < 2; rep++) {
             Pair da_r = pa(hda, na), dpw_r = pf(hdpw, npw), dgw_r = gated ? pf(hdgw, ngw) : pnull();
-            GPU->compressor_bwd(&s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g);
+            GPU->compressor_bwd(&s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g, NULL);
             GPU->synchronize();
             unsigned char **r = rep ? r2 : r1;
             r[0] = malloc(nbytes[0]); r[1] = malloc(nbytes[1]);
@@ -424,7 +425,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
 }
 
 static const CompCase COMP_CASES[] = {
-    /* name                                B  T   D    G  d    W  S  gate            bias post deepseek */
+    /* name                                B  T   D    G  d    W  S  gate            bias post maps */
     {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATEK_SCALAR,  1,   0,   0},
     {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATEK_SCALAR,  0,   0,   0},
     {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATEK_VECTOR,  1,   1,   0},
@@ -434,6 +435,9 @@ static const CompCase COMP_CASES[] = {
     {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATEK_SCALAR,  1,   0,   1},
     {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATEK_VECTOR,  1,   1,   1},
     {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATEK_SCALAR,  1,   0,   0},
+    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATEK_SCALAR,  1,   0,   2},
+    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATEK_SCALAR,  0,   0,   2},
+    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATEK_VECTOR,  1,   1,   2},
 };
 
 static void test_compressor(void) {

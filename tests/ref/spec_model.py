@@ -31,6 +31,17 @@ Choices where SPEC.md leaves room (each also marked where it is implemented):
   * rope_dims = r: the last r dims of each head rotate, pairs (d-r+i, d-r+i+r/2), i < r/2.
   * window / stride have no default here: a compressed config must give them.
 
+Section 2b (remedies), also from the SPEC text:
+  * compressor = shared: one gate map and one payload map for every offset (W axis 1), the bias
+    stays per offset.
+  * grid = staggered: KV head g's windows start at o_g = floor(g S / G); window j of head g
+    covers o_g + jS .. o_g + jS + W - 1, exists iff its end <= T - 1, is visible to t iff its
+    end <= t, and its key rotates to o_g + jS; tail: e_t over the head's own windows. Heads with
+    fewer windows than head 0 get zero rows in the [B, nw, G, d] arrays, masked out.
+  * gate_coverage (a training objective, not part of the forward): gate_coverage() below gives
+    sum over layers and branches of mean over sequences of ln W - H(gbar_b), gbar_{b,i} the mean
+    of alpha over the existing (window, KV head) pairs of sequence b (and channels).
+
 Also a command-line tool with the contract of the C tool build/tests/ref_forward:
     python3 tests/ref/spec_model.py CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32
 """
@@ -48,13 +59,14 @@ DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=12
                 vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
                 attention="full", window=None, stride=None, gate="scalar", gate_bias=True,
                 kv_tied=False, post_norm=False, qk_norm=True, rope_dims=None, local="window",
-                n_local=16, compressor="paper", attn_sink=False)
+                n_local=16, compressor="paper", attn_sink=False, grid="aligned")
 INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
             "window", "stride", "rope_dims", "n_local")
 FLOAT_KEYS = ("rope_theta", "norm_eps")
 BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink")
 ENUM_KEYS = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
-                 local=("window", "tail"), compressor=("paper", "deepseek"))
+                 local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
+                 grid=("aligned", "staggered"))
 
 
 def make_config(**overrides):
@@ -79,6 +91,8 @@ def make_config(**overrides):
             raise ValueError("compressed attention needs window >= 1 and stride >= 1")
         if c["compressor"] == "deepseek" and c["window"] != 2 * c["stride"]:
             raise ValueError("compressor = deepseek requires window = 2 * stride")
+    elif c["grid"] == "staggered":
+        raise ValueError("grid = staggered needs attention = compressed")
     return c
 
 
@@ -135,7 +149,7 @@ def param_shapes(c):
             shapes[p + "self_attn.k_norm.weight"] = (d,)
         if c["attention"] == "compressed":
             W = c["window"]
-            n_maps = 2 if c["compressor"] == "deepseek" else W
+            n_maps = {"deepseek": 2, "shared": 1}.get(c["compressor"], W)
             ch = d if c["gate"] == "vector" else 1
             tied = c["kv_tied"] or c["compressor"] == "deepseek"
             cp = p + "self_attn.compressor."
@@ -205,61 +219,110 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def n_windows(c, T):
-    """Windows j with jS + W - 1 <= T - 1."""
-    if c["attention"] != "compressed" or T < c["window"]:
+def grid_offset(c, g):
+    """o_g: SPEC.md 2b, floor(g * S / G) for grid = staggered, else 0."""
+    return (g * c["stride"]) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
+
+
+def n_windows(c, T, g=0):
+    """Windows j of KV head g with o_g + jS + W - 1 <= T - 1 (head 0 has the most)."""
+    o = grid_offset(c, g) if c["attention"] == "compressed" else 0
+    if c["attention"] != "compressed" or T - o < c["window"]:
         return 0
-    return (T - c["window"]) // c["stride"] + 1
+    return (T - o - c["window"]) // c["stride"] + 1
 
 
-def visibility(c, T):
-    """Boolean masks for the queries t = 0..T-1: entry [T, n_windows] (compressed entry j
-    visible at t) and raw [T, T] (raw token s visible at t), straight from SPEC.md 2."""
+def visibility(c, T, g=0):
+    """Boolean masks for the queries t = 0..T-1 reading KV head g: entry [T, n_windows(c, T)]
+    (compressed entry j of head g visible at t) and raw [T, T] (raw token s visible at t),
+    straight from SPEC.md 2 and 2b."""
     W, S = c["window"], c["stride"]
     nw = n_windows(c, T)
     t = np.arange(T)[:, None]
     s = np.arange(T)[None, :]
     if c["attention"] == "full":
         return np.zeros((T, 0), bool), s <= t
+    o = grid_offset(c, g)
+    nwg = n_windows(c, T, g)
     j = np.arange(nw)[None, :]
-    entry = j * S + W - 1 <= t                                          # [T, nw]
+    entry = (j < nwg) & (o + j * S + W - 1 <= t)                        # [T, nw]
     if c["local"] == "window":
         raw = (t - c["n_local"] + 1 <= s) & (s <= t)
     else:
-        # e_t = last position covered by a visible entry, -1 when none
-        e = np.array([max([jj * S + W - 1 for jj in range(nw) if jj * S + W - 1 <= tt], default=-1)
+        # e_t = last position covered by a visible entry of this head, -1 when none
+        e = np.array([max([o + jj * S + W - 1 for jj in range(nwg) if o + jj * S + W - 1 <= tt], default=-1)
                       for tt in range(T)])[:, None]
         raw = (e < s) & (s <= t)
     return entry, raw
 
 
-def compressor_branch(c, params, prefix, br, a):
-    """Pooled entries E^B [B, n_windows, G, d] of branch br ('k' or 'v') from a [B, T, D]."""
-    B, T, D = a.shape
-    G, d, W, S, eps = c["n_kv_heads"], c["head_dim"], c["window"], c["stride"], c["norm_eps"]
-    nw = n_windows(c, T)
+def compressor_alpha_payload(c, params, prefix, br, a, g):
+    """Gate weights alpha [B, nw_g, W, ch] and (post-normed) payloads [B, nw_g, W, d] of KV head g."""
+    W, S, eps = c["window"], c["stride"], c["norm_eps"]
+    T = a.shape[1]
+    nwg = n_windows(c, T, g)
     cp = prefix + "self_attn.compressor."
     offsets = np.arange(W)
-    # map used at offset i: i itself (paper) or i // S (deepseek: two half-window maps)
-    map_of = offsets // S if c["compressor"] == "deepseek" else offsets
-    pos = np.arange(nw)[:, None] * S + offsets[None, :]                 # [nw, W]
-    a_win = a[:, pos]                                                   # [B, nw, W, D]
-    C = params[cp + f"{br}_payload.weight"][:, map_of]                  # [G, W, d, D]
-    payload = np.einsum("bjie,gide->bjigd", a_win, C)                   # [B, nw, W, G, d]
+    # map used at offset i: i itself (paper), i // S (deepseek: two half-window maps), 0 (shared)
+    map_of = {"deepseek": offsets // S, "shared": np.zeros(W, int)}.get(c["compressor"], offsets)
+    pos = grid_offset(c, g) + np.arange(nwg)[:, None] * S + offsets[None, :]   # [nw_g, W]
+    a_win = a[:, pos]                                                   # [B, nw_g, W, D]
+    C = params[cp + f"{br}_payload.weight"][g, map_of]                  # [W, d, D]
+    payload = np.einsum("bjie,ide->bjid", a_win, C)                     # [B, nw_g, W, d]
     if c["post_norm"]:
         # choice: RMSNorm of each payload, branch's own weight, before pooling
         payload = rmsnorm(payload, params[cp + f"{br}_post_norm.weight"], eps)
     if c["gate"] == "uniform":
-        alpha = np.full((1, 1, W, 1, 1), 1.0 / W)
+        alpha = np.full((a.shape[0], nwg, W, 1), 1.0 / W)
     else:
-        Z = params[cp + f"{br}_gate.weight"][:, map_of]                 # [G, W, ch, D]
-        score = np.einsum("bjie,gice->bjigc", a_win, Z)                 # [B, nw, W, G, ch]
+        Z = params[cp + f"{br}_gate.weight"][g, map_of]                 # [W, ch, D]
+        score = np.einsum("bjie,ice->bjic", a_win, Z)                   # [B, nw_g, W, ch]
         if c["gate_bias"]:
-            score = score + np.transpose(params[cp + f"{br}_gate.bias"], (1, 0, 2))  # [W, G, ch]
+            score = score + params[cp + f"{br}_gate.bias"][g]           # [W, ch]
         score = score - score.max(axis=2, keepdims=True)
         alpha = np.exp(score)
         alpha = alpha / alpha.sum(axis=2, keepdims=True)               # softmax over offsets (per channel)
-    return (alpha * payload).sum(axis=2)                               # [B, nw, G, d]
+    return alpha, payload
+
+
+def compressor_branch(c, params, prefix, br, a):
+    """Pooled entries E^B [B, n_windows, G, d] of branch br ('k' or 'v') from a [B, T, D]
+    (rows j >= n_windows(c, T, g) of a staggered head are zero)."""
+    B, T, D = a.shape
+    G, d = c["n_kv_heads"], c["head_dim"]
+    out = np.zeros((B, n_windows(c, T), G, d))
+    for g in range(G):
+        alpha, payload = compressor_alpha_payload(c, params, prefix, br, a, g)
+        out[:, :alpha.shape[1], g] = (alpha * payload).sum(axis=2)
+    return out
+
+
+def gate_coverage(c, params, tokens):
+    """SPEC.md 2b penalty without lambda: sum over layers and branches (one when K/V are tied) of
+    mean over sequences b of ln W - H(gbar_b); gbar_b = mean of alpha over the existing (window,
+    KV head) pairs of sequence b and the channels. 0 for uniform gates and full attention."""
+    if c["attention"] != "compressed" or c["gate"] == "uniform":
+        return 0.0
+    params = {n: np.asarray(w, dtype=np.float64) for n, w in params.items()}
+    eps, W = c["norm_eps"], c["window"]
+    x = params["model.embed_tokens.weight"][np.asarray(tokens)]
+    total = 0.0
+    tied = c["kv_tied"] or c["compressor"] == "deepseek"
+    for L in range(c["n_layers"]):
+        p = f"model.layers.{L}."
+        a = rmsnorm(x, params[p + "input_layernorm.weight"], eps)
+        for br in ("k",) if tied else ("k", "v"):
+            alphas = [compressor_alpha_payload(c, params, p, br, a, g)[0] for g in range(c["n_kv_heads"])]
+            summed = sum(al.sum(axis=(1, 3)) for al in alphas)            # [B, W]
+            count = sum(al.shape[1] * al.shape[3] for al in alphas)
+            gbar = summed / count
+            H = -(gbar * np.log(gbar)).sum(axis=1)
+            total += float(np.mean(np.log(W) - H))
+        x = x + attention(c, params, p, a)
+        m = rmsnorm(x, params[p + "post_attention_layernorm.weight"], eps)
+        x = x + (silu(m @ params[p + "mlp.gate_proj.weight"].T) * (m @ params[p + "mlp.up_proj.weight"].T)) \
+            @ params[p + "mlp.down_proj.weight"].T
+    return total
 
 
 def attention(c, params, prefix, a):
@@ -283,7 +346,9 @@ def attention(c, params, prefix, a):
         ek = compressor_branch(c, params, prefix, "k", a)
         if c["qk_norm"]:
             ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
-        khat = rope(ek, np.arange(nw) * c["stride"], r, theta)          # RoPE at window start jS
+        khat = np.zeros_like(ek)
+        for g in range(G):                                              # RoPE at window start o_g + jS
+            khat[:, :, g:g + 1] = rope(ek[:, :, g:g + 1], grid_offset(c, g) + np.arange(nw) * c["stride"], r, theta)
         if c["kv_tied"] or c["compressor"] == "deepseek":
             vhat = khat                                                 # choice: Vhat = Khat literally
         else:
@@ -295,13 +360,13 @@ def attention(c, params, prefix, a):
     # keys / values in softmax order: compressed entries first, then raw tokens
     keys = np.concatenate([khat, k], axis=1)                            # [B, nw+T, G, d]
     vals = np.concatenate([vhat, v], axis=1)
-    entry_vis, raw_vis = visibility(c, T)
-    vis = np.concatenate([entry_vis, raw_vis], axis=1)                  # [T, nw+T]
+    vis_g = np.stack([np.concatenate(visibility(c, T, g), axis=1) for g in range(G)])   # [G, T, nw+T]
     kv_head = np.arange(H) // (H // G)                                  # GQA: head h reads floor(h/(H/G))
+    vis = vis_g[kv_head]                                                # [H, T, nw+T]: per KV head's grid
     keys_h = keys[:, :, kv_head]                                        # [B, nw+T, H, d]
     vals_h = vals[:, :, kv_head]
     scores = np.einsum("bthd,bshd->bhts", q, keys_h) / np.sqrt(d)       # [B, H, T, nw+T]
-    scores = np.where(vis[None, None], scores, -np.inf)
+    scores = np.where(vis[None], scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
     if c["attn_sink"]:
         # choice: unscaled sink logit, adds exp(sink_h) to the denominator only

@@ -1,0 +1,60 @@
+/* The gate-coverage penalty on the CPU (SPEC.md section 2b), one branch of one layer.
+ *
+ * For sequence b, over the windows that exist (j < nW_g of each KV head g: staggered grids give
+ * heads different counts) and the c channels (vector gates):
+ *   n_b        = c * sum_g nW_g                                  (the number of averaged rows)
+ *   gbar_{b,i} = (1 / n_b) sum_{g, j < nW_g, ch} alpha_{b,j,g,i,ch}
+ *   per_seq[b] = ln W - H(gbar_b),   H(p) = -sum_i p_i ln p_i    (0 when gbar is uniform)
+ * Every existing (window, head) pair weighs the same; with the aligned grid this is the plain
+ * mean over j and g of SPEC.md. Gradient (dalpha not NULL), with grad_scale the weight of
+ * sequence b's penalty in the objective:
+ *   d per_seq[b] / d alpha_{b,j,g,i,ch} = (ln gbar_{b,i} + 1) / n_b   (0 for absent windows)
+ * Uniform gates have constant alpha: per_seq = 0 and no gradient (the caller skips them).
+ * Sums run in a fixed order in double: deterministic. */
+#include <math.h>
+#include <string.h>
+#include "kernels/cpu/cpu_internal.h"
+
+void cpu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
+    const int B = s->B, nW = s->n_windows, G = s->G, W = s->window, c = s->channels;
+    const size_t per_b = (size_t)nW * G * W * c;
+    for (int b = 0; b < B; b++) {
+        double gbar[W > 0 ? W : 1];
+        for (int i = 0; i < W; i++) gbar[i] = 0.0;
+        long rows = 0;
+        for (int g = 0; g < G; g++) {
+            int o = vis_grid_offset(s->grid, g, s->stride, G);
+            int nWg = vis_n_windows(s->T, W, s->stride, o);
+            if (nWg > nW) nWg = nW;
+            rows += (long)nWg * c;
+            for (int j = 0; j < nWg; j++) {
+                const float *al = alpha + b * per_b + (((size_t)j * G + g) * W) * c;   /* [W, c] */
+                for (int i = 0; i < W; i++)
+                    for (int ch = 0; ch < c; ch++) gbar[i] += al[i * c + ch];
+            }
+        }
+        double h = 0.0;
+        for (int i = 0; i < W; i++) {
+            gbar[i] = rows ? gbar[i] / rows : 1.0 / W;
+            if (gbar[i] > 0) h -= gbar[i] * log(gbar[i]);
+        }
+        per_seq[b] = (float)(log((double)W) - h);
+        if (!dalpha) continue;
+        float *da = dalpha + b * per_b;
+        memset(da, 0, sizeof(float) * per_b);
+        if (!rows) continue;
+        float coef[W > 0 ? W : 1];
+        for (int i = 0; i < W; i++)
+            coef[i] = (float)(grad_scale * (log(gbar[i] > 1e-30 ? gbar[i] : 1e-30) + 1.0) / rows);
+        for (int g = 0; g < G; g++) {
+            int o = vis_grid_offset(s->grid, g, s->stride, G);
+            int nWg = vis_n_windows(s->T, W, s->stride, o);
+            if (nWg > nW) nWg = nW;
+            for (int j = 0; j < nWg; j++) {
+                float *d = da + (((size_t)j * G + g) * W) * c;
+                for (int i = 0; i < W; i++)
+                    for (int ch = 0; ch < c; ch++) d[i * c + ch] = coef[i];
+            }
+        }
+    }
+}

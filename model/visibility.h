@@ -1,0 +1,65 @@
+/* The visibility rule of compressed attention (SPEC.md sections 2 and 2b), written once as
+ * inline functions usable from C (model, CPU kernels, config), CUDA (nvcc) and the CUDA
+ * emulator (g++). Every place that needs to know which compressed entries and raw tokens a
+ * query sees calls these; nothing else re-derives the rule.
+ *
+ * Grid. KV head g's windows start at its grid offset o_g: 0 for grid = aligned, and
+ * floor(g * S / G) for grid = staggered. Window j of head g covers o_g + jS .. o_g + jS + W - 1
+ * and exists iff o_g + jS + W - 1 <= T - 1 (so heads may have different window counts; head 0
+ * always has the most, o_0 = 0). Its RoPE position is o_g + jS.
+ *
+ * A query at t reading KV head g sees
+ *   compressed entries j < vis_n_entries(t)   (o_g + jS + W - 1 <= t: the window is complete)
+ *   raw tokens s in [vis_raw_lo(t), t]:  full: 0;  window: t - n_local + 1 (clamped to 0);
+ *                                        tail: e_t + 1 with e_t = o_g + (n-1)S + W - 1, the end
+ *                                        of the head's last visible window (or -1: none).
+ * The phase of t for head g is (t - o_g) mod S. With G = 1 (or aligned) o_g = 0 everywhere and
+ * every formula reduces to the aligned one of section 2 exactly (integer arithmetic only). */
+#ifndef PHASELAB_VISIBILITY_H
+#define PHASELAB_VISIBILITY_H
+
+#if defined(__CUDACC__)
+#define VIS_FN __host__ __device__ static inline
+#else
+#define VIS_FN static inline
+#endif
+
+/* Which raw tokens a query sees (SPEC.md section 2): */
+enum { VIS_FULL = 0,     /* causal full attention: s <= t */
+       VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
+       VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
+
+/* Grid of the KV heads' windows (SPEC.md section 2b). */
+enum { VIS_GRID_ALIGNED = 0, VIS_GRID_STAGGERED = 1 };
+
+/* o_g: first position of KV head g's window grid. */
+VIS_FN int vis_grid_offset(int grid, int g, int S, int G) {
+    return grid == VIS_GRID_STAGGERED ? (int)(((long long)g * S) / G) : 0;
+}
+
+/* Windows of a head with grid offset o in a sequence of T tokens: #{j : o + jS + W - 1 <= T - 1}. */
+VIS_FN int vis_n_windows(int T, int W, int S, int o) {
+    return T - o >= W ? (T - o - W) / S + 1 : 0;
+}
+
+/* Compressed entries visible to query t (of nW the head has): #{j < nW : o + jS + W - 1 <= t}. */
+VIS_FN int vis_n_entries(int t, int W, int S, int o, int nW) {
+    if (nW <= 0 || t - o < W - 1) return 0;
+    int n = (t - o - W + 1) / S + 1;
+    return n < nW ? n : nW;
+}
+
+/* First raw token query t sees (the last is t itself), given the n = vis_n_entries(t) entries it
+ * sees; visibility VIS_*. */
+VIS_FN int vis_raw_lo(int visibility, int t, int n, int W, int S, int o, int n_local) {
+    if (visibility == VIS_WINDOW) { int lo = t - n_local + 1; return lo < 0 ? 0 : lo; }
+    if (visibility == VIS_TAIL) return n > 0 ? o + (n - 1) * S + W : 0;
+    return 0;
+}
+
+/* Phase of position t for a head with grid offset o: (t - o) mod S, in 0..S-1. */
+VIS_FN int vis_phase(int t, int S, int o) {
+    int r = (t - o) % S;
+    return r < 0 ? r + S : r;
+}
+#endif
