@@ -132,11 +132,18 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         return NULL;
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
+    if (c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED && c->n_kv_heads > 1) {
+        /* the cache below keeps one window grid for all KV heads (SPEC.md 2b's per-head grids
+         * would need per-head entry counts and RoPE positions): refused, not approximated */
+        set_err(err, "incremental decoding with grid = staggered (%d KV heads) is not implemented yet; "
+                "score with --eval without --decode", c->n_kv_heads);
+        return NULL;
+    }
     Decoder *dec = calloc(1, sizeof *dec);
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
     dec->tied_kv = c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK;
     dec->channels = c->gate == GATE_VECTOR ? c->head_dim : 1;
-    dec->n_maps = c->compressor == COMPRESSOR_DEEPSEEK ? 2 : c->window;
+    dec->n_maps = config_n_maps(c);   /* W (paper), 2 (deepseek), 1 (shared) */
     decode_cache_layout(c, max_context, be->act_bytes, &dec->lay);
     const TensorTable *tt = model_tensors(m);
     dec->li = calloc(c->n_layers, sizeof *dec->li);

@@ -40,6 +40,8 @@ static void v_w2s3_tail(ModelConfig *c) { v_comp(c); c->window = 2; c->stride = 
 static void v_w1s1_tail(ModelConfig *c) { v_comp(c); c->window = 1; c->stride = 1; c->local = LOCAL_TAIL; }
 static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
 static void v_overlap_tail_vec(ModelConfig *c) { v_overlap(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
+static void v_shared(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_SHARED; }
+static void v_shared_tail_vector(ModelConfig *c) { v_shared(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; }
 static void v_deepseek_sink_tail(ModelConfig *c) { v_deepseek(c); c->attn_sink = 1; c->local = LOCAL_TAIL; }
 
 static const Variant variants[] = {
@@ -50,6 +52,7 @@ static const Variant variants[] = {
     {"overlap_w4s2", v_overlap}, {"overlap_w4s2_tail", v_overlap_tail}, {"w5s3_nlocal1", v_w5s3},
     {"w2s3_tail", v_w2s3_tail}, {"w1s1_tail", v_w1s1_tail}, {"kv1_untied", v_kv1},
     {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"deepseek_sink_tail", v_deepseek_sink_tail},
+    {"shared", v_shared}, {"shared_tail_vector", v_shared_tail_vector},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */
