@@ -88,6 +88,8 @@ int main(void) {
         }
         snprintf(name, sizeof name, "gradcheck %s: %d tensors", variants[vi].name, tt->n);
         check(bad == 0, name, "%d mismatches, first %s", bad, why);
+        free(tok);
+        free(tgt);
         model_free(m);
     }
     return check_exit_code();
