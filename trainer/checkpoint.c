@@ -2,6 +2,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -232,6 +233,12 @@ int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg
     return 0;
 }
 
+/* A count read from state.json: a whole number in [0, limit) (converting anything else, 1e300
+ * or -1 or 2.5, to an integer type would be undefined or wrong). */
+static int json_count(const cJSON *x, double limit) {
+    return cJSON_IsNumber(x) && x->valuedouble >= 0 && x->valuedouble < limit && x->valuedouble == floor(x->valuedouble);
+}
+
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
     char path[4600];
     snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
@@ -243,10 +250,16 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
     memset(st, 0, sizeof *st);
     int rc = 0;
     const char *keys[] = {"step", "tokens", "updates", "skipped_steps", "world_size", "samples"};
+    /* exclusive upper bounds: 2^53 for the long counters (exact in a double), 2^24 ranks, 2^64 */
+    const double limits[] = {9007199254740992.0, 9007199254740992.0, 9007199254740992.0, 9007199254740992.0,
+                             16777216.0, 18446744073709551616.0};
     double vals[6];
     for (int i = 0; i < 6 && !rc; i++) {
         cJSON *x = cJSON_GetObjectItem(j, keys[i]);
         if (!cJSON_IsNumber(x)) rc = set_err(err, "%s: key '%s' missing or not a number (corrupt checkpoint)", path, keys[i]);
+        else if (!json_count(x, limits[i]) || (i == 4 && x->valuedouble < 1))
+            rc = set_err(err, "%s: key '%s' is %g, expected a whole number in [%d, %.0f) (corrupt checkpoint)", path,
+                         keys[i], x->valuedouble, i == 4, limits[i]);
         else vals[i] = x->valuedouble;
     }
     if (!rc) {
@@ -257,10 +270,14 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
         x = cJSON_GetObjectItem(j, "data_fingerprint");
         if (cJSON_IsString(x)) snprintf(st->data_fingerprint, sizeof st->data_fingerprint, "%s", x->valuestring);
         cJSON *files = cJSON_GetObjectItem(j, "files");
-        if (!files) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
+        if (!cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
         for (cJSON *f = files ? files->child : NULL; f && !rc; f = f->next) {
             char fp[4800];
             snprintf(fp, sizeof fp, "%s/%s", ckpt_dir, f->string);
+            if (!json_count(f, 9007199254740992.0)) {
+                rc = set_err(err, "%s: size of %s is not a byte count (corrupt checkpoint)", path, f->string);
+                break;
+            }
             long have = file_size(fp);
             if (have != (long)f->valuedouble)
                 rc = set_err(err, "%s: %s %ld bytes, expected %ld (corrupt checkpoint); move %s away to resume "
