@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Runs every fuzz harness ($FUZZ_BUILD/fuzz/fuzz_NAME, built by `make fuzz`) for FUZZ_SECONDS
+# seconds each, one after another, and reports one line per harness the way tests/run_tests.sh
+# does:
+#   ok - fuzz_NAME: R runs in S s (E exec/s), corpus N inputs (B bytes), 0 findings
+#   not ok - fuzz_NAME: <sanitizer or libFuzzer summary> (reproducer: FILE; log: FILE)
+# and ends with "N passed, M failed, K skipped"; exits 1 when any harness found something.
+# Corpora: the seeds tests/fuzz/corpus/NAME/ and the regression inputs tests/fuzz/regress/NAME/
+# (inputs that once crashed, now fixed: they run first, every time) are read; new inputs go to
+# $FUZZ_BUILD/corpus/NAME/, so a later run continues from there. Crash inputs go to
+# $FUZZ_BUILD/artifacts/NAME/, logs to $FUZZ_BUILD/logs/NAME.log.
+#   FUZZ_SECONDS  time per harness (default 30)
+#   FUZZ_ONLY     run only the harnesses whose name contains this
+#   FUZZ_JOBS     (optional) libFuzzer -fork=N: N processes per harness, and keep going after
+#                 a crash (all crashes are collected; still reported as not ok)
+#   FUZZ_ARGS     extra libFuzzer flags (e.g. -dict=..., -max_len=...)
+set -u
+cd "$(dirname "$0")/../.."
+B=${FUZZ_BUILD:-build-fuzz}
+S=${FUZZ_SECONDS:-30}
+pass=0; fail=0; skip=0; failed=()
+names=()
+for f in tests/fuzz/fuzz_*.c; do
+  n=$(basename "$f" .c); n=${n#fuzz_}
+  [ -n "${FUZZ_ONLY:-}" ] && [[ "$n" != *${FUZZ_ONLY}* ]] && continue
+  names+=("$n")
+done
+# -rss_limit_mb: an input that makes the parser allocate more than this is a finding
+# -timeout: one input running longer than this (seconds) is a finding
+common=(-max_total_time="$S" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -detect_leaks=1)
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:check_initialization_order=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+for n in "${names[@]}"; do
+  bin=$B/fuzz/fuzz_$n
+  echo "== $bin (${S}s)"
+  if [ ! -x "$bin" ]; then
+    fail=$((fail+1)); failed+=("fuzz_$n")
+    echo "not ok - fuzz_$n: $bin not built (make fuzz)"
+    continue
+  fi
+  work=$B/corpus/$n; art=$B/artifacts/$n; log=$B/logs/$n.log
+  mkdir -p "$work" "$art" "$B/logs"
+  dirs=("$work" "tests/fuzz/corpus/$n")
+  [ -d "tests/fuzz/regress/$n" ] && dirs+=("tests/fuzz/regress/$n")
+  extra=()
+  [ -n "${FUZZ_JOBS:-}" ] && extra+=(-fork="$FUZZ_JOBS" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
+  before=$(ls "$art" | wc -l)
+  start=$(date +%s)
+  # shellcheck disable=SC2086
+  "$bin" "${common[@]}" "${extra[@]}" -artifact_prefix="$art/" ${FUZZ_ARGS:-} "${dirs[@]}" >"$log" 2>&1
+  rc=$?
+  secs=$(( $(date +%s) - start ))
+  after=$(ls "$art" | wc -l)
+  runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  [ -z "$runs" ] && runs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+  ncorp=$(find "$work" -type f | wc -l); bcorp=$(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
+  nseed=$(find "${dirs[@]:1}" -type f | wc -l)
+  if [ "$rc" -eq 0 ] && [ "$after" -eq "$before" ] && grep -q 'Done [0-9]* runs\|DONE' "$log"; then
+    pass=$((pass+1))
+    echo "ok - fuzz_$n: ${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds + $ncorp found, $bcorp bytes found), 0 findings"
+  else
+    fail=$((fail+1)); failed+=("fuzz_$n")
+    why=$(grep -m1 -E '^SUMMARY: |ERROR: libFuzzer|runtime error|==ERROR' "$log" | cut -c1-200)
+    repro=$(ls -t "$art" | head -1)
+    echo "not ok - fuzz_$n: ${why:-exited with status $rc} (exit $rc; reproducer: ${repro:+$art/$repro}; log: $log)"
+    grep -E 'runtime error|^    #[0-9] |^SUMMARY|==ERROR' "$log" | head -12 | sed 's/^/   | /'
+  fi
+done
+[ ${#failed[@]} -gt 0 ] && echo "failing harnesses: ${failed[*]}"
+echo "$pass passed, $fail failed, $skip skipped"
+[ "$fail" -eq 0 ] && [ "$pass" -gt 0 ]
