@@ -5,6 +5,7 @@
 #   ok - fuzz_NAME: R runs in S s (E exec/s), corpus N inputs (B bytes), 0 findings
 #   not ok - fuzz_NAME: <sanitizer or libFuzzer summary> (reproducer: FILE; log: FILE)
 # and ends with "N passed, M failed, K skipped"; exits 1 when any harness found something.
+# Dictionaries (the format's keywords and edge values): tests/fuzz/dict/NAME.dict.
 # Corpora: the seeds tests/fuzz/corpus/NAME/ and the regression inputs tests/fuzz/regress/NAME/
 # (inputs that once crashed, now fixed: they run first, every time) are read; new inputs go to
 # $FUZZ_BUILD/corpus/NAME/, so a later run continues from there. Crash inputs go to
@@ -43,6 +44,7 @@ for n in "${names[@]}"; do
   dirs=("$work" "tests/fuzz/corpus/$n")
   [ -d "tests/fuzz/regress/$n" ] && dirs+=("tests/fuzz/regress/$n")
   extra=()
+  [ -f "tests/fuzz/dict/$n.dict" ] && extra+=(-dict="tests/fuzz/dict/$n.dict")
   [ -n "${FUZZ_JOBS:-}" ] && extra+=(-fork="$FUZZ_JOBS" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
   before=$(ls "$art" | wc -l)
   start=$(date +%s)
@@ -53,10 +55,12 @@ for n in "${names[@]}"; do
   after=$(ls "$art" | wc -l)
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
+  # (fork mode prints no final stats: take the last status line, "#RUNS: cov: ... exec/s N ...")
   [ -z "$runs" ] && runs=$(grep -o '^#[0-9]*' "$log" | tail -1 | tr -d '#')
+  [ -z "$eps" ] && eps=$(grep -o 'exec/s:* [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   ncorp=$(find "$work" -type f | wc -l); bcorp=$(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   nseed=$(find "${dirs[@]:1}" -type f | wc -l)
-  if [ "$rc" -eq 0 ] && [ "$after" -eq "$before" ] && grep -q 'Done [0-9]* runs\|DONE' "$log"; then
+  if [ "$rc" -eq 0 ] && [ "$after" -eq "$before" ] && grep -q 'Done [0-9]* runs\|DONE\|INFO: exiting: 0' "$log"; then
     pass=$((pass+1))
     echo "ok - fuzz_$n: ${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds + $ncorp found, $bcorp bytes found), 0 findings"
   else
