@@ -16,7 +16,7 @@ ASAN_CXX      ?= g++
 ASAN_TESTS    ?=
 # the first report ends the program with status 1 (run_tests.sh: "exited with status 1");
 # leaks are reported too (tests/asan/lsan.supp: only third-party libraries' own allocations)
-ASAN_RUNTIME  := ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
+ASAN_RUNTIME  := ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:check_initialization_order=1 \
                  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
                  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/asan/lsan.supp:print_suppressions=0
 

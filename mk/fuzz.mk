@@ -21,8 +21,14 @@ FUZZ_CFLAGS   := -O1 -g -march=x86-64-v3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -W
 FUZZ_LDLIBS   := $(filter-out -fopenmp,$(LDLIBS_HOST)) -lgomp
 FUZZ_BIN      := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 
-.PHONY: fuzz test-fuzz fuzz-bins
-fuzz:
+FUZZ_RT       := $(firstword $(wildcard /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a))
+
+.PHONY: fuzz test-fuzz fuzz-bins fuzz-deps
+# clang and libFuzzer are test-only dependencies (tools/install-deps, TEST_APT_PKGS)
+fuzz-deps:
+	@if ! command -v $(FUZZ_CC) >/dev/null || [ -z "$(FUZZ_RT)" ]; then tools/install-deps; fi
+
+fuzz: fuzz-deps
 	+@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC='$(FUZZ_CC)' CFLAGS='$(FUZZ_CFLAGS)' NVCC= fuzz-bins
 
 test-fuzz: fuzz

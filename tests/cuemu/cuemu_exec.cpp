@@ -71,6 +71,14 @@ struct Coroutine {
 };
 static std::vector<Thread> g_threads;
 static std::vector<Coroutine> g_coros;
+/* The stacks live as long as the process; freed at exit (before g_coros goes) so that
+ * LeakSanitizer does not report them. */
+static struct StackReaper {
+    ~StackReaper() {
+        for (Coroutine &c : g_coros) free(c.stack);
+        g_coros.clear();
+    }
+} g_stack_reaper;
 #ifdef CUEMU_ASM_SWITCH
 static void *g_sched_sp;
 #else
