@@ -12,12 +12,15 @@
 # $FUZZ_BUILD/artifacts/NAME/, logs to $FUZZ_BUILD/logs/NAME.log.
 #   FUZZ_SECONDS  time per harness (default 30)
 #   FUZZ_ONLY     run only the harnesses whose name contains this
+#   FUZZ_WORK     where corpus/, artifacts/ and logs/ go (default FUZZ_BUILD; give two runs at
+#                 the same time different ones)
 #   FUZZ_JOBS     (optional) libFuzzer -fork=N: N processes per harness, and keep going after
 #                 a crash (all crashes are collected; still reported as not ok)
 #   FUZZ_ARGS     extra libFuzzer flags (e.g. -dict=..., -max_len=...)
 set -u
 cd "$(dirname "$0")/../.."
 B=${FUZZ_BUILD:-build-fuzz}
+W=${FUZZ_WORK:-$B}
 S=${FUZZ_SECONDS:-30}
 pass=0; fail=0; skip=0; failed=()
 names=()
@@ -39,8 +42,8 @@ for n in "${names[@]}"; do
     echo "not ok - fuzz_$n: $bin not built (make fuzz)"
     continue
   fi
-  work=$B/corpus/$n; art=$B/artifacts/$n; log=$B/logs/$n.log
-  mkdir -p "$work" "$art" "$B/logs"
+  work=$W/corpus/$n; art=$W/artifacts/$n; log=$W/logs/$n.log
+  mkdir -p "$work" "$art" "$W/logs"
   dirs=("$work" "tests/fuzz/corpus/$n")
   [ -d "tests/fuzz/regress/$n" ] && dirs+=("tests/fuzz/regress/$n")
   extra=()
