@@ -5,8 +5,8 @@
  * small Qwen3-style BPE tokenizer (tests/fuzz/corpus/tokenizer_json/qwen3_mini.json, or
  * $FUZZ_TOKENIZER), then decoded back.
  *
- * Input: byte 0 picks the file kind (mod 3: 0 .jsonl, 1 .txt with a document per block,
- * 2 .txt with a document per file), byte 1 the record limit (--max-doc-bytes: 16 + 8 * byte),
+ * Input: byte 0 picks the file kind (mod 5: 0 .jsonl, 1 .txt with a document per block,
+ * 2 .txt with a document per file, 3 .jsonl.gz, 4 .txt.zst: the stream decoders), byte 1 the record limit (--max-doc-bytes: 16 + 8 * byte),
  * the rest is the file. Checked properties (abort on violation): records stay within the
  * limit, byte-tokenizer ids decode to the exact (sanitized) document, and sanitized text is
  * valid UTF-8. Any sanitizer report or crash is a finding. */
@@ -63,8 +63,8 @@ static void encode_document(const char *text, size_t len) {
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 2) return 0;
-    static const char *names[3] = {"corpus.jsonl", "corpus.txt", "corpus.txt"};
-    int kind = data[0] % 3;
+    static const char *names[5] = {"corpus.jsonl", "corpus.txt", "corpus.txt", "corpus.jsonl.gz", "corpus.txt.zst"};
+    int kind = data[0] % 5;
     size_t max_record = 16 + 8 * (size_t)data[1];
     char *path = (char *)fuzz_write_file(names[kind], data + 2, size - 2);
     char err[ERR_LEN];

@@ -52,6 +52,12 @@ out("jsonl", "blocks.txt", b"\x01\x02" + b"First document,\nstill first.\n\n \t\
     b"Third " + b"word " * 20 + b"\nnext line\n")
 out("jsonl", "whole.txt", b"\x02\x01" + b"whole file\n\nis one document " * 5 + b"\xf0\x9f\x98\x80\xf0\x9f")
 
+import gzip, shutil as _sh
+out("jsonl", "lines.jsonl.gz", b"\3\x08" + gzip.compress(b'{"text": "compressed line"}\n{"text": "two"}\n', mtime=0))
+if _sh.which("zstd"):
+    z = subprocess.run(["zstd", "-q", "-c"], input=b"zstd text document\n\nsecond one\n", stdout=subprocess.PIPE, check=True).stdout
+    out("jsonl", "blocks.txt.zst", b"\4\x02" + z)
+
 # ---- tokenizer.json: cut-down Qwen3
 if os.path.exists(QWEN):
     t = json.load(open(QWEN, encoding="utf-8"))
