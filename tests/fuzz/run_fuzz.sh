@@ -49,13 +49,13 @@ for n in "${names[@]}"; do
   extra=()
   [ -f "tests/fuzz/dict/$n.dict" ] && extra+=(-dict="tests/fuzz/dict/$n.dict")
   [ -n "${FUZZ_JOBS:-}" ] && extra+=(-fork="$FUZZ_JOBS" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
-  before=$(ls "$art" | wc -l)
+  marker=$W/logs/.start-$n
+  touch "$marker"
   start=$(date +%s)
   # shellcheck disable=SC2086
   "$bin" "${common[@]}" "${extra[@]}" -artifact_prefix="$art/" ${FUZZ_ARGS:-} "${dirs[@]}" >"$log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
-  after=$(ls "$art" | wc -l)
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   eps=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   # (fork mode prints no final stats: take the last status line, "#RUNS: cov: ... exec/s N ...")
@@ -63,14 +63,26 @@ for n in "${names[@]}"; do
   [ -z "$eps" ] && eps=$(grep -o 'exec/s:* [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   ncorp=$(find "$work" -type f | wc -l); bcorp=$(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   nseed=$(find "${dirs[@]:1}" -type f | wc -l)
-  if [ "$rc" -eq 0 ] && [ "$after" -eq "$before" ] && grep -q 'Done [0-9]* runs\|DONE\|INFO: exiting: 0' "$log"; then
+  stats="${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds + $ncorp found, $bcorp bytes found)"
+  # findings: the inputs written to artifacts/ during this run; those equal to a regression
+  # input are named after it (a known or once-fixed defect that is back)
+  new_found=(); known=()
+  while IFS= read -r f; do
+    [ -n "$f" ] || continue
+    h=$(sha1sum <"$f" | cut -c1-40); hit=""
+    [ -d "tests/fuzz/regress/$n" ] && for r in "tests/fuzz/regress/$n"/*; do
+      [ "$(sha1sum <"$r" | cut -c1-40)" = "$h" ] && hit=$r
+    done
+    if [ -n "$hit" ]; then known+=("$hit"); else new_found+=("$f"); fi
+  done < <(find "$art" -type f -newer "$marker")
+  if [ "$rc" -eq 0 ] && [ ${#new_found[@]} -eq 0 ] && [ ${#known[@]} -eq 0 ] &&
+     grep -q 'Done [0-9]* runs\|DONE\|INFO: exiting: 0' "$log"; then
     pass=$((pass+1))
-    echo "ok - fuzz_$n: ${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds + $ncorp found, $bcorp bytes found), 0 findings"
+    echo "ok - fuzz_$n: $stats, 0 findings"
   else
     fail=$((fail+1)); failed+=("fuzz_$n")
     why=$(grep -m1 -E '^SUMMARY: |ERROR: libFuzzer|runtime error|==ERROR' "$log" | cut -c1-200)
-    repro=$(ls -t "$art" | head -1)
-    echo "not ok - fuzz_$n: ${why:-exited with status $rc} (exit $rc; reproducer: ${repro:+$art/$repro}; log: $log)"
+    echo "not ok - fuzz_$n: ${why:-exited with status $rc} (exit $rc; $stats; ${#new_found[@]} new finding(s)${new_found:+: ${new_found[*]}}; ${#known[@]} regression input(s) failing${known:+: ${known[*]}}; log: $log)"
     grep -E 'runtime error|^    #[0-9] |^SUMMARY|==ERROR' "$log" | head -12 | sed 's/^/   | /'
   fi
 done
