@@ -607,6 +607,7 @@ int main(int argc, char **argv) {
         if (rc == GLOB_NOMATCH || (rc == 0 && files.gl_pathc == 0)) fatal(2, "--input '%s': no file matches", globs[i]);
         if (rc != 0 && rc != GLOB_NOMATCH) fatal(2, "--input '%s': cannot expand", globs[i]);
     }
+    free(globs);
     tok = tokenizer_open(opt.tokenizer, err);
     if (!tok) fatal(2, "%s", err);
     if (tokenizer_eot_id(tok) == UINT32_MAX) fatal(2, "%s: no <|endoftext|> added token (expected one for document separators)", opt.tokenizer);
@@ -670,6 +671,7 @@ int main(int argc, char **argv) {
     }
     pthread_join(rd, NULL);
     for (int i = 0; i < opt.threads; i++) pthread_join(wk[i], NULL);
+    free(wk);
     if (in_doc) fatal(1, "internal: input ended inside a document");
     /* final partial shards */
     char errc[ERR_LEN];
