@@ -6,8 +6,9 @@
 #   make test-asan                       everything
 #   make test-asan ASAN_TESTS=test_probe  only the programs whose path matches
 # The Python and shell tests drive ./train and ./tokenize, which stay the normal build; they
-# are not part of this run (the sanitized programs are built as $(ASAN_BUILD)/bin/train and
-# $(ASAN_BUILD)/bin/tokenize for running them by hand).
+# are not part of this run. The sanitized programs are built as $(ASAN_BUILD)/bin/train and
+# $(ASAN_BUILD)/bin/tokenize, and tests/asan/test_asan_cli.sh (run as
+# $(ASAN_BUILD)/tests/test_asan_cli) drives them through their main paths.
 ASAN_BUILD    ?= build-asan
 ASAN_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 ASAN_CFLAGS   ?= -O1 -g -march=x86-64-v3
@@ -28,7 +29,11 @@ test-asan:
 
 # (run inside the sanitized sub-make, where BUILD is $(ASAN_BUILD)) every test binary, and the
 # two programs under $(BUILD)/bin/ (never ./train: that is the normal build)
-asan-build: $(TEST_BIN) $(BUILD)/bin/train $(BUILD)/bin/tokenize
+asan-build: $(TEST_BIN) $(BUILD)/bin/train $(BUILD)/bin/tokenize $(BUILD)/tests/test_asan_cli
+
+$(BUILD)/tests/test_asan_cli: tests/asan/test_asan_cli.sh
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(BUILD)/bin/train: $(BUILD)/trainer/main.o $(BUILD)/libphaselab.a
 	@mkdir -p $(dir $@)
