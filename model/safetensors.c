@@ -2,6 +2,7 @@
  * parsed with cJSON; data offsets are checked against the file size before anything is read. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +54,16 @@ static float bf16_to_float(uint16_t h) {
     return f;
 }
 
+/* data_offsets[i] of a header entry: a whole number of bytes in [0, 2^53), or -1 when it is
+ * missing, not a number or out of range (converting 1e300 or -1 to an integer is undefined). */
+static int64_t data_offset(const cJSON *off, int i) {
+    const cJSON *x = cJSON_IsArray(off) && cJSON_GetArraySize(off) == 2 ? cJSON_GetArrayItem(off, i) : NULL;
+    if (!cJSON_IsNumber(x) || !(x->valuedouble >= 0 && x->valuedouble < 9007199254740992.0) ||
+        x->valuedouble != floor(x->valuedouble))
+        return -1;
+    return (int64_t)x->valuedouble;
+}
+
 int safetensors_read(const char *path, const TensorTable *tt, float *host_params, char *err) {
     FILE *f = fopen(path, "rb");
     if (!f) return set_err(err, "%s: cannot open: %s", path, strerror(errno));
@@ -89,7 +100,8 @@ int safetensors_read(const char *path, const TensorTable *tt, float *host_params
         if (!esize) { rc = set_err(err, "%s: tensor '%s': dtype must be F32 or BF16", path, t->name); break; }
         int shape_ok = cJSON_IsArray(sh) && cJSON_GetArraySize(sh) == t->ndim;
         for (int k = 0; shape_ok && k < t->ndim; k++)
-            shape_ok = (int64_t)cJSON_GetArrayItem(sh, k)->valuedouble == t->shape[k];
+            shape_ok = cJSON_IsNumber(cJSON_GetArrayItem(sh, k)) &&   /* compared as doubles: no conversion of 1e300 */
+                       cJSON_GetArrayItem(sh, k)->valuedouble == (double)t->shape[k];
         if (!shape_ok) {
             char want[128] = "";
             for (int k = 0; k < t->ndim; k++)
@@ -97,12 +109,11 @@ int safetensors_read(const char *path, const TensorTable *tt, float *host_params
             rc = set_err(err, "%s: tensor '%s': shape differs from the config's [%s]", path, t->name, want);
             break;
         }
-        uint64_t b = cJSON_IsArray(off) ? (uint64_t)cJSON_GetArrayItem(off, 0)->valuedouble : 0;
-        uint64_t en = cJSON_IsArray(off) ? (uint64_t)cJSON_GetArrayItem(off, 1)->valuedouble : 0;
-        if (en - b != t->numel * esize || data0 + en > (uint64_t)fsize) {
-            rc = set_err(err, "%s@%llu: tensor '%s': data offsets [%llu, %llu] do not fit the file (%ld bytes)",
-                         path, (unsigned long long)(data0 + b), t->name, (unsigned long long)b,
-                         (unsigned long long)en, fsize);
+        int64_t b = data_offset(off, 0), en = data_offset(off, 1);
+        if (b < 0 || en < b || (uint64_t)(en - b) != t->numel * esize || data0 + (uint64_t)en > (uint64_t)fsize) {
+            rc = set_err(err, "%s@%llu: tensor '%s': data offsets [%lld, %lld] do not fit the file (%ld bytes; "
+                         "expected two byte offsets %zu bytes apart)", path, (unsigned long long)(data0 + (b > 0 ? b : 0)),
+                         t->name, (long long)b, (long long)en, fsize, t->numel * esize);
             break;
         }
         fseek(f, (long)(data0 + b), SEEK_SET);
