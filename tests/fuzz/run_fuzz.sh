@@ -82,6 +82,8 @@ for n in "${names[@]}"; do
   else
     fail=$((fail+1)); failed+=("fuzz_$n")
     why=$(grep -m1 -E '^SUMMARY: |ERROR: libFuzzer|runtime error|==ERROR' "$log" | cut -c1-200)
+    [ -z "$why" ] && [ ${#known[@]} -gt 0 ] && why="a regression input fails again"
+    [ -z "$why" ] && [ ${#new_found[@]} -gt 0 ] && why="new crash/timeout/oom inputs (reproduce: $bin FILE)"
     echo "not ok - fuzz_$n: ${why:-exited with status $rc} (exit $rc; $stats; ${#new_found[@]} new finding(s)${new_found:+: ${new_found[*]}}; ${#known[@]} regression input(s) failing${known:+: ${known[*]}}; log: $log)"
     grep -E 'runtime error|^    #[0-9] |^SUMMARY|==ERROR' "$log" | head -12 | sed 's/^/   | /'
   fi
