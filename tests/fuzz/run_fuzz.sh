@@ -16,6 +16,7 @@
 #                 the same time different ones)
 #   FUZZ_JOBS     (optional) libFuzzer -fork=N: N processes per harness, and keep going after
 #                 a crash (all crashes are collected; still reported as not ok)
+#   FUZZ_NO_REGRESS=1  leave tests/fuzz/regress/ out (to fuzz past a known, unfixed defect)
 #   FUZZ_ARGS     extra libFuzzer flags (e.g. -dict=..., -max_len=...)
 set -u
 cd "$(dirname "$0")/../.."
@@ -45,7 +46,7 @@ for n in "${names[@]}"; do
   work=$W/corpus/$n; art=$W/artifacts/$n; log=$W/logs/$n.log
   mkdir -p "$work" "$art" "$W/logs"
   dirs=("$work" "tests/fuzz/corpus/$n")
-  [ -d "tests/fuzz/regress/$n" ] && dirs+=("tests/fuzz/regress/$n")
+  [ -d "tests/fuzz/regress/$n" ] && [ -z "${FUZZ_NO_REGRESS:-}" ] && dirs+=("tests/fuzz/regress/$n")
   extra=()
   [ -f "tests/fuzz/dict/$n.dict" ] && extra+=(-dict="tests/fuzz/dict/$n.dict")
   [ -n "${FUZZ_JOBS:-}" ] && extra+=(-fork="$FUZZ_JOBS" -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1)
@@ -63,7 +64,7 @@ for n in "${names[@]}"; do
   [ -z "$eps" ] && eps=$(grep -o 'exec/s:* [0-9]*' "$log" | tail -1 | grep -o '[0-9]*$')
   ncorp=$(find "$work" -type f | wc -l); bcorp=$(find "$work" -type f -printf '%s\n' | awk '{s+=$1} END {print s+0}')
   nseed=$(find "${dirs[@]:1}" -type f | wc -l)
-  stats="${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds + $ncorp found, $bcorp bytes found)"
+  stats="${runs:-?} runs in ${secs} s (${eps:-?} exec/s), corpus $((ncorp + nseed)) inputs ($nseed seeds/regression + $ncorp found, $bcorp bytes found)"
   # findings: the inputs written to artifacts/ during this run; those equal to a regression
   # input are named after it (a known or once-fixed defect that is back)
   new_found=(); known=()
