@@ -33,6 +33,12 @@ done
 # -rss_limit_mb: an input that makes the parser allocate more than this is a finding
 # -timeout: one input running longer than this (seconds) is a finding
 common=(-max_total_time="$S" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -detect_leaks=1)
+# scratch files of the harnesses (tests/fuzz/fuzz_util.h): one directory for this run, removed
+# at the end (a crashing harness cannot remove its own)
+if [ -z "${FUZZ_TMPDIR:-}" ]; then
+  base=/dev/shm; [ -d /dev/shm ] && [ -w /dev/shm ] || base=${TMPDIR:-/tmp}
+  FUZZ_TMPDIR=$(mktemp -d "$base/phaselab-fuzz-run.XXXXXX") && export FUZZ_TMPDIR && trap 'rm -rf "$FUZZ_TMPDIR"' EXIT
+fi
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:strict_string_checks=1:check_initialization_order=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 for n in "${names[@]}"; do
