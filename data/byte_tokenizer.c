@@ -5,6 +5,7 @@
 #include "model/errors.h"
 
 long byte_encode(const char *text, size_t len, TokenIds *out, char *err) {
+    if (len == 0) return 0;   /* (out->ids may still be NULL: no pointer arithmetic on it) */
     if (token_ids_reserve(out, len)) return set_err(err, "phaselab: tokenizer: out of memory");
     const uint8_t *s = (const uint8_t *)text;
     uint32_t *dst = out->ids + out->n;

@@ -334,6 +334,14 @@ static int next_jsonl(TextReader *r, TextRecord *rec, char *err) {
     if (next_line_end(r, 0, r->max_record, &line_end, &overflow, err)) return -1;
     if (line_end == 0) return 0;                      /* end of this file */
     start_record(r, rec);
+    /* longer than max_record without its '\n': too long, also when the whole line happened to
+     * be in the buffer already (overflow only sees lines that outgrow it) */
+    if (!overflow && line_end - (rec->data[line_end - 1] == '\n') > r->max_record) {
+        rec->too_long = 1;
+        rec->data = "";
+        consume(r, line_end);
+        return 1;
+    }
     if (overflow) {                                   /* skip the rest of the long line */
         rec->too_long = 1;
         for (;;) {

@@ -52,6 +52,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "data/jsonl.h"
 #include "data/shard.h"
 #include "data/text_reader.h"
 #include "data/tokenizer.h"
@@ -208,25 +209,6 @@ static void *reader_main(void *arg) {
 
 /* ---------------------------------------------------------------- workers */
 
-static int is_blank(const char *p, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (p[i] != ' ' && p[i] != '\t' && p[i] != '\r' && p[i] != '\n') return 0;
-    return 1;
-}
-
-/* Does a JSON text hold the escape \u0000 (an odd run of backslashes before "u0000")? cJSON
- * hands strings over NUL-terminated, so such a document would be cut short silently: it is
- * reported as a bad line instead. */
-static int json_has_nul_escape(const char *s, size_t n) {
-    for (size_t i = 0; i + 5 < n; i++) {
-        if (s[i] != '\\' || memcmp(s + i + 1, "u0000", 5) != 0) continue;
-        size_t run = 0;
-        while (run <= i && s[i - run] == '\\') run++;
-        if (run % 2 == 1) return 1;
-    }
-    return 0;
-}
-
 static void process_item(TokenizerState *st, Batch *b, Item *it, TextBuf *clean, char *err) {
     const char *text = b->text.data + it->text_off;
     size_t len = it->text_len;
@@ -237,27 +219,9 @@ static void process_item(TokenizerState *st, Batch *b, Item *it, TextBuf *clean,
     if (it->kind == ITEM_BAD) return;
     cJSON *obj = NULL;
     if (kind == INPUT_JSONL) {
-        if (is_blank(text, len)) return;                       /* blank line: empty */
-        if (json_has_nul_escape(text, len)) {
-            it->kind = ITEM_BAD;
-            snprintf(it->bad, sizeof it->bad, "the text holds \\u0000 (a NUL character; expected text without NUL)");
-            return;
-        }
-        obj = cJSON_ParseWithLength(text, len);
-        const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, opt.field) : NULL;
-        if (!obj || !cJSON_IsObject(obj)) {
-            it->kind = ITEM_BAD;
-            snprintf(it->bad, sizeof it->bad, "invalid JSON (expected one JSON object per line)");
-        } else if (!v) {
-            it->kind = ITEM_BAD;
-            snprintf(it->bad, sizeof it->bad, "no \"%s\" field (expected a string field \"%s\")", opt.field, opt.field);
-        } else if (!cJSON_IsString(v)) {
-            it->kind = ITEM_BAD;
-            snprintf(it->bad, sizeof it->bad, "field \"%s\" is not a string", opt.field);
-        }
-        if (it->kind == ITEM_BAD) { cJSON_Delete(obj); return; }
-        text = v->valuestring;
-        len = strlen(text);
+        int r = jsonl_document(text, len, opt.field, &obj, &text, &len, it->bad, sizeof it->bad);
+        if (r == JSONL_BLANK) return;                          /* blank line: empty */
+        if (r == JSONL_BAD) { it->kind = ITEM_BAD; return; }
     }
     if (utf8_valid_prefix(text, len) != len) {
         clean->len = 0;
@@ -672,6 +636,7 @@ int main(int argc, char **argv) {
         if (rc == GLOB_NOMATCH || (rc == 0 && files.gl_pathc == 0)) fatal(2, "--input '%s': no file matches", globs[i]);
         if (rc != 0 && rc != GLOB_NOMATCH) fatal(2, "--input '%s': cannot expand", globs[i]);
     }
+    free(globs);
     tok = tokenizer_open(opt.tokenizer, err);
     if (!tok) fatal(2, "%s", err);
     if (tokenizer_eot_id(tok) == UINT32_MAX) fatal(2, "%s: no <|endoftext|> added token (expected one for document separators)", opt.tokenizer);
@@ -735,6 +700,7 @@ int main(int argc, char **argv) {
     }
     pthread_join(rd, NULL);
     for (int i = 0; i < opt.threads; i++) pthread_join(wk[i], NULL);
+    free(wk);
     if (in_doc) fatal(1, "internal: input ended inside a document");
     /* final partial shards */
     char errc[ERR_LEN];

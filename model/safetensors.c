@@ -5,6 +5,7 @@
  * nothing after the last), so a corrupt length field or header is an error naming the offset. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

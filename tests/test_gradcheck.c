@@ -138,6 +138,8 @@ int main(void) {
         printf("# %s: largest relative error %.2e\n", variants[vi].name, worst);
         snprintf(name, sizeof name, "gradcheck %s: %d tensors", variants[vi].name, tt->n);
         check(bad == 0, name, "%d mismatches, first %s", bad, why);
+        free(tok);
+        free(tgt);
         model_free(m);
     }
     return check_exit_code();

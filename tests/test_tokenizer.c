@@ -65,6 +65,9 @@ static void test_bytes(void) {
           "byte tokenizer vocab/eot/fingerprint", "n_ids %u eot %u fp %s", tokenizer_n_ids(tok), tokenizer_eot_id(tok), tokenizer_fingerprint(tok));
     TokenizerState *st = tokenizer_state_new(tok);
     TokenIds ids = {0};
+    /* regression (fuzz_jsonl, UBSan): an empty text into an empty TokenIds added 0 to NULL */
+    check(tokenizer_encode(st, "", 0, &ids, err) == 0 && ids.n == 0, "byte tokenizer: empty text, no ids",
+          "got %zu ids", ids.n);
     tokenizer_encode(st, "h\xC3\xA9!", 4, &ids, err);
     check(ids.n == 4 && ids.ids[0] == 'h' && ids.ids[1] == 0xC3 && ids.ids[2] == 0xA9 && ids.ids[3] == '!',
           "byte tokenizer ids are the bytes", "got %zu ids", ids.n);

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,13 @@
  * stack pointer (cuemu_switch below; ucontext's swapcontext makes a system call per switch and
  * was 3x slower); elsewhere ucontext.
  *
+ * AddressSanitizer (make test-asan): every switch is announced with the sanitizer fiber API
+ * (__sanitizer_start_switch_fiber before, __sanitizer_finish_switch_fiber after, see
+ * san_switch_begin/san_switch_end), so ASan knows which stack is current and does not take
+ * the coroutine stacks for wild writes; a coroutine's stack is 1 MiB there (redzones make
+ * frames larger), and the top of a reused stack is unpoisoned before a new thread starts on
+ * it (the frame of a finished thread's thread_entry never returns, so its redzones stay).
+ *
  * Scheduling of one block: see run_block. A warp split between barriers, or a warp barrier
  * with an exited lane under a full mask, is reported and the program stops. */
 #include <stdarg.h>
@@ -15,13 +22,29 @@
 #include <vector>
 #include "cuda_runtime.h"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define CUEMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUEMU_ASAN 1
+#endif
+#endif
+#ifdef CUEMU_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace cuemu {
 Thread *g_cur;
 uint3 g_block_idx;
 dim3 g_block_dim, g_grid_dim;
 uint64_t g_warp_slots[32][32];
 
+#ifdef CUEMU_ASAN
+static const size_t STACK_BYTES = 1024 * 1024;
+#else
 static const size_t STACK_BYTES = 256 * 1024;
+#endif
 static const size_t SMEM_DEFAULT_MAX = 48 * 1024, SMEM_HW_MAX = 227 * 1024;
 
 #if defined(__x86_64__)
@@ -48,11 +71,22 @@ struct Coroutine {
 };
 static std::vector<Thread> g_threads;
 static std::vector<Coroutine> g_coros;
+/* The stacks live as long as the process; freed at exit (before g_coros goes) so that
+ * LeakSanitizer does not report them. */
+static struct StackReaper {
+    ~StackReaper() {
+        for (Coroutine &c : g_coros) free(c.stack);
+        g_coros.clear();
+    }
+} g_stack_reaper;
 #ifdef CUEMU_ASM_SWITCH
 static void *g_sched_sp;
 #else
 static ucontext_t g_sched;
 #endif
+/* the scheduler's stack, as ASan knows it (learnt by the first coroutine that starts) */
+static const void *g_sched_stack_bottom;
+static size_t g_sched_stack_size;
 static const char *g_kernel_name;
 static void (*g_body)(void *);
 static void *g_body_ctx;
@@ -87,13 +121,34 @@ cudaError_t set_func_attr(const void *fn, cudaFuncAttribute a, int v) {
 
 void *dynamic_smem() { return g_smem; }
 
+/* Brackets one stack switch for ASan: begin names the stack about to run (fake_save NULL: the
+ * current coroutine ends for good), end runs on the new stack and may report the bounds of
+ * the one left behind. No-ops without ASan. */
+static inline void san_switch_begin(void **fake_save, const void *bottom, size_t size) {
+#ifdef CUEMU_ASAN
+    __sanitizer_start_switch_fiber(fake_save, bottom, size);
+#else
+    (void)fake_save; (void)bottom; (void)size;
+#endif
+}
+static inline void san_switch_end(void *fake_save, const void **old_bottom, size_t *old_size) {
+#ifdef CUEMU_ASAN
+    __sanitizer_finish_switch_fiber(fake_save, old_bottom, old_size);
+#else
+    (void)fake_save; (void)old_bottom; (void)old_size;
+#endif
+}
+
 static void yield_to_scheduler() {
     Thread *t = g_cur;
+    void *fake_save = NULL;
+    san_switch_begin(&fake_save, g_sched_stack_bottom, g_sched_stack_size);
 #ifdef CUEMU_ASM_SWITCH
     cuemu_switch(&g_coros[t->linear].sp, g_sched_sp);
 #else
     swapcontext(&g_coros[t->linear].ctx, &g_sched);
 #endif
+    san_switch_end(fake_save, NULL, NULL);
     g_cur = t;
 }
 
@@ -109,8 +164,10 @@ void syncwarp(unsigned mask) {
 }
 
 static void thread_entry() {
+    san_switch_end(NULL, &g_sched_stack_bottom, &g_sched_stack_size);  /* first run on this stack */
     g_body(g_body_ctx);
     g_cur->state = DONE;
+    san_switch_begin(NULL, g_sched_stack_bottom, g_sched_stack_size);   /* this coroutine ends */
 #ifdef CUEMU_ASM_SWITCH
     void *dead;
     cuemu_switch(&dead, g_sched_sp);  /* never resumed */
@@ -121,6 +178,9 @@ static void thread_entry() {
 
 /* prepares coroutine c to start in thread_entry at its next resume */
 static void coro_start(Coroutine &c) {
+#ifdef CUEMU_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(c.stack + STACK_BYTES - 16384, 16384);
+#endif
 #ifdef CUEMU_ASM_SWITCH
     uintptr_t top = ((uintptr_t)c.stack + STACK_BYTES) & ~(uintptr_t)15;
     uint64_t *sp = (uint64_t *)(top - 72);          /* sp = 8 mod 16: thread_entry starts as if called */
@@ -140,11 +200,14 @@ static void coro_start(Coroutine &c) {
 }
 
 static void resume(int i) {
+    void *fake_save = NULL;
+    san_switch_begin(&fake_save, g_coros[i].stack, STACK_BYTES);
 #ifdef CUEMU_ASM_SWITCH
     cuemu_switch(&g_sched_sp, g_coros[i].sp);
 #else
     swapcontext(&g_sched, &g_coros[i].ctx);
 #endif
+    san_switch_end(fake_save, NULL, NULL);
 }
 
 /* Runs one block. Warps run one at a time, each as far as it can go on its own (through its warp

@@ -147,5 +147,10 @@ int main(void) {
     CU_KERNEL(big_smem, 1, 32, 64 * 1024, 0)(out);
     check(cudaGetLastError() == cudaSuccess && out[0] == 1.0f, "cuemu self: 64 KiB after cudaFuncSetAttribute runs",
           "failed");
+    cudaFree(in);
+    cudaFree(out);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
     return check_exit_code();
 }

@@ -1,0 +1,68 @@
+/* Tests of checkpoint_read_state (trainer/checkpoint.c): a state.json as checkpoint_save
+ * writes it is read back exactly; counters that are not whole numbers in range (1e300, -1,
+ * 2.5, world size 0) and a file list that is not an object are rejected as a corrupt
+ * checkpoint instead of being converted (regression: fuzz_state_json, a double outside the
+ * range of long converted to long). Scratch files live in build/scratch/test_checkpoint_state/. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "model/errors.h"
+#include "trainer/checkpoint.h"
+#include "tests/check.h"
+
+#define DIR "build/scratch/test_checkpoint_state"
+#define GOOD_FILES "\"files\": {\"model.safetensors\": 4}"
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+}
+
+static int read_state(const char *fields, TrainState *st, char *err) {
+    char text[2048];
+    snprintf(text, sizeof text, "{%s}", fields);
+    write_file(DIR "/state.json", text);
+    return checkpoint_read_state(DIR, st, err);
+}
+
+#define COUNTS(step, tokens, samples, world) \
+    "\"step\": " step ", \"tokens\": " tokens ", \"samples\": " samples ", \"updates\": 7, \"skipped_steps\": 1, " \
+    "\"world_size\": " world ", \"seed\": \"18446744073709551615\", \"data_fingerprint\": \"abc\", "
+
+int main(void) {
+    mkdir("build", 0755);
+    mkdir("build/scratch", 0755);
+    mkdir(DIR, 0755);
+    write_file(DIR "/model.safetensors", "1234");
+    TrainState st;
+    char err[ERR_LEN] = "";
+
+    int rc = read_state(COUNTS("10", "5120", "18446744073709549568", "2") GOOD_FILES, &st, err);
+    check(rc == 0 && st.step == 10 && st.tokens == 5120 && st.samples == 18446744073709549568ull && st.updates == 7 &&
+              st.skipped_steps == 1 && st.world_size == 2 && st.seed == 18446744073709551615ull &&
+              strcmp(st.data_fingerprint, "abc") == 0,
+          "checkpoint state: a valid state.json is read exactly", "rc %d: %s", rc, err);
+
+    struct { const char *name, *fields, *want; } bad[] = {
+        {"step 1e300", COUNTS("1e300", "5120", "80", "1") GOOD_FILES, "'step'"},
+        {"negative tokens", COUNTS("10", "-1", "80", "1") GOOD_FILES, "'tokens'"},
+        {"fractional step", COUNTS("2.5", "5120", "80", "1") GOOD_FILES, "'step'"},
+        {"samples 2^64", COUNTS("10", "5120", "18446744073709551616", "1") GOOD_FILES, "'samples'"},
+        {"world size 0", COUNTS("10", "5120", "80", "0") GOOD_FILES, "'world_size'"},
+        {"world size 1e10", COUNTS("10", "5120", "80", "1e10") GOOD_FILES, "'world_size'"},
+        {"file list an array", COUNTS("10", "5120", "80", "1") "\"files\": [4]", "no file list"},
+        {"file size 1e300", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 1e300}", "not a byte count"},
+        {"file size wrong", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 5}", "size 4 bytes, expected 5"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char name[200];
+        err[0] = 0;
+        rc = read_state(bad[i].fields, &st, err);
+        snprintf(name, sizeof name, "checkpoint state: %s is rejected", bad[i].name);
+        check(rc != 0 && strstr(err, bad[i].want) && strstr(err, "corrupt checkpoint"), name,
+              "rc %d, err \"%s\" (expected it to name %s)", rc, err, bad[i].want);
+    }
+    return check_exit_code();
+}
