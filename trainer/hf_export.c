@@ -187,7 +187,6 @@ char *hf_config_json(const ModelConfig *m, int T) {
         /* SPEC.md 2b: written only when not the default (aligned), so older readers see no change */
         if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED) cJSON_AddStringToObject(p, "grid", "staggered");
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
-        cJSON_AddStringToObject(p, "grid", "aligned");
     }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);
