@@ -5,9 +5,12 @@ $(BUILD)/trainer/hf_export.o: tools/hf/configuration_phaselab.py tools/hf/modeli
 # The venv tests/test_hf_transformers.py and tests/test_hf_tokenizer.py use when python3 lacks
 # torch/transformers (they look for build/venv-hf/bin/python, or $PHASELAB_HF_PYTHON). PyPI only:
 # the torch wheel (539 MB) pulls the CUDA 13 wheels, ~6.0 GB installed, ~5 min here.
+# HF_VENV= puts it elsewhere (CI keeps one outside the clone: .ci/run); point the tests at it
+# with PHASELAB_HF_PYTHON=$(HF_VENV)/bin/python.
 HF_VENV_PACKAGES ?= torch==2.15.0 transformers==5.24.0 numpy h5py nexusformat==2.1.0
+HF_VENV ?= $(BUILD)/venv-hf
 .PHONY: hf-venv
-hf-venv: $(BUILD)/venv-hf/bin/python
-$(BUILD)/venv-hf/bin/python:
-	python3 -m venv $(BUILD)/venv-hf
-	$(BUILD)/venv-hf/bin/pip install --quiet $(HF_VENV_PACKAGES)
+hf-venv: $(HF_VENV)/bin/python
+$(HF_VENV)/bin/python:
+	python3 -m venv $(HF_VENV)
+	$(HF_VENV)/bin/pip install --quiet $(HF_VENV_PACKAGES) || { rm -rf $(HF_VENV); exit 1; }
