@@ -12,7 +12,10 @@
 #include "tests/check.h"
 
 #define DIR "build/scratch/test_checkpoint_state"
-#define GOOD_FILES "\"files\": {\"model.safetensors\": 4}"
+/* the files a state of world size <= 2 must list (trainer/checkpoint.c); sizes only, as a
+ * checkpoint written before checksums (no state_sha256) records them */
+#define OTHER_FILES "\"config.ini\": 3, \"optimizer/rank_00000.bin\": 2, \"optimizer/rank_00001.bin\": 2"
+#define GOOD_FILES "\"files\": {\"model.safetensors\": 4, " OTHER_FILES "}"
 
 static void write_file(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");
@@ -28,7 +31,7 @@ static int read_state(const char *fields, TrainState *st, char *err) {
 }
 
 #define COUNTS(step, tokens, samples, world) \
-    "\"step\": " step ", \"tokens\": " tokens ", \"samples\": " samples ", \"updates\": 7, \"skipped_steps\": 1, " \
+    "\"complete\": true, \"step\": " step ", \"tokens\": " tokens ", \"samples\": " samples ", \"updates\": 9, \"skipped_steps\": 1, " \
     "\"world_size\": " world ", \"seed\": \"18446744073709551615\", \"data_fingerprint\": \"abc\", "
 
 int main(void) {
@@ -36,11 +39,15 @@ int main(void) {
     mkdir("build/scratch", 0755);
     mkdir(DIR, 0755);
     write_file(DIR "/model.safetensors", "1234");
+    write_file(DIR "/config.ini", "[x]");
+    mkdir(DIR "/optimizer", 0755);
+    write_file(DIR "/optimizer/rank_00000.bin", "ab");
+    write_file(DIR "/optimizer/rank_00001.bin", "ab");
     TrainState st;
     char err[ERR_LEN] = "";
 
-    int rc = read_state(COUNTS("10", "5120", "18446744073709549568", "2") GOOD_FILES, &st, err);
-    check(rc == 0 && st.step == 10 && st.tokens == 5120 && st.samples == 18446744073709549568ull && st.updates == 7 &&
+    int rc = read_state(COUNTS("10", "5120", "9007199254740992", "2") GOOD_FILES, &st, err);
+    check(rc == 0 && st.step == 10 && st.tokens == 5120 && st.samples == 9007199254740992ull && st.updates == 9 &&
               st.skipped_steps == 1 && st.world_size == 2 && st.seed == 18446744073709551615ull &&
               strcmp(st.data_fingerprint, "abc") == 0,
           "checkpoint state: a valid state.json is read exactly", "rc %d: %s", rc, err);
@@ -53,8 +60,8 @@ int main(void) {
         {"world size 0", COUNTS("10", "5120", "80", "0") GOOD_FILES, "'world_size'"},
         {"world size 1e10", COUNTS("10", "5120", "80", "1e10") GOOD_FILES, "'world_size'"},
         {"file list an array", COUNTS("10", "5120", "80", "1") "\"files\": [4]", "no file list"},
-        {"file size 1e300", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 1e300}", "not a byte count"},
-        {"file size wrong", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 5}", "size 4 bytes, expected 5"},
+        {"file size 1e300", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 1e300, " OTHER_FILES "}", "not a byte count"},
+        {"file size wrong", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 5, " OTHER_FILES "}", "size 4 bytes, expected 5"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[200];
