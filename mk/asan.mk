@@ -13,7 +13,7 @@ ASAN_BUILD    ?= build-asan
 # float-cast-overflow (a double outside the target type's range converted to it, e.g. a JSON
 # 1e300 read into a long) is not part of gcc's -fsanitize=undefined; clang's fuzz build has it.
 ASAN_SAN      := -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=all -fno-omit-frame-pointer
-ASAN_CFLAGS   ?= -O1 -g -march=x86-64-v3
+ASAN_CFLAGS   ?= -O1 -g
 ASAN_CC       ?= gcc
 ASAN_CXX      ?= g++
 ASAN_TESTS    ?=
@@ -26,7 +26,7 @@ ASAN_RUNTIME  := ASAN_OPTIONS=halt_on_error=1:abort_on_error=0:detect_leaks=1:st
 .PHONY: test-asan asan-build
 test-asan:
 	+@CFLAGS='$(ASAN_CFLAGS)' $(MAKE) --no-print-directory BUILD=$(ASAN_BUILD) \
-	  CC='$(ASAN_CC) $(ASAN_SAN)' CXX='$(ASAN_CXX) $(ASAN_SAN)' NVCC= asan-build
+	  CC='$(ASAN_CC) $(ASAN_SAN)' CXX='$(ASAN_CXX) $(ASAN_SAN)' CUDA=0 asan-build
 	@$(ASAN_RUNTIME) BUILD=$(ASAN_BUILD) TESTS='$(ASAN_BUILD)/tests/*$(ASAN_TESTS)' tests/run_tests.sh
 
 # (run inside the sanitized sub-make, where BUILD is $(ASAN_BUILD)) every test binary, and the
