@@ -28,7 +28,7 @@ fuzz-deps:
 	@if ! command -v $(FUZZ_CC) >/dev/null || [ -z "$(FUZZ_RT)" ]; then tools/install-deps fuzz; fi
 
 fuzz: fuzz-deps
-	+@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC='$(FUZZ_CC)' CFLAGS='$(FUZZ_CFLAGS)' NVCC= fuzz-bins
+	+@$(MAKE) --no-print-directory BUILD=$(FUZZ_BUILD) CC='$(FUZZ_CC)' CFLAGS='$(FUZZ_CFLAGS)' CUDA=0 fuzz-bins
 
 test-fuzz: fuzz
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_ONLY='$(FUZZ_ONLY)' tests/fuzz/run_fuzz.sh
