@@ -394,6 +394,14 @@ int bpe_load(Tokenizer *t, const char *path, char *err) {
         uint32_t id = (uint32_t)cJSON_GetObjectItemCaseSensitive(item, "id")->valuedouble;
         const char *content = cJSON_GetObjectItemCaseSensitive(item, "content")->valuestring;
         size_t n = strlen(content);
+        /* an id already taken (by the vocabulary or an earlier added token) must name the same
+         * text, or decoding would not give back what was encoded (found by fuzz_tokenizer_json) */
+        if (t->token_off[id] != UINT64_MAX &&
+            (t->token_len[id] != n || memcmp(t->blob + t->token_off[id], content, n) != 0)) {
+            set_err(err, "phaselab: %s: added token \"%s\": id %u already names another token (expected one text per id)",
+                    path, content, id);
+            goto done;
+        }
         memcpy(t->blob + used, content, n);
         t->token_off[id] = used;
         t->token_len[id] = (uint32_t)n;

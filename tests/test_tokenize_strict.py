@@ -75,6 +75,12 @@ if os.path.exists(QWEN):
     open(f"{S}/huge_id.json", "w").write(json.dumps(huge))
     rc, so, se = run(["--tokenizer", f"{S}/huge_id.json", "--input", f"{S}/a.jsonl", "--out", f"{S}/t3", "--quiet"])
     fails_cleanly(rc, se, "huge_id.json", "a token id near 2^31 is an error naming tokenizer.json", codes=(2,))
+    # two added tokens with one id: decoding could not give back what was encoded (fuzz_tokenizer_json)
+    dup = json.loads(json.dumps(tj))
+    dup["added_tokens"][1]["id"] = dup["added_tokens"][0]["id"]
+    open(f"{S}/dup_id.json", "w").write(json.dumps(dup))
+    rc, so, se = run(["--tokenizer", f"{S}/dup_id.json", "--input", f"{S}/a.jsonl", "--out", f"{S}/t4", "--quiet"])
+    fails_cleanly(rc, se, "dup_id.json", "two added tokens with one id is an error naming tokenizer.json", codes=(2,))
 else:
     skip("tokenizer.json cases", f"{QWEN} not present")
 
