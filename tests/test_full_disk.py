@@ -31,7 +31,19 @@ def in_small_disk(size, args):
 
 args = [tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={mnt}", "run.name=r",
         "train.steps=10"]
-probe = in_small_disk("4m", args) if shutil.which("unshare") else None
+def can_mount_tmpfs():
+    """a private mount namespace with a tmpfs works here (not in every container or chroot:
+    unshare itself can fail, e.g. "cannot change root filesystem propagation")"""
+    flags = "-m" if os.geteuid() == 0 else "-rm"
+    try:
+        p = subprocess.run(["unshare", flags, "sh", "-c", 'mount -t tmpfs -o size=1m tmpfs "$1" && echo mounted', "sh",
+                            mnt], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return p.returncode == 0 and p.stdout.strip() == "mounted"
+
+
+probe = in_small_disk("4m", args) if shutil.which("unshare") and can_mount_tmpfs() else None
 if probe is None:
     skip("full disk", "cannot mount a tmpfs in a private mount namespace here")
     finish()
