@@ -106,7 +106,10 @@ for sig, name in ((signal.SIGUSR1, "usr1"), (signal.SIGTERM, "term")):
     reached = tu.wait_for_line(f"{d}/runs/{name}/log.txt", "step   50/3000", p)   # "%4ld" steps
     p.send_signal(sig)
     out = p.communicate(timeout=120)[0]
-    stopped = [l for l in out.splitlines() if l.startswith(f"signal {int(sig)}: stopped after step")]
+    # the stop line from the run's own log.txt: after SIGTERM mpirun may end before it forwards
+    # the ranks' last stdout lines (seen on a loaded machine)
+    logtxt = open(f"{d}/runs/{name}/log.txt").read() if os.path.exists(f"{d}/runs/{name}/log.txt") else out
+    stopped = [l for l in logtxt.splitlines() if l.startswith(f"signal {int(sig)}: stopped after step")]
     ck = sorted(os.listdir(f"{d}/runs/{name}/checkpoints")) if os.path.isdir(f"{d}/runs/{name}/checkpoints") else []
     step = int(stopped[0].split()[5]) if stopped else -1
     check(reached and len(stopped) == 1 and ck == [f"step_{step:08d}"] and (sig != signal.SIGUSR1 or p.returncode == 0),

@@ -25,16 +25,18 @@ void log_set_quiet(int quiet) { log_quiet = quiet; }
 void logf_(const char *fmt, ...) {
     if (log_quiet) return;
     va_list ap;
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    fflush(stdout);
+    /* the run's log file first: after SIGTERM a launcher (mpirun) may already have closed the
+     * pipe behind stdout, and the log must still get the line */
     if (log_file) {
         va_start(ap, fmt);
         vfprintf(log_file, fmt, ap);
         va_end(ap);
         fflush(log_file);
     }
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
 }
 
 void log_error(const char *fmt, ...) {
