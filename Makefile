@@ -13,7 +13,7 @@
 # tools/configure --help): CC ARCH_FLAGS BLAS BLAS_CFLAGS BLAS_LIBS HDF5_DIR MPI_HOME CUDA
 # CUDA_HOME CUDA_ARCHS CUDNN_HOME NCCL_HOME PKG_CONFIG_PATH; changing one re-configures.
 #
-# Layout of the build: every .c under model/ kernels/ kernels/cpu/ trainer/ data/ except *main.c goes
+# Layout of the build: every .c under common/ model/ kernels/ kernels/cpu/ trainer/ data/ except *main.c goes
 # into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when CUDA is on.
 # tests/test_*.c each become build/tests/test_* linked against that archive.
 
@@ -78,7 +78,7 @@ ifneq ($(HAVE_CUDA),)
              $(if $(filter 1,$(CONFIG_HAVE_NCCL)),$(CONFIG_NCCL_LIBS)) -lstdc++
 endif
 
-LIB_SRC  := $(filter-out %main.c,$(wildcard model/*.c kernels/cpu/*.c trainer/*.c data/*.c kernels/*.c))
+LIB_SRC  := $(filter-out %main.c,$(wildcard common/*.c model/*.c kernels/cpu/*.c trainer/*.c data/*.c kernels/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC   := $(if $(HAVE_CUDA),$(wildcard kernels/cuda/*.cu))
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)

@@ -21,28 +21,23 @@
 #include <cjson/cJSON.h>
 #include <utf8proc.h>
 #include "data/tok_internal.h"
-#include "model/errors.h"
+#include "common/errors.h"
+#include "common/sha256.h"
+#include "common/fsutil.h"
 
 #define WHITE_SPACE "\\x{09}-\\x{0D}\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
 #define GPT2_PATTERN "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+"
 
 /* ---------------------------------------------------------------- loading helpers */
 
+/* The whole tokenizer.json (common/fsutil.h's reader); err as "phaselab: PATH: ..." */
 static char *read_file(const char *path, size_t *len, char *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(err, "phaselab: %s: cannot open: %s (expected a tokenizer.json or \"bytes\")", path, strerror(errno)); return NULL; }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf); fclose(f);
+    char why[ERR_LEN];
+    char *buf = fs_read_file(path, len, why);
+    if (!buf && errno != EIO && errno != ENOMEM)
+        set_err(err, "phaselab: %s: cannot open: %s (expected a tokenizer.json or \"bytes\")", path, strerror(errno));
+    else if (!buf)
         set_err(err, "phaselab: %s: cannot read", path);
-        return NULL;
-    }
-    fclose(f);
-    buf[n] = 0;
-    *len = (size_t)n;
     return buf;
 }
 

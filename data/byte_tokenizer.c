@@ -2,7 +2,7 @@
  * the end-of-text separator; vocabulary 257. It needs no files, accepts any byte string
  * (no UTF-8 requirement) and decoding is the exact inverse of encoding. */
 #include "data/tok_internal.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 long byte_encode(const char *text, size_t len, TokenIds *out, char *err) {
     if (len == 0) return 0;   /* (out->ids may still be NULL: no pointer arithmetic on it) */

@@ -12,8 +12,8 @@
  * bijection of [0, n). Since 2^(2h) < 4n, a walk takes fewer than 4 steps on average. */
 #include "data/loader.h"
 #include "data/shard.h"
-#include "data/tokenizer.h"        /* sha256_hex */
-#include "model/errors.h"
+#include "common/sha256.h"
+#include "common/errors.h"
 
 #include <glob.h>
 #include <inttypes.h>

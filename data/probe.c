@@ -10,7 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
+#include "common/fsutil.h"
 
 typedef struct {
     int protocol, residue, t_key, length, target_index;
@@ -46,30 +47,10 @@ void probe_set_free(ProbeSet *ps) {
     free(ps);
 }
 
-/* Reads the whole file; returns the buffer (caller frees) or NULL with err set. */
-static unsigned char *read_all(const char *path, size_t *n, char *err) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_err(err, "%s: cannot open probe set: %s", path, strerror(errno)); return NULL; }
-    if (fseek(f, 0, SEEK_END) != 0) { fclose(f); set_err(err, "%s: cannot seek: %s", path, strerror(errno)); return NULL; }
-    long size = ftell(f);
-    rewind(f);
-    if (size < 0) { fclose(f); set_err(err, "%s: cannot tell size: %s", path, strerror(errno)); return NULL; }
-    unsigned char *buf = malloc(size ? (size_t)size : 1);
-    if (!buf) { fclose(f); set_err(err, "%s: out of memory reading %ld bytes", path, size); return NULL; }
-    if (fread(buf, 1, (size_t)size, f) != (size_t)size) {
-        fclose(f); free(buf);
-        set_err(err, "%s: short read of %ld bytes", path, size);
-        return NULL;
-    }
-    fclose(f);
-    *n = (size_t)size;
-    return buf;
-}
-
 int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int max_len, char *err) {
     *out = NULL;
     size_t size = 0;
-    unsigned char *buf = read_all(path, &size, err);
+    unsigned char *buf = (unsigned char *)fs_read_file(path, &size, err);   /* "PATH: cannot open/read: WHY" */
     if (!buf) return -1;
     ProbeSet *ps = calloc(1, sizeof *ps);
     int rc = -1;

@@ -14,10 +14,11 @@
  *
  * Writer. Tokens are buffered and streamed to PATH.tmp behind a header whose n_tokens is 0;
  * shard_writer_close flushes, patches n_tokens at byte 24, fsyncs the file, renames it to
- * PATH and fsyncs the directory. A writer killed half-way leaves only PATH.tmp (whose
+ * PATH and fsyncs the directory (the crash-safe writer of common/fsutil.h). A writer killed half-way leaves only PATH.tmp (whose
  * n_tokens of 0 no reader accepts against its length). */
 #include "data/shard.h"
-#include "model/errors.h"
+#include "common/errors.h"
+#include "common/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -73,16 +74,6 @@ static ssize_t pread_full(int fd, void *buf, size_t n, off_t off) {
         got += (size_t)r;
     }
     return (ssize_t)got;
-}
-
-static int write_full(int fd, const void *buf, size_t n) {
-    size_t done = 0;
-    while (done < n) {
-        ssize_t r = write(fd, (const char *)buf + done, n - done);
-        if (r < 0) { if (errno == EINTR) continue; return -1; }
-        done += (size_t)r;
-    }
-    return 0;
 }
 
 int shard_open(Shard *s, const char *path, char *err) {
@@ -292,9 +283,7 @@ void shard_close(Shard *s) {
 #define WRITER_BUFFER_TOKENS (1u << 18)   /* 1 MiB of tokens between write() calls */
 
 struct ShardWriter {
-    int fd;
-    char path[1024];
-    char tmp_path[1024 + 8];
+    AtomicFile file;                      /* PATH.tmp until shard_writer_close publishes it */
     uint32_t vocab_size;
     uint64_t n_tokens;                    /* appended so far (written + buffered) */
     size_t n_buffered;
@@ -327,12 +316,8 @@ ShardWriter *shard_writer_open(const char *path, uint32_t vocab_size, uint32_t e
         set_err(err, "%s: out of memory for the shard writer", path);
         return NULL;
     }
-    strcpy(w->path, path);
-    snprintf(w->tmp_path, sizeof w->tmp_path, "%s.tmp", path);
     w->vocab_size = vocab_size;
-    w->fd = open(w->tmp_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        set_err(err, "%s: cannot create: %s", w->tmp_path, strerror(errno));
+    if (fs_atomic_open(&w->file, path, err)) {
         free(w->buffer); free(w);
         return NULL;
     }
@@ -344,8 +329,8 @@ ShardWriter *shard_writer_open(const char *path, uint32_t vocab_size, uint32_t e
     store_u32(h + HDR_EOT, eot_id);
     store_u64(h + HDR_N_TOKENS, 0);       /* patched by shard_writer_close */
     if (fp_len) memcpy(h + HDR_FINGERPRINT, fingerprint, fp_len);
-    if (write_full(w->fd, h, sizeof h) != 0) {
-        set_err(err, "%s: cannot write the header: %s", w->tmp_path, strerror(errno));
+    if (fs_atomic_write(&w->file, h, sizeof h, err) != 0) {
+        set_err(err, "%s: cannot write the header: %s", w->file.tmp, strerror(errno));
         shard_writer_abort(w);
         return NULL;
     }
@@ -354,8 +339,8 @@ ShardWriter *shard_writer_open(const char *path, uint32_t vocab_size, uint32_t e
 
 static int writer_flush(ShardWriter *w, char *err) {
     if (w->n_buffered == 0) return 0;
-    if (write_full(w->fd, w->buffer, w->n_buffered * sizeof(uint32_t)) != 0)
-        return set_err(err, "%s: write failed after %" PRIu64 " tokens: %s", w->tmp_path,
+    if (fs_atomic_write(&w->file, w->buffer, w->n_buffered * sizeof(uint32_t), err) != 0)
+        return set_err(err, "%s: write failed after %" PRIu64 " tokens: %s", w->file.tmp,
                        w->n_tokens - w->n_buffered, strerror(errno));
     w->n_buffered = 0;
     return 0;
@@ -365,7 +350,7 @@ int shard_writer_append(ShardWriter *w, const uint32_t *tokens, size_t n, char *
     for (size_t i = 0; i < n; i++) {
         if (tokens[i] >= w->vocab_size)
             return set_err(err, "%s: token %" PRIu32 " at token index %" PRIu64 ", expected an id "
-                           "below the vocabulary size %" PRIu32, w->tmp_path, tokens[i],
+                           "below the vocabulary size %" PRIu32, w->file.tmp, tokens[i],
                            w->n_tokens + i, w->vocab_size);
     }
     while (n > 0) {
@@ -383,49 +368,16 @@ int shard_writer_append(ShardWriter *w, const uint32_t *tokens, size_t n, char *
 
 uint64_t shard_writer_count(const ShardWriter *w) { return w->n_tokens; }
 
-/* fsyncs the directory holding path so that a rename into it is durable. */
-static int fsync_parent_dir(const char *path, char *err) {
-    char dir[1024];
-    const char *slash = strrchr(path, '/');
-    if (!slash) strcpy(dir, ".");
-    else if (slash == path) strcpy(dir, "/");
-    else { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = 0; }
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return set_err(err, "%s: cannot open directory to fsync: %s", dir, strerror(errno));
-    int rc = fsync(fd);
-    int e = errno;
-    close(fd);
-    if (rc != 0) return set_err(err, "%s: directory fsync failed: %s", dir, strerror(e));
-    return 0;
-}
-
 int shard_writer_close(ShardWriter *w, char *err) {
     if (writer_flush(w, err) != 0) { shard_writer_abort(w); return -1; }
     unsigned char n_bytes[8];
     store_u64(n_bytes, w->n_tokens);
-    if (pwrite(w->fd, n_bytes, 8, HDR_N_TOKENS) != 8) {
-        set_err(err, "%s@%d: cannot patch n_tokens: %s", w->tmp_path, HDR_N_TOKENS, strerror(errno));
+    if (pwrite(w->file.fd, n_bytes, 8, HDR_N_TOKENS) != 8) {
+        set_err(err, "%s@%d: cannot patch n_tokens: %s", w->file.tmp, HDR_N_TOKENS, strerror(errno));
         shard_writer_abort(w);
         return -1;
     }
-    if (fsync(w->fd) != 0) {
-        set_err(err, "%s: fsync failed: %s", w->tmp_path, strerror(errno));
-        shard_writer_abort(w);
-        return -1;
-    }
-    int rc = close(w->fd);
-    w->fd = -1;
-    if (rc != 0) {
-        set_err(err, "%s: close failed: %s", w->tmp_path, strerror(errno));
-        shard_writer_abort(w);
-        return -1;
-    }
-    if (rename(w->tmp_path, w->path) != 0) {
-        set_err(err, "%s: cannot rename to %s: %s", w->tmp_path, w->path, strerror(errno));
-        shard_writer_abort(w);
-        return -1;
-    }
-    rc = fsync_parent_dir(w->path, err);
+    int rc = fs_atomic_commit(&w->file, err);
     free(w->buffer);
     free(w);
     return rc;
@@ -433,8 +385,7 @@ int shard_writer_close(ShardWriter *w, char *err) {
 
 void shard_writer_abort(ShardWriter *w) {
     if (!w) return;
-    if (w->fd >= 0) close(w->fd);
-    unlink(w->tmp_path);
+    fs_atomic_abort(&w->file);
     free(w->buffer);
     free(w);
 }

@@ -7,7 +7,7 @@
  * 53 bits as a double in [0, 1). */
 #include "data/synth.h"
 #include "data/shard.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -13,7 +13,7 @@
 #include <zlib.h>
 #include <zstd.h>
 #include "data/text_reader.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 #define READ_CHUNK (1u << 20)
 #define ZSTD_IN (1u << 17)

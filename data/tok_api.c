@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data/tok_internal.h"
-#include "model/errors.h"
+#include "common/errors.h"
+#include "common/grow.h"
 
 Tokenizer *tokenizer_open(const char *spec, char *err) {
     Tokenizer *tok = calloc(1, sizeof *tok);
@@ -62,12 +63,9 @@ int tokenizer_decode(const Tokenizer *tok, const uint32_t *ids, size_t n, TextBu
 
 int token_ids_reserve(TokenIds *t, size_t extra) {
     if (t->n + extra <= t->cap) return 0;
-    size_t cap = t->cap ? t->cap : 256;
-    while (cap < t->n + extra) cap *= 2;
-    uint32_t *ids = realloc(t->ids, cap * sizeof *ids);
+    uint32_t *ids = grow_array(t->ids, &t->cap, t->n + extra, sizeof *ids, 256);
     if (!ids) return -1;
     t->ids = ids;
-    t->cap = cap;
     return 0;
 }
 
@@ -84,14 +82,9 @@ void token_ids_free(TokenIds *t) {
 }
 
 int text_buf_append(TextBuf *b, const void *data, size_t len) {
-    if (b->len + len + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + len + 1) cap *= 2;
-        char *d = realloc(b->data, cap);
-        if (!d) return -1;
-        b->data = d;
-        b->cap = cap;
-    }
+    char *d = grow_array(b->data, &b->cap, b->len + len + 1, 1, 256);
+    if (!d) return -1;
+    b->data = d;
     if (len) memcpy(b->data + b->len, data, len);
     b->len += len;
     b->data[b->len] = 0;

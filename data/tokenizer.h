@@ -87,9 +87,4 @@ size_t utf8_valid_prefix(const char *s, size_t len);
 /* Appends s with every maximal ill-formed subsequence replaced by U+FFFD; returns how many
  * were replaced (or -1 when memory runs out). */
 long utf8_sanitize(const char *s, size_t len, TextBuf *out);
-
-/* SHA-256 (FIPS 180-4, data/tok_sha256.c): hex digest of a byte string / of a whole file.
- * hex receives 64 characters and a NUL. sha256_file returns 0, or -1 with err filled. */
-void sha256_hex(const void *data, size_t len, char hex[65]);
-int sha256_file_hex(const char *path, char hex[65], char *err);
 #endif

@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 const Backend *backend_select(const char *device, int threads, int local_rank, char *err) {
     if (strcmp(device, "cpu") == 0) return backend_cpu(threads);

@@ -20,7 +20,7 @@
  * (inih does not call the handler for a section without keys) and hands lines too long for
  * inih's buffer to the handler itself instead of letting inih split them. */
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 #include <ini.h>
 #include <ctype.h>

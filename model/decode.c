@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/decode.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"
 #include "kernels/kernels.h"

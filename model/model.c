@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/model.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "kernels/kernels.h"
 
 typedef struct {               /* tensor-table indices of one layer (-1 = absent) */

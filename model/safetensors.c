@@ -13,8 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "model/safetensors.h"
-#include "model/errors.h"
-#include "model/json_num.h"
+#include "common/errors.h"
+#include "common/fsutil.h"
+#include "common/json_num.h"
 
 int safetensors_write(const char *path, const TensorTable *tt, const float *host_params,
                       const char *const *metadata, char *err) {
@@ -38,17 +39,16 @@ int safetensors_write(const char *path, const TensorTable *tt, const float *host
     char *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     size_t jlen = strlen(json), padded = (jlen + 7) & ~(size_t)7;
-    FILE *f = fopen(path, "wb");
-    if (!f) { free(json); return set_err(err, "%s: cannot create: %s", path, strerror(errno)); }
+    AtomicFile f;
+    if (fs_atomic_open(&f, path, err)) { free(json); return -1; }
     uint64_t n = padded;
-    int ok = fwrite(&n, 8, 1, f) == 1 && fwrite(json, 1, jlen, f) == jlen;
-    for (size_t i = jlen; ok && i < padded; i++) ok = fputc(' ', f) != EOF;
+    const char spaces[8] = "        ";
+    int ok = fs_atomic_write(&f, &n, 8, err) == 0 && fs_atomic_write(&f, json, jlen, err) == 0 &&
+             fs_atomic_write(&f, spaces, padded - jlen, err) == 0;
     for (int i = 0; ok && i < tt->n; i++)
-        ok = fwrite(host_params + tt->t[i].offset, 4, tt->t[i].numel, f) == tt->t[i].numel;
+        ok = fs_atomic_write(&f, host_params + tt->t[i].offset, 4 * tt->t[i].numel, err) == 0;
     free(json);
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return set_err(err, "%s: write failed: %s", path, strerror(errno));
+    if (!ok || fs_atomic_commit(&f, err)) return -1;
     return 0;
 }
 

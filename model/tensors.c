@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/tensors.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init, int ndim, const int64_t *shape,
                       const char *fmt, ...) {

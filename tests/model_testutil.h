@@ -10,7 +10,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 static inline double tu_uniform(uint64_t *s) {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;

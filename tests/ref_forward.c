@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 

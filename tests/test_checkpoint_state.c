@@ -2,12 +2,14 @@
  * writes it is read back exactly; counters that are not whole numbers in range (1e300, -1,
  * 2.5, world size 0) and a file list that is not an object are rejected as a corrupt
  * checkpoint instead of being converted (regression: fuzz_state_json, a double outside the
- * range of long converted to long). Scratch files live in build/scratch/test_checkpoint_state/. */
+ * range of long converted to long), and a missing required field or an ill-typed one gives an
+ * error naming state.json and the key (the field table of trainer/checkpoint.c). Scratch files
+ * live in build/scratch/test_checkpoint_state/. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "model/errors.h"
+#include "common/errors.h"
 #include "trainer/checkpoint.h"
 #include "tests/check.h"
 
@@ -62,6 +64,17 @@ int main(void) {
         {"file list an array", COUNTS("10", "5120", "80", "1") "\"files\": [4]", "no file list"},
         {"file size 1e300", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 1e300, " OTHER_FILES "}", "not a byte count"},
         {"file size wrong", COUNTS("10", "5120", "80", "1") "\"files\": {\"model.safetensors\": 5, " OTHER_FILES "}", "size 4 bytes, expected 5"},
+        /* every field of the table: a missing required one and an ill-typed one name the file and the key */
+        {"updates missing", "\"complete\": true, \"step\": 10, \"tokens\": 5, \"samples\": 8, \"skipped_steps\": 1, "
+                            "\"world_size\": 1, \"seed\": \"7\", " GOOD_FILES, "state.json: key 'updates' missing"},
+        {"seed missing", "\"complete\": true, \"step\": 10, \"tokens\": 5, \"samples\": 8, \"updates\": 9, \"skipped_steps\": 1, "
+                         "\"world_size\": 1, " GOOD_FILES, "state.json: key 'seed' missing or not a decimal string"},
+        {"seed a number", "\"complete\": true, \"step\": 10, \"tokens\": 5, \"samples\": 8, \"updates\": 9, "
+                          "\"skipped_steps\": 1, \"world_size\": 1, \"seed\": 7, " GOOD_FILES, "key 'seed'"},
+        {"data_fingerprint a number", "\"complete\": true, \"step\": 10, \"tokens\": 5, \"samples\": 8, \"updates\": 9, "
+                                      "\"skipped_steps\": 1, \"world_size\": 1, \"seed\": \"7\", \"data_fingerprint\": 5, " GOOD_FILES,
+         "state.json: key 'data_fingerprint' missing or not a string"},
+        {"n_floats fractional", COUNTS("10", "5120", "80", "1") "\"n_floats\": 1.5, " GOOD_FILES, "state.json: key 'n_floats'"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char name[200];

@@ -21,7 +21,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 #include "trainer/comm.h"
 

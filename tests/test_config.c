@@ -3,7 +3,7 @@
  * the message), the config_write / config_load round trip and the --help key table.
  * Scratch INI files live under build/scratch/test_config/. */
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 #include <errno.h>

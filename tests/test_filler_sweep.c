@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 #include "trainer/filler_sweep.h"
 

@@ -20,7 +20,7 @@
 #include <sys/stat.h>
 
 #include "data/probe.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "tests/check.h"
 #include "trainer/interventions.h"

@@ -7,7 +7,7 @@
  * SPEC.md section 3 validation windows, vocabulary errors with file and offset, fingerprints,
  * and 2000 shards opened under a limit of 64 file descriptors. */
 #include "data/loader.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 #include <inttypes.h>

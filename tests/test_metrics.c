@@ -26,7 +26,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 #include "trainer/metrics.h"
 

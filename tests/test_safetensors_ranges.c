@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <cjson/cJSON.h>
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/safetensors.h"
 #include "model/tensors.h"
 #include "tests/check.h"

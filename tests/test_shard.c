@@ -5,7 +5,7 @@
  * whose tokens must be read at 64-bit offsets. Scratch files live in build/scratch/test_shard/. */
 #include "data/loader.h"
 #include "data/shard.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 #include <fcntl.h>

@@ -7,7 +7,7 @@
 #include "data/loader.h"
 #include "data/shard.h"
 #include "data/synth.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 #include <stdint.h>

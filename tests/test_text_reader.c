@@ -9,7 +9,7 @@
 #include <cjson/cJSON.h>
 #include "data/jsonl.h"
 #include "data/text_reader.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 #define DIR "build/scratch/test_text_reader"

@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 #include <utf8proc.h>
 #include "data/tokenizer.h"
+#include "common/sha256.h"
 #include "tests/check.h"
 
 #define QWEN_DIR "../shared/data/qwen3-tokenizer/"

@@ -35,7 +35,7 @@
 #include "data/probe.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "trainer/analysis_h5.h"
 #include "trainer/checkpoint.h"

@@ -13,7 +13,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 
 struct AnalysisH5 {
     char path[512], group_name[96];

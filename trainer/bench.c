@@ -14,7 +14,7 @@
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 
 static double seconds(void) {

@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,11 +12,12 @@
 #include <unistd.h>
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
-#include "trainer/fsutil.h"
+#include "common/fsutil.h"
 #include "data/tokenizer.h"
 #include "trainer/hf_export.h"
-#include "model/errors.h"
-#include "model/json_num.h"
+#include "common/errors.h"
+#include "common/sha256.h"
+#include "common/json_num.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "kernels/kernels.h"
@@ -39,10 +41,9 @@ static int write_optimizer_shard(const char *path, const Optimizer *o, int rank,
     uint64_t u64[3] = {o->lo, n, o->tt->n_floats};
     memcpy(hdr + 8, u32, 16);
     memcpy(hdr + 24, u64, 24);
-    FILE *f = fopen(path, "wb");
-    int ok = f && fwrite(hdr, 1, OPT_HEADER_BYTES, f) == OPT_HEADER_BYTES && fwrite(host, 4, 2 * n, f) == 2 * n &&
-             fflush(f) == 0 && fsync(fileno(f)) == 0;
-    if (f && fclose(f)) ok = 0;
+    AtomicFile f;
+    int ok = fs_atomic_open(&f, path, err) == 0 && fs_atomic_write(&f, hdr, OPT_HEADER_BYTES, err) == 0 &&
+             fs_atomic_write(&f, host, sizeof(float) * 2 * n, err) == 0 && fs_atomic_commit(&f, err) == 0;
     free(host);
     if (!ok) return set_err(err, "%s: cannot write the optimizer shard: %s", path, strerror(errno));
     return 0;
@@ -97,6 +98,109 @@ void checkpoint_clean_tmp(const char *run_dir) {
     closedir(d);
 }
 
+/* ---------------------------------------------------------------- state.json's fields
+ * One table drives the writer and the reader: the writer emits these keys in this order (then
+ * "files", "complete" and "state_sha256"), the reader checks each one's type and range and
+ * stores it. A required field that is missing, or any field of the wrong type or out of range,
+ * is an error naming state.json and the key. */
+typedef enum {
+    FIELD_LONG,             /* a whole JSON number in [lo, hi] into a long */
+    FIELD_INT,              /* the same into an int */
+    FIELD_U64,              /* the same into a uint64_t */
+    FIELD_U64_DECIMAL,      /* a uint64_t written as a decimal string (exact beyond 2^53: the seed) */
+    FIELD_STRING,           /* a string into a char array of `size` bytes */
+} StateFieldType;
+
+/* What state.json records besides "files", "complete" and "state_sha256". */
+typedef struct {
+    TrainState st;
+    char code_version[512];
+    char working_dir[4096];     /* what config.ini's relative paths are relative to */
+    uint64_t n_floats, shard;   /* the flat parameter buffer; rank 0's optimizer shard */
+} StateRecord;
+
+typedef struct {
+    const char *key;
+    StateFieldType type;
+    size_t offset, size;        /* of the member in StateRecord */
+    uint64_t lo, hi;            /* integer fields: the accepted range */
+    int required;               /* 0: checkpoints from before the field may lack it */
+} StateField;
+
+#define STATE_FIELD(key, type, member, lo, hi, required) \
+    {key, type, offsetof(StateRecord, member), sizeof(((StateRecord *)0)->member), lo, hi, required}
+static const StateField state_fields[] = {
+    STATE_FIELD("step",             FIELD_LONG,        st.step,             0, LONG_MAX,       1),
+    STATE_FIELD("tokens",           FIELD_LONG,        st.tokens,           0, LONG_MAX,       1),
+    STATE_FIELD("samples",          FIELD_U64,         st.samples,          0, JSON_MAX_EXACT, 1),
+    STATE_FIELD("updates",          FIELD_LONG,        st.updates,          0, LONG_MAX,       1),
+    STATE_FIELD("skipped_steps",    FIELD_LONG,        st.skipped_steps,    0, LONG_MAX,       1),
+    STATE_FIELD("world_size",       FIELD_INT,         st.world_size,       1, 65536,          1),
+    STATE_FIELD("seed",             FIELD_U64_DECIMAL, st.seed,             0, UINT64_MAX,     1),
+    STATE_FIELD("data_fingerprint", FIELD_STRING,      st.data_fingerprint, 0, 0,              0),
+    STATE_FIELD("code_version",     FIELD_STRING,      code_version,        0, 0,              0),
+    STATE_FIELD("working_dir",      FIELD_STRING,      working_dir,         0, 0,              0),
+    STATE_FIELD("n_floats",         FIELD_U64,         n_floats,            0, JSON_MAX_EXACT, 0),
+    STATE_FIELD("shard",            FIELD_U64,         shard,               0, JSON_MAX_EXACT, 0),
+};
+#undef STATE_FIELD
+#define N_STATE_FIELDS ((int)(sizeof state_fields / sizeof state_fields[0]))
+
+/* Adds every field of rec to j, in table order. */
+static void state_fields_write(cJSON *j, const StateRecord *rec) {
+    for (int i = 0; i < N_STATE_FIELDS; i++) {
+        const StateField *f = &state_fields[i];
+        const void *at = (const char *)rec + f->offset;
+        char text[32];
+        switch (f->type) {
+        case FIELD_LONG: cJSON_AddNumberToObject(j, f->key, (double)*(const long *)at); break;
+        case FIELD_INT: cJSON_AddNumberToObject(j, f->key, *(const int *)at); break;
+        case FIELD_U64: cJSON_AddNumberToObject(j, f->key, (double)*(const uint64_t *)at); break;
+        case FIELD_U64_DECIMAL:
+            snprintf(text, sizeof text, "%llu", (unsigned long long)*(const uint64_t *)at);
+            cJSON_AddStringToObject(j, f->key, text);
+            break;
+        case FIELD_STRING: cJSON_AddStringToObject(j, f->key, (const char *)at); break;
+        }
+    }
+}
+
+/* Reads every field of the table from j into rec; 0, or -1 with err naming path and the key. */
+static int state_fields_read(const cJSON *j, StateRecord *rec, const char *path, char *err) {
+    for (int i = 0; i < N_STATE_FIELDS; i++) {
+        const StateField *f = &state_fields[i];
+        void *at = (char *)rec + f->offset;
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(j, f->key);
+        if (!x && !f->required) continue;
+        uint64_t v = 0;
+        char *end = NULL;
+        switch (f->type) {
+        case FIELD_LONG: case FIELD_INT: case FIELD_U64:
+            if (json_u64_in(x, f->lo, f->hi, &v))
+                return set_err(err, "%s: key '%s' missing or not an integer in [%llu, %llu] (corrupt checkpoint)", path,
+                               f->key, (unsigned long long)f->lo, (unsigned long long)f->hi);
+            if (f->type == FIELD_LONG) *(long *)at = (long)v;
+            else if (f->type == FIELD_INT) *(int *)at = (int)v;
+            else *(uint64_t *)at = v;
+            break;
+        case FIELD_U64_DECIMAL:
+            errno = 0;
+            if (cJSON_IsString(x) && x->valuestring[0] >= '0' && x->valuestring[0] <= '9')
+                v = strtoull(x->valuestring, &end, 10);
+            if (!end || *end || errno)
+                return set_err(err, "%s: key '%s' missing or not a decimal string (corrupt checkpoint)", path, f->key);
+            *(uint64_t *)at = v;
+            break;
+        case FIELD_STRING:
+            if (!cJSON_IsString(x))
+                return set_err(err, "%s: key '%s' missing or not a string (corrupt checkpoint)", path, f->key);
+            snprintf((char *)at, f->size, "%s", x->valuestring);
+            break;
+        }
+    }
+    return 0;
+}
+
 /* files[name] = {"bytes": N, "sha256": HEX} for one file of the directory being committed */
 static int add_file_entry(cJSON *files, const char *dir, const char *name, char *err) {
     char path[4600], hex[65];
@@ -123,23 +227,14 @@ static void state_digest(cJSON *j, char hex[65]) {
 static int commit_checkpoint(const char *run_dir, const char *tmp, const char *final, const TrainState *st,
                              const Optimizer *o, int world, const char *code_version, int keep, char *err) {
     char path[4600];
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "step", (double)st->step);
-    cJSON_AddNumberToObject(j, "tokens", (double)st->tokens);
-    cJSON_AddNumberToObject(j, "samples", (double)st->samples);
-    cJSON_AddNumberToObject(j, "updates", (double)st->updates);
-    cJSON_AddNumberToObject(j, "skipped_steps", (double)st->skipped_steps);
-    cJSON_AddNumberToObject(j, "world_size", world);
-    char seed[32];
-    snprintf(seed, sizeof seed, "%llu", (unsigned long long)st->seed);
-    cJSON_AddStringToObject(j, "seed", seed);
-    cJSON_AddStringToObject(j, "data_fingerprint", st->data_fingerprint);
-    cJSON_AddStringToObject(j, "code_version", code_version);
+    StateRecord rec = {.st = *st, .n_floats = o->tt->n_floats, .shard = o->shard};
+    rec.st.world_size = world;
+    if (snprintf(rec.code_version, sizeof rec.code_version, "%s", code_version) >= (int)sizeof rec.code_version)
+        return set_err(err, "%s: code version '%.40s...' longer than %zu bytes", tmp, code_version, sizeof rec.code_version - 1);
     /* relative paths of config.ini (data globs, the probe) are relative to this directory */
-    char cwd[4096];
-    cJSON_AddStringToObject(j, "working_dir", getcwd(cwd, sizeof cwd) ? cwd : "");
-    cJSON_AddNumberToObject(j, "n_floats", (double)o->tt->n_floats);
-    cJSON_AddNumberToObject(j, "shard", (double)o->shard);
+    if (!getcwd(rec.working_dir, sizeof rec.working_dir)) rec.working_dir[0] = 0;
+    cJSON *j = cJSON_CreateObject();
+    state_fields_write(j, &rec);
     cJSON *files = cJSON_AddObjectToObject(j, "files");
     const char *names[] = {"model.safetensors", "config.json", "config.ini"};
     int rc = 0;
@@ -175,10 +270,7 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     if (fs_exists(final))
         return set_err(err, "%s: a checkpoint of step %ld already exists; not replacing it (move it away to "
                        "save again)", final, st->step);
-    if (rename(tmp, final)) return set_err(err, "%s: cannot rename into place: %s", final, strerror(errno));
-    char cdir[4096];
-    snprintf(cdir, sizeof cdir, "%s/checkpoints", run_dir);
-    fs_fsync_path(cdir);
+    if (fs_rename_durable(tmp, final, err)) return -1;
     long steps[4096];
     int n = list_checkpoints(run_dir, steps, 4096);
     for (int i = keep; i < n; i++) {
@@ -295,16 +387,12 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
         if (!cJSON_IsString(self) || strcmp(digest, self->valuestring))
             rc = set_err(err, "%s: state_sha256 does not match the contents (edited or corrupt checkpoint)", path);
     }
-    const char *keys[] = {"step", "tokens", "updates", "skipped_steps", "world_size", "samples"};
-    const uint64_t hi[] = {LONG_MAX, LONG_MAX, LONG_MAX, LONG_MAX, 65536, JSON_MAX_EXACT};
-    uint64_t vals[6];
-    for (int i = 0; i < 6 && !rc; i++)
-        if (json_get_u64(j, keys[i], i == 4 ? 1 : 0, hi[i], &vals[i]))
-            rc = set_err(err, "%s: key '%s' missing or not an integer in [%d, %llu] (corrupt checkpoint)", path,
-                         keys[i], i == 4 ? 1 : 0, (unsigned long long)hi[i]);
+    StateRecord rec;
+    memset(&rec, 0, sizeof rec);
+    if (!rc) rc = state_fields_read(j, &rec, path, err);
     if (!rc) {
-        st->step = (long)vals[0]; st->tokens = (long)vals[1]; st->updates = (long)vals[2];
-        st->skipped_steps = (long)vals[3]; st->world_size = (int)vals[4]; st->samples = vals[5];
+        *st = rec.st;
+        st->checksummed = self != NULL;
         long named = dir_name_step(ckpt_dir);
         if (named >= 0 && named != st->step)
             rc = set_err(err, "%s: step %ld, but the directory is named for step %ld (corrupt checkpoint); move %s away "
@@ -314,16 +402,7 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
                          st->skipped_steps, st->step);
     }
     if (!rc) {
-        cJSON *x = cJSON_GetObjectItem(j, "seed");
-        char *end = NULL;
-        errno = 0;
-        if (cJSON_IsString(x) && x->valuestring[0] >= '0' && x->valuestring[0] <= '9')
-            st->seed = strtoull(x->valuestring, &end, 10);
-        if (!end || *end || errno)
-            rc = set_err(err, "%s: key 'seed' missing or not a decimal string (corrupt checkpoint)", path);
-        x = cJSON_GetObjectItem(j, "data_fingerprint");
-        if (cJSON_IsString(x)) snprintf(st->data_fingerprint, sizeof st->data_fingerprint, "%s", x->valuestring);
-        cJSON *files = cJSON_GetObjectItem(j, "files");
+        cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
         if (!rc && !cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
         /* every part this state needs must be listed (and so checked) */
         for (int r = -2; r < st->world_size && !rc; r++) {

@@ -50,7 +50,7 @@
 #include <mpi.h>
 
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 /* NCCL collectives need a CUDA build with NCCL (tools/configure: PHASELAB_NCCL). A CUDA build
  * without NCCL trains on one rank only: comm_attach_backend refuses a larger world. */

@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include "trainer/evaluate.h"
 #include "trainer/comm.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {

@@ -13,7 +13,7 @@
 
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "trainer/analysis_h5.h"
 #include "trainer/checkpoint.h"

@@ -34,7 +34,8 @@
 #include "kernels/kernels.h"
 #include "model/config.h"
 #include "model/decode.h"
-#include "model/errors.h"
+#include "common/errors.h"
+#include "common/grow.h"
 #include "model/model.h"
 
 static double now_s(void) {
@@ -94,14 +95,17 @@ static int sample_token(const float *logits, int V, double temperature, int top_
 static int read_ids(const char *path, int32_t **out, int *n, char *err) {
     FILE *f = !strcmp(path, "-") ? stdin : fopen(path, "r");
     if (!f) return set_err(err, "%s: cannot open the prompt ids", path);
-    int cap = 256, len = 0, c;
-    int32_t *ids = malloc(sizeof *ids * cap);
+    size_t cap = 0;
+    int len = 0, c;
+    int32_t *ids = NULL;
     long v = 0;
     int in_num = 0, line = 1;
     while ((c = fgetc(f)) != EOF || in_num) {
         if (c >= '0' && c <= '9') { v = v * 10 + (c - '0'); in_num = 1; if (v > INT32_MAX) break; continue; }
         if (in_num) {
-            if (len == cap) ids = realloc(ids, sizeof *ids * (cap *= 2));
+            int32_t *grown = grow_array(ids, &cap, (size_t)len + 1, sizeof *ids, 256);
+            if (!grown) { free(ids); if (f != stdin) fclose(f); return set_err(err, "%s: out of memory reading the prompt ids", path); }
+            ids = grown;
             ids[len++] = (int32_t)v;
             v = 0; in_num = 0;
         }

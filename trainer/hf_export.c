@@ -28,8 +28,9 @@
 #include "data/shard.h"
 #include "data/tokenizer.h"
 #include "data/synth.h"
-#include "model/errors.h"
-#include "trainer/fsutil.h"
+#include "common/errors.h"
+#include "common/sha256.h"
+#include "common/fsutil.h"
 
 /* tools/hf/{configuration,modeling}_phaselab.py, embedded (mk/hf.mk makes this object depend on them) */
 __asm__(".section .rodata\n"

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 
 int gate_cycle_check(const ModelConfig *mc, const char *flag, char *err) {
     if (mc->attention != ATTN_COMPRESSED)

@@ -21,7 +21,7 @@
 #include "data/synth.h"
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "trainer/analysis.h"
 #include "trainer/bench.h"

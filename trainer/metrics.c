@@ -30,7 +30,7 @@
 #include <hdf5.h>
 #include <hdf5_hl.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 
 #define NO_HID ((hid_t)-1)
 

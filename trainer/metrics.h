@@ -42,7 +42,7 @@
  * step that is not larger than the last one logged is an error (never logged twice).
  *
  * HDF5's own error printing is switched off inside these calls; failures come back as one
- * line in err (ERR_LEN bytes, model/errors.h) naming the file. */
+ * line in err (ERR_LEN bytes, common/errors.h) naming the file. */
 #ifndef PHASELAB_TRAIN_METRICS_H
 #define PHASELAB_TRAIN_METRICS_H
 

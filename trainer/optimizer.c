@@ -4,7 +4,7 @@
 #include "trainer/optimizer.h"
 #include "trainer/comm.h"
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 
 size_t optimizer_padded_floats(const TensorTable *tt, int world) {
     size_t shard = (tt->n_floats + world - 1) / world;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 
 static double wall_seconds(void) {

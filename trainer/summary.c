@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include "trainer/summary.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"
 #include "kernels/kernels.h"

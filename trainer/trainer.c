@@ -30,8 +30,8 @@
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
 #include "trainer/hf_export.h"
-#include "trainer/fsutil.h"
-#include "trainer/log.h"
+#include "common/fsutil.h"
+#include "common/log.h"
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/probe_eval.h"
@@ -39,7 +39,7 @@
 #include "data/loader.h"
 #include "data/probe.h"
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 
 static volatile sig_atomic_t stop_signal;

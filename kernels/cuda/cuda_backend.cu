@@ -20,7 +20,7 @@
 #include <string.h>
 #include "kernels/cuda/cuda_common.h"
 extern "C" {
-#include "model/errors.h"
+#include "common/errors.h"
 }
 
 static cudaStream_t g_stream;

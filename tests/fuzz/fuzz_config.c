@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define MAX_OVERRIDES 16

@@ -18,7 +18,7 @@
 #include "data/jsonl.h"
 #include "data/text_reader.h"
 #include "data/tokenizer.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static Tokenizer *byte_tok, *bpe_tok;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data/probe.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static volatile uint32_t sink;  /* unsigned: the sum may wrap */

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/safetensors.h"
 #include "model/tensors.h"
 #include "tests/fuzz/fuzz_util.h"

@@ -11,7 +11,7 @@
 #include <string.h>
 #include "data/loader.h"
 #include "data/shard.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 #define T 4

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include "model/errors.h"
+#include "common/errors.h"
 #include "trainer/checkpoint.h"
 #include "tests/fuzz/fuzz_util.h"
 

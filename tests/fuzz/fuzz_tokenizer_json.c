@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "data/tokenizer.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
 static const char *texts[] = {

@@ -11,7 +11,7 @@
 #include <time.h>
 #include "kernels/kernels.h"
 #include "model/config.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "model/model.h"
 
 #ifndef PHASELAB_CUDA

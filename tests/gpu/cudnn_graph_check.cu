@@ -21,7 +21,7 @@
 #include "kernels/cuda/cuda_attention_cudnn.cu"
 #include <vector>
 extern "C" {
-#include "model/errors.h"
+#include "common/errors.h"
 }
 
 #ifdef PHASELAB_CUEMU

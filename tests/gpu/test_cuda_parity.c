@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/kernels.h"
-#include "model/errors.h"
+#include "common/errors.h"
 #include "tests/check.h"
 
 static const char *GROUPS[] = {"elementwise", "embedding", "rmsnorm", "matmul", "rope", "attention",

@@ -1,5 +1,5 @@
-/* Strict JSON numbers (see model/json_num.h). */
-#include "model/json_num.h"
+/* Strict JSON numbers (see common/json_num.h). */
+#include "common/json_num.h"
 
 int json_u64_in(const cJSON *x, uint64_t lo, uint64_t hi, uint64_t *out) {
     if (!cJSON_IsNumber(x)) return -1;

@@ -1,10 +1,10 @@
-/* Run log (see trainer/log.h). */
+/* Run log (see common/log.h). */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include "trainer/log.h"
-#include "model/errors.h"
+#include "common/log.h"
+#include "common/errors.h"
 
 static FILE *log_file;
 static int log_quiet;

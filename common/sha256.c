@@ -1,4 +1,4 @@
-/* SHA-256 (FIPS 180-4), used for the tokenizer fingerprint written into shard headers.
+/* SHA-256 (FIPS 180-4), see common/sha256.h.
  *
  * State: eight 32-bit words H0..H7; the message is padded with 0x80, zeros and its 64-bit
  * big-endian bit length to a multiple of 64 bytes; each 64-byte block is expanded to 64
@@ -7,8 +7,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include "data/tokenizer.h"
-#include "model/errors.h"
+#include <stdint.h>
+#include "common/sha256.h"
+#include "common/errors.h"
 
 typedef struct {
     uint32_t h[8];
