@@ -21,6 +21,7 @@
  * inih's buffer to the handler itself instead of letting inih split them. */
 #include "model/config.h"
 #include "common/errors.h"
+#include "common/fsutil.h"
 
 #include <ini.h>
 #include <ctype.h>
@@ -781,15 +782,7 @@ char *config_to_string(const Config *cfg) {
 int config_write(const Config *cfg, const char *path, char *err) {
     char *text = config_to_string(cfg);
     if (!text) return set_err(err, "%s: out of memory formatting the config", path);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        free(text);
-        return set_err(err, "%s: cannot create: %s", path, strerror(errno));
-    }
-    size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, f) == n;
-    ok = (fclose(f) == 0) && ok;
+    int rc = fs_write_atomic(path, text, strlen(text), err);   /* PATH.tmp, fsync, rename */
     free(text);
-    if (!ok) return set_err(err, "%s: write failed: %s", path, strerror(errno));
-    return 0;
+    return rc;
 }

@@ -99,7 +99,8 @@ void config_defaults(Config *cfg);
  * Validates everything; on error returns non-zero with "FILE:LINE: [section] key: ..." in err. */
 int config_load(Config *cfg, const char *path, int n_overrides, char **overrides, char *err);
 
-/* Writes the resolved config as an INI (every key, including defaults). */
+/* Writes the resolved config as an INI (every key, including defaults), crash-safely
+ * (fs_write_atomic, common/fsutil.h). */
 int config_write(const Config *cfg, const char *path, char *err);
 /* Same, into a malloc'd string. */
 char *config_to_string(const Config *cfg);
