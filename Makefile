@@ -3,6 +3,7 @@
 #   make test     builds and runs the whole test suite; last line "N passed, M failed, K skipped"
 #   make run      the default job: synthetic corpus + configs/demo.ini on the CPU
 #   make bench    CPU training-step benchmark (tokens/s, GFLOP/s, sgemm peak)
+#   make mini-sweep   the laptop sweep of configs/mini/ (2 seeds, all cores) and its report
 #   make config   prints what tools/configure found (BLAS, HDF5, MPI, CUDA archs, cuDNN, NCCL)
 #
 # Configuration: before anything is compiled, tools/configure finds every dependency (pkg-config,
@@ -88,7 +89,7 @@ PROGRAMS := train tokenize
 
 VERSION_H := $(BUILD)/gen/phaselab_version.h
 
-.PHONY: all test run bench clean deps gpu-check
+.PHONY: all test run bench mini-sweep clean deps gpu-check
 all: $(PROGRAMS)
 
 # Everything compiled depends on the configuration: a changed config.mk (another BLAS, cuDNN
@@ -179,6 +180,12 @@ run: $(PROGRAMS)
 
 bench: $(PROGRAMS)
 	./train --bench --threads 2
+
+# The laptop mini-sweep (configs/mini/README.md): every configs/mini/*.ini x 2 seeds, one-thread
+# runs on all cores, resumable, ending with runs/mini/report/. JOBS=N SEEDS=1,2 MINI_OUT=DIR.
+mini-sweep: $(PROGRAMS)
+	@tools/install-deps run
+	@tools/mini-sweep
 
 # GPU machine only: parity tests + benchmark in one script (logs to $$OUT when set)
 gpu-check:

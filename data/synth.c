@@ -44,6 +44,7 @@ void synth_default_params(SynthParams *p) {
     p->short_max = 16;
     p->long_records = 64;
     p->long_fraction = 0.3;
+    p->ordered_fraction = 0.0;
 }
 
 int synth_check_params(const SynthParams *p, int T, char *err) {
@@ -57,6 +58,8 @@ int synth_check_params(const SynthParams *p, int T, char *err) {
                        p->long_records, SYNTH_N_KEYS);
     if (!(p->long_fraction >= 0.0 && p->long_fraction <= 1.0))
         return set_err(err, "synthetic corpus: long_fraction %g, expected 0..1", p->long_fraction);
+    if (!(p->ordered_fraction >= 0.0 && p->ordered_fraction <= 1.0))
+        return set_err(err, "synthetic corpus: ordered_fraction %g, expected 0..1", p->ordered_fraction);
     int min_T = p->max_filler + 2 * p->short_min + 2 + 1;
     if (T < min_T)
         return set_err(err, "synthetic corpus: T = %d, expected at least %d (fillers, %d records, "
@@ -87,12 +90,14 @@ int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t r
         out[pos++] = value_of[keys[i]];
     }
 
+    /* Drawn only when the option is on, so that the default rows stay what they always were. */
+    int ordered = p->ordered_fraction > 0.0 && rng_unit(&r) < p->ordered_fraction;
     int order[SYNTH_N_KEYS];                         /* query passes over the row's keys */
     int left_in_pass = 0;
     while (pos + 2 <= body) {
         if (left_in_pass == 0) {
             for (int i = 0; i < n; i++) order[i] = keys[i];
-            for (int i = n - 1; i > 0; i--) {
+            for (int i = n - 1; i > 0 && !ordered; i--) {
                 int j = rng_below(&r, i + 1);
                 int t = order[i]; order[i] = order[j]; order[j] = t;
             }

@@ -13,6 +13,7 @@
  *                              long_records (64) with probability long_fraction (0.3)
  *   queries "key value"        the row's keys in a random order, reshuffled after each full
  *                              pass, each followed by its record's value, until the row is full
+ *                              (with probability ordered_fraction, 0: every pass in list order)
  *   [one filler]               when a single slot is left before the end-of-text
  *   end-of-text
  * n is clamped so that at least one query fits (relevant only for small T). Row r of a stream
@@ -44,6 +45,10 @@ typedef struct {
     int short_min, short_max;/* records of a short row, uniform in this range    [2, 16] */
     int long_records;        /* records of a long row                               [64] */
     double long_fraction;    /* probability that a row is long                     [0.3] */
+    double ordered_fraction; /* probability that a row's query passes all follow the list
+                                order (each pass an exact repeat of the list, so every token
+                                of a pass is predictable by induction) instead of a fresh
+                                shuffle per pass                                    [0.0] */
 } SynthParams;
 
 void synth_default_params(SynthParams *p);

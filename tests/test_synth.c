@@ -116,6 +116,24 @@ static void test_rows(void) {
     for (int r = 0; r < 500 && ok; r++) ok = synth_row(&q, T, 1, SYNTH_STREAM_TRAIN, (uint64_t)r, row) <= 16;
     check(ok, "synth: long_fraction 0 gives only short rows", "");
 
+    /* ordered_fraction 1: every query pass repeats the list in its order, so from the first
+     * query on, token i of the query part equals token i mod 2n of the list. */
+    q = p;
+    q.ordered_fraction = 1.0;
+    ok = 1;
+    for (int r = 0; r < 200 && ok; r++) {
+        int n = synth_row(&q, T, 1, SYNTH_STREAM_TRAIN, (uint64_t)r, row);
+        int f = 0;
+        while (row[f] >= SYNTH_FILLER_FIRST) f++;
+        for (int i = f + 2 * n; i + 1 < T - 1 && ok; i += 2)
+            ok = row[i] == row[f + (i - f) % (2 * n)] && row[i + 1] == row[f + (i - f) % (2 * n) + 1];
+        if (!ok) bad_row = r;
+    }
+    check(ok, "synth: ordered_fraction 1 repeats the list in order in every pass", "row %ld", bad_row);
+    q.ordered_fraction = 1.5;
+    check(synth_check_params(&q, 256, err) != 0 && strstr(err, "ordered_fraction"),
+          "synth: ordered_fraction outside 0..1 rejected", "\"%s\"", err);
+
     /* Determinism and independence of streams and seeds. */
     uint32_t a[T], b[T], c[T], d[T];
     synth_row(&p, T, 1, SYNTH_STREAM_TRAIN, 17, a);

@@ -7,6 +7,7 @@
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
+ *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
@@ -55,7 +56,8 @@ static void usage(FILE *f) {
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
-            "                                                         write the synthetic key/value corpus\n"
+            "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X]\n"
+            "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
             "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
             "       ./train --help                                    this text and every config key\n");
 }
@@ -95,10 +97,27 @@ static int parse_long(const char *opt, const char *s, long lo, long hi, long *ou
     return 0;
 }
 
+/* A probability in [0, 1]. */
+static int parse_fraction(const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == 0 || *end || errno || !(v >= 0.0 && v <= 1.0)) {
+        fprintf(stderr, "phaselab: %s: '%s' is not a number in [0, 1]\n", opt, s);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
 static int cmd_make_synthetic(int argc, char **argv) {
     if (argc < 1) { usage(stderr); return 2; }
     const char *dir = argv[0];
     long T = 256, train_rows = 20000, val_rows = 256, seed = 1234;
+    SynthParams params;
+    synth_default_params(&params);
+    long max_filler = params.max_filler, short_min = params.short_min, short_max = params.short_max,
+         long_records = params.long_records;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
         const char *o = argv[i], *v = argv[++i];
@@ -106,11 +125,21 @@ static int cmd_make_synthetic(int argc, char **argv) {
                : !strcmp(o, "--train-rows") ? parse_long(o, v, 1, 1L << 40, &train_rows)
                : !strcmp(o, "--val-rows") ? parse_long(o, v, 1, 1L << 40, &val_rows)
                : !strcmp(o, "--seed") ? parse_long(o, v, 0, LONG_MAX, &seed)
+               : !strcmp(o, "--max-filler") ? parse_long(o, v, 0, 1 << 20, &max_filler)
+               : !strcmp(o, "--short-min") ? parse_long(o, v, 1, SYNTH_N_KEYS, &short_min)
+               : !strcmp(o, "--short-max") ? parse_long(o, v, 1, SYNTH_N_KEYS, &short_max)
+               : !strcmp(o, "--long-records") ? parse_long(o, v, 1, SYNTH_N_KEYS, &long_records)
+               : !strcmp(o, "--long-fraction") ? parse_fraction(o, v, &params.long_fraction)
+               : !strcmp(o, "--ordered-fraction") ? parse_fraction(o, v, &params.ordered_fraction)
                : (fprintf(stderr, "phaselab: unknown option %s\n", o), 2);
         if (rc) return rc;
     }
+    params.max_filler = (int)max_filler;
+    params.short_min = (int)short_min;
+    params.short_max = (int)short_max;
+    params.long_records = (int)long_records;
     char err[ERR_LEN];
-    if (synth_write_corpus(dir, (int)T, train_rows, val_rows, (uint64_t)seed, err)) {
+    if (synth_write_corpus_params(dir, (int)T, train_rows, val_rows, (uint64_t)seed, &params, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
