@@ -29,11 +29,11 @@ P, L, G, W = 24, 2, 2, 8
 rng = np.random.default_rng(3)
 
 
-def write_run(name, attention, seed):
-    d = os.path.join(SCRATCH, "sweep", name)
+def write_run(name, attention, seed, sweep="sweep", kv=None, acc_fn=None):
+    d = os.path.join(SCRATCH, sweep, name)
     os.makedirs(d)
     r = np.random.default_rng(seed)
-    cfg = (f"[model]\nattention = {attention}\nn_kv_heads = {G}\nn_layers = {L}\n" +
+    cfg = (f"[model]\nattention = {attention}\nn_kv_heads = {kv or G}\nn_layers = {L}\n" +
            (f"window = {W}\nstride = 8\n" if attention == "compressed" else "") + f"[run]\nname = {name}\n")
     truth = {}
     with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
@@ -54,7 +54,7 @@ def write_run(name, attention, seed):
         g = f.create_group("probe")
         g["step"] = vs
         for p in ("pp", "ip"):
-            acc = r.random((2, P)) * 100
+            acc = r.random((2, P)) * 100 if acc_fn is None else np.array([acc_fn(np.arange(P))] * 2)
             if name == "b_full" and p == "ip":
                 acc[:] = np.nan
             g[f"acc_{p}"] = acc
@@ -76,7 +76,11 @@ def write_run(name, attention, seed):
         for p in ("pp", "ip"):
             for s in ("mean", "worst", "best", "gap", "chi2", "p", "chi2_phase", "p_phase"):
                 truth[f"{s}_{p}"] = float(f[f"probe/{s}_{p}"][-1])
+        ACC[name] = np.array(f["probe/acc_pp"][-1])
     return truth
+
+
+ACC = {}   # last probe/acc_pp row of each run, for the fold-by-phase check
 
 
 truth = {"a_w8s8": write_run("a_w8s8", "compressed", 1), "b_full": write_run("b_full", "full", 2)}
@@ -122,7 +126,37 @@ for name, t in truth.items():
             for s in ("mean", "worst", "best", "gap")]
     check(c[4:4 + len(want)] == want, f"markdown_numbers_{name}", f"{c[4:4 + len(want)]} != {want}")
     want_p = [("–" if math.isnan(t[f"{s}_{p}"]) else f"{t[f'{s}_{p}']:.3g}") for p in ("pp", "ip") for s in ("p", "p_phase")]
-    check(c[4 + len(want):] == want_p, f"markdown_phase_test_{name}", f"{c[4 + len(want):]} != {want_p}")
+    chi2 = "–" if math.isnan(t["chi2_pp"]) else f"{t['chi2_pp']:.1f}"
+    check(c[4 + len(want):4 + len(want) + 5] == [chi2] + want_p, f"markdown_phase_test_{name}",
+          f"{c[4 + len(want):4 + len(want) + 5]} != {[chi2] + want_p}")
+    # fold by phase (S = 8 for both: the compressed run's stride, and 8 for full attention), computed
+    # here from the HDF5 row: mean of A(r) over r = j (mod 8); no period check without the counts;
+    # the paper's figure: full attention 3-6, W8/S8 with 2 KV heads none.
+    fold = " ".join(f"{np.mean(ACC[name][j::8]):.1f}" for j in range(8))
+    paper = "3-6" if name == "b_full" else "–"
+    check(c[4 + len(want) + 5:] == [fold, "–", paper], f"markdown_fold_period_paper_{name}",
+          f"{c[4 + len(want) + 5:]} != {[fold, '–', paper]}")
+
+# The period check and the paper's figure on a second sweep: two seeds of a W8/S8 1-KV variant whose
+# accuracy has period 8 exactly (residues r, r+8, r+16 equal) and one with random accuracies.
+write_run("w8s8_kv1-seed1", "compressed", 5, "sweep2", kv=1, acc_fn=lambda r: np.where(r % 8 == 3, 100.0, 2.0))
+write_run("w8s8_kv1-seed2", "compressed", 6, "sweep2", kv=1, acc_fn=lambda r: np.where(r % 8 == 5, 96.0, 1.0))
+write_run("noise-seed1", "compressed", 7, "sweep2", kv=1)
+out2 = os.path.join(SCRATCH, "out2")
+r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(SCRATCH, "sweep2"), "--out", out2,
+                    "--prompts-per-residue", "500"], capture_output=True, text=True)
+rows2 = {row["run"]: row for row in csv.DictReader(open(os.path.join(out2, "report.csv")))} if r.returncode == 0 else {}
+check(rows2.get("w8s8_kv1-seed1", {}).get("period_pp") == "1.0" and rows2.get("w8s8_kv1-seed2", {}).get("period_pp") == "1.0"
+      and rows2.get("noise-seed1", {}).get("period_pp") == "0.0", "csv_period_check",
+      str({k: v.get("period_pp") for k, v in rows2.items()}) + r.stderr[-300:])
+check(rows2.get("w8s8_kv1-seed1", {}).get("paper_gap_pp") == "75.3 (1 KV)" and
+      rows2.get("w8s8_kv1-seed1", {}).get("variant") == "w8s8_kv1" and
+      rows2.get("w8s8_kv1-seed1", {}).get("fold_pp") == "2.0 2.0 2.0 100.0 2.0 2.0 2.0 2.0", "csv_paper_variant_fold",
+      str(rows2.get("w8s8_kv1-seed1")))
+md2 = open(os.path.join(out2, "report.md")).read() if r.returncode == 0 else ""
+check("| w8s8_kv1 | 2 | " in md2 and "| noise | 1 | " in md2, "markdown_by_variant_table", md2[-500:])
+check(all(os.path.exists(os.path.join(out2, f)) for f in ("probe_by_variant.png", "probe_folded_by_variant.png")),
+      "writes_by_variant_plots")
 
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(SCRATCH, "sweep", "a_w8s8")],
                    capture_output=True, text=True)
