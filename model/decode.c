@@ -314,10 +314,8 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             be->copy(be->ctx, row(lc->inputs, t % W, D, e), dec->a, D * e);
             if (closes) write_entry(dec, L, j_new);
         }
-        int n_entries = closes ? j_new + 1 : dec->n_entries, lo;
-        if (!compressed) lo = 0;
-        else if (c->local == LOCAL_TAIL) lo = n_entries > 0 ? (n_entries - 1) * S + W : 0;
-        else { lo = t - c->n_local + 1; if (lo < 0) lo = 0; }
+        int n_entries = closes ? j_new + 1 : dec->n_entries;
+        int lo = vis_raw_lo(config_visibility(c), t, n_entries, W, S, 0, c->n_local);
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .n_entries = n_entries, .ring_cap = R > 0 ? R : 1,
                               .raw_first = R > 0 ? lo % R : 0, .n_raw = t - lo + 1};
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
@@ -389,7 +387,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     be->upload(be->ctx, tok, tokens, N * 4);
     be->embedding_fwd(be->ctx, x, tok, Wt(dec, dec->emb), n, D);
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
-    as.visibility = !compressed ? VIS_FULL : c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+    as.visibility = config_visibility(c);
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                     .channels = dec->channels, .n_maps = dec->n_maps, .eps = eps};
     cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;

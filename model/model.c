@@ -344,7 +344,7 @@ static AttnShape attn_shape(const Model *m, int B) {
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local,
                    .grid = c->attention == ATTN_COMPRESSED ? c->grid : GRID_ALIGNED};
-    s.visibility = c->attention == ATTN_FULL ? VIS_FULL : (c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW);
+    s.visibility = config_visibility(c);
     return s;
 }
 
@@ -566,7 +566,7 @@ static long visible_keys(const ModelConfig *c, int T, int t, int g) {
     if (c->attention == ATTN_FULL) return t + 1;
     int o = config_grid_offset(c, g);
     int n = vis_n_entries(t, c->window, c->stride, o, config_head_windows(c, T, g));
-    int lo = vis_raw_lo(c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW, t, n, c->window, c->stride, o, c->n_local);
+    int lo = vis_raw_lo(config_visibility(c), t, n, c->window, c->stride, o, c->n_local);
     return n + (t - lo + 1);
 }
 

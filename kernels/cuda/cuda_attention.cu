@@ -431,15 +431,10 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     /* queries that can see some key of this tile: [q_lo, q_hi] */
     int q_lo, q_hi = T - 1;
     if (comp) {
-        q_lo = k0 * S + W - 1;
+        q_lo = vis_first_query_of_entry(k0, W, S, 0);
     } else {
         q_lo = k0;
-        if (s.visibility == VIS_WINDOW) q_hi = min(T - 1, k_last + s.n_local - 1);
-        else if (s.visibility == VIS_TAIL && nW > 0) {
-            int x = k_last - W + 1;
-            int jstar = x <= 0 ? 0 : (x + S - 1) / S;        /* first window ending at or after k_last */
-            if (jstar < nW) q_hi = min(T - 1, jstar * S + W - 2);
-        }
+        q_hi = vis_last_query_of_raw(s.visibility, k_last, T, W, S, 0, s.n_local, nW);
     }
 
     const bf16 *ksrc = comp ? ck + (((size_t)b * nW + k0) * G + g) * d : k + (((size_t)b * T + k0) * G + g) * d;
