@@ -58,7 +58,7 @@ BLAS_INC := $(CONFIG_BLAS_CFLAGS)
 MPI_INC  := $(CONFIG_MPI_CFLAGS)
 
 CFLAGS  ?= -O3 -g
-CFLAGS  += $(ARCH_FLAGS_USED) -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Wno-unused-parameter -Wno-sign-compare \
+CFLAGS  += $(ARCH_FLAGS_USED) -std=c11 -D_GNU_SOURCE -fopenmp -Wall -Wextra -Werror=incompatible-pointer-types -Wno-unused-parameter -Wno-sign-compare \
            -I. -I$(BUILD)/gen $(CONFIG_CFLAGS) -MMD -MP
 LDLIBS  := -fopenmp $(CONFIG_LIBS) -lm -lpthread
 

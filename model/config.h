@@ -117,6 +117,10 @@ static inline int config_grid_offset(const ModelConfig *m, int g) {
 static inline int config_head_windows(const ModelConfig *m, int T, int g) {
     return m->attention == ATTN_COMPRESSED ? vis_n_windows(T, m->window, m->stride, config_grid_offset(m, g)) : 0;
 }
+/* The raw-token visibility (VIS_*, model/visibility.h) of the config's attention. */
+static inline int config_visibility(const ModelConfig *m) {
+    return m->attention == ATTN_FULL ? VIS_FULL : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+}
 /* Maps per branch along the W axis of the gate weight and payload: W, 2 (deepseek), 1 (shared). */
 static inline int config_n_maps(const ModelConfig *m) {
     return m->compressor == COMPRESSOR_DEEPSEEK ? 2 : m->compressor == COMPRESSOR_SHARED ? 1 : m->window;

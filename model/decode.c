@@ -80,7 +80,7 @@ struct Decoder {
 /* ---- allocation with bookkeeping: the measured bytes are the sum of what was asked for ---- */
 static void *take(const Backend *be, size_t bytes, size_t *counter, int *fail) {
     if (bytes == 0) return NULL;
-    void *p = be->alloc(bytes);
+    void *p = be->alloc(be->ctx, bytes);
     if (!p) *fail = 1;
     *counter += bytes;
     return p;
@@ -103,7 +103,7 @@ static int cache_alloc(LayerCache *lc, const ModelConfig *c, const DecodeCacheLa
 static void cache_release(LayerCache *lc, int n_layers, const Backend *be) {
     for (int L = 0; L < n_layers; L++) {
         void *p[5] = {lc[L].ck, lc[L].cv, lc[L].k, lc[L].v, lc[L].inputs};
-        for (int i = 0; i < 5; i++) if (p[i]) be->free(p[i]);
+        for (int i = 0; i < 5; i++) if (p[i]) be->free(be->ctx, p[i]);
     }
 }
 
@@ -202,7 +202,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->rope_tab = take(be, tab_bytes, sb, &fail);
         if (dec->rope_tab) {
             float *tab = rope_table(max_context, c->rope_dims, c->rope_theta);
-            be->upload(dec->rope_tab, tab, tab_bytes);
+            be->upload(be->ctx, dec->rope_tab, tab, tab_bytes);
             free(tab);
         }
     }
@@ -222,7 +222,7 @@ void decoder_free(Decoder *dec) {
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
                  dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
-    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(p[i]);
+    for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
     free(dec);
@@ -236,7 +236,7 @@ size_t decoder_scratch_bytes(const Decoder *dec) { return dec->scratch_bytes; }
 const DecodeCacheLayout *decoder_layout(const Decoder *dec) { return &dec->lay; }
 
 static const act_t *Wt(const Decoder *dec, int i) { return model_working_weight(dec->m, i); }
-static act_t *row(act_t *base, size_t index, size_t elems, size_t e) { return (char *)base + index * elems * e; }
+static act_t *row(act_t *base, size_t index, size_t elems, size_t e) { return (act_t *)((char *)base + index * elems * e); }
 /* the RoPE table row of position p (rope's row 0 with period 1 is that position) */
 static const float *rope_at(const Decoder *dec, int p) {
     return dec->rope_tab + (size_t)p * (dec->c->rope_dims / 2) * 2;
@@ -254,20 +254,20 @@ static void write_entry(Decoder *dec, int L, int j) {
     const act_t *win = lc->inputs;
     if ((size_t)j * S % W != 0) {
         for (int i = 0; i < W; i++)
-            be->copy(row(dec->win, i, D, e), row(lc->inputs, ((size_t)j * S + i) % W, D, e), D * e);
+            be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, ((size_t)j * S + i) % W, D, e), D * e);
         win = dec->win;
     }
     CompShape cs = {.B = 1, .T = W, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = 1,
                     .channels = dec->channels, .n_maps = dec->n_maps, .eps = (float)c->norm_eps};
     cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
     for (int br = 0; br < (dec->tied_kv ? 1 : 2); br++)
-        be->compressor_fwd(&cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win, Wt(dec, x->gate_w[br]),
+        be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win, Wt(dec, x->gate_w[br]),
                            Wt(dec, x->gate_b[br]), Wt(dec, x->payload[br]), Wt(dec, x->pn[br]));
     act_t *ck = row(lc->ck, j, Gd, e);
-    if (c->qk_norm) be->rmsnorm_fwd(ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), G, d, (float)c->norm_eps);
-    else be->copy(ck, dec->entry[0], Gd * e);
-    if (c->rope_dims > 0) be->rope(ck, rope_at(dec, j * S), 1, G, d, c->rope_dims, 1, 1, 0);
-    if (lc->cv) be->copy(row(lc->cv, j, Gd, e), dec->entry[1], Gd * e);
+    if (c->qk_norm) be->rmsnorm_fwd(be->ctx, ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), G, d, (float)c->norm_eps);
+    else be->copy(be->ctx, ck, dec->entry[0], Gd * e);
+    if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, j * S), 1, G, d, c->rope_dims, 1, 1, 0);
+    if (lc->cv) be->copy(be->ctx, row(lc->cv, j, Gd, e), dec->entry[1], Gd * e);
 }
 
 int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
@@ -285,58 +285,56 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
     const int compressed = c->attention == ATTN_COMPRESSED;
     const int closes = compressed && t >= W - 1 && (t - W + 1) % S == 0;   /* window j completes at t */
     const int j_new = closes ? (t - W + 1) / S : -1;
-    be->upload(dec->tok, &token, sizeof token);
-    be->embedding_fwd(dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
+    be->upload(be->ctx, dec->tok, &token, sizeof token);
+    be->embedding_fwd(be->ctx, dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
     for (int L = 0; L < c->n_layers; L++) {
         const DecIdx *x = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
-        be->rmsnorm_fwd(dec->a, dec->rstd, dec->x, Wt(dec, x->in_norm), 1, D, eps);
+        be->rmsnorm_fwd(be->ctx, dec->a, dec->rstd, dec->x, Wt(dec, x->in_norm), 1, D, eps);
         if (c->qk_norm) {
-            be->matmul_fwd(dec->q_raw, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
-            be->matmul_fwd(dec->k_raw, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
-            be->rmsnorm_fwd(dec->q, dec->rstd, dec->q_raw, Wt(dec, x->q_norm), H, d, eps);
-            be->rmsnorm_fwd(dec->k, dec->rstd, dec->k_raw, Wt(dec, x->k_norm), G, d, eps);
+            be->matmul_fwd(be->ctx, dec->q_raw, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
+            be->matmul_fwd(be->ctx, dec->k_raw, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
+            be->rmsnorm_fwd(be->ctx, dec->q, dec->rstd, dec->q_raw, Wt(dec, x->q_norm), H, d, eps);
+            be->rmsnorm_fwd(be->ctx, dec->k, dec->rstd, dec->k_raw, Wt(dec, x->k_norm), G, d, eps);
         } else {
-            be->matmul_fwd(dec->q, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
-            be->matmul_fwd(dec->k, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
+            be->matmul_fwd(be->ctx, dec->q, dec->a, Wt(dec, x->q), 1, H * d, D, 0);
+            be->matmul_fwd(be->ctx, dec->k, dec->a, Wt(dec, x->k), 1, G * d, D, 0);
         }
-        be->matmul_fwd(dec->v, dec->a, Wt(dec, x->v), 1, G * d, D, 0);
+        be->matmul_fwd(be->ctx, dec->v, dec->a, Wt(dec, x->v), 1, G * d, D, 0);
         if (r > 0) {
-            be->rope(dec->q, rope_at(dec, t), 1, H, d, r, 1, 1, 0);
-            be->rope(dec->k, rope_at(dec, t), 1, G, d, r, 1, 1, 0);
+            be->rope(be->ctx, dec->q, rope_at(dec, t), 1, H, d, r, 1, 1, 0);
+            be->rope(be->ctx, dec->k, rope_at(dec, t), 1, G, d, r, 1, 1, 0);
         }
         const int R = dec->lay.ring_cap;
         if (R > 0) {
-            be->copy(row(lc->k, t % R, Gd, e), dec->k, Gd * e);
-            be->copy(row(lc->v, t % R, Gd, e), dec->v, Gd * e);
+            be->copy(be->ctx, row(lc->k, t % R, Gd, e), dec->k, Gd * e);
+            be->copy(be->ctx, row(lc->v, t % R, Gd, e), dec->v, Gd * e);
         }
         if (compressed) {
-            be->copy(row(lc->inputs, t % W, D, e), dec->a, D * e);
+            be->copy(be->ctx, row(lc->inputs, t % W, D, e), dec->a, D * e);
             if (closes) write_entry(dec, L, j_new);
         }
-        int n_entries = closes ? j_new + 1 : dec->n_entries, lo;
-        if (!compressed) lo = 0;
-        else if (c->local == LOCAL_TAIL) lo = n_entries > 0 ? (n_entries - 1) * S + W : 0;
-        else { lo = t - c->n_local + 1; if (lo < 0) lo = 0; }
+        int n_entries = closes ? j_new + 1 : dec->n_entries;
+        int lo = vis_raw_lo(config_visibility(c), t, n_entries, W, S, 0, c->n_local);
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .n_entries = n_entries, .ring_cap = R > 0 ? R : 1,
                               .raw_first = R > 0 ? lo % R : 0, .n_raw = t - lo + 1};
-        be->attention_decode(&as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
+        be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
-        be->copy(dec->x_mid, dec->x, D * e);
-        be->matmul_fwd(dec->x_mid, dec->attn, Wt(dec, x->o), 1, D, H * d, 1);
-        be->rmsnorm_fwd(dec->mn, dec->rstd, dec->x_mid, Wt(dec, x->post_norm), 1, D, eps);
-        be->matmul_fwd(dec->g, dec->mn, Wt(dec, x->gate), 1, F, D, 0);
-        be->matmul_fwd(dec->u, dec->mn, Wt(dec, x->up), 1, F, D, 0);
-        be->swiglu_fwd(dec->h, dec->g, dec->u, F);
-        be->copy(dec->x, dec->x_mid, D * e);
-        be->matmul_fwd(dec->x, dec->h, Wt(dec, x->down), 1, D, F, 1);
+        be->copy(be->ctx, dec->x_mid, dec->x, D * e);
+        be->matmul_fwd(be->ctx, dec->x_mid, dec->attn, Wt(dec, x->o), 1, D, H * d, 1);
+        be->rmsnorm_fwd(be->ctx, dec->mn, dec->rstd, dec->x_mid, Wt(dec, x->post_norm), 1, D, eps);
+        be->matmul_fwd(be->ctx, dec->g, dec->mn, Wt(dec, x->gate), 1, F, D, 0);
+        be->matmul_fwd(be->ctx, dec->u, dec->mn, Wt(dec, x->up), 1, F, D, 0);
+        be->swiglu_fwd(be->ctx, dec->h, dec->g, dec->u, F);
+        be->copy(be->ctx, dec->x, dec->x_mid, D * e);
+        be->matmul_fwd(be->ctx, dec->x, dec->h, Wt(dec, x->down), 1, D, F, 1);
     }
     if (closes) dec->n_entries = j_new + 1;
     dec->pos++;
     if (logits) {
-        be->rmsnorm_fwd(dec->xf, dec->rstd, dec->x, Wt(dec, dec->final_norm), 1, D, eps);
-        be->matmul_fwd(dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
-        be->download_act(logits, dec->logits, c->vocab_size);
+        be->rmsnorm_fwd(be->ctx, dec->xf, dec->rstd, dec->x, Wt(dec, dec->final_norm), 1, D, eps);
+        be->matmul_fwd(be->ctx, dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
+        be->download_act(be->ctx, logits, dec->logits, c->vocab_size);
     }
     return 0;
 }
@@ -386,66 +384,66 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd};
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
-    be->upload(tok, tokens, N * 4);
-    be->embedding_fwd(x, tok, Wt(dec, dec->emb), n, D);
+    be->upload(be->ctx, tok, tokens, N * 4);
+    be->embedding_fwd(be->ctx, x, tok, Wt(dec, dec->emb), n, D);
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
-    as.visibility = !compressed ? VIS_FULL : c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+    as.visibility = config_visibility(c);
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                     .channels = dec->channels, .n_maps = dec->n_maps, .eps = eps};
     cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
     for (int L = 0; L < c->n_layers; L++) {
         const DecIdx *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
-        be->rmsnorm_fwd(a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
+        be->rmsnorm_fwd(be->ctx, a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
         if (c->qk_norm) {
-            be->matmul_fwd(q_raw, a, Wt(dec, ix->q), n, H * d, D, 0);
-            be->matmul_fwd(k_raw, a, Wt(dec, ix->k), n, G * d, D, 0);
-            be->rmsnorm_fwd(q, rstd, q_raw, Wt(dec, ix->q_norm), n * H, d, eps);
-            be->rmsnorm_fwd(k, rstd, k_raw, Wt(dec, ix->k_norm), n * G, d, eps);
+            be->matmul_fwd(be->ctx, q_raw, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(be->ctx, k_raw, a, Wt(dec, ix->k), n, G * d, D, 0);
+            be->rmsnorm_fwd(be->ctx, q, rstd, q_raw, Wt(dec, ix->q_norm), n * H, d, eps);
+            be->rmsnorm_fwd(be->ctx, k, rstd, k_raw, Wt(dec, ix->k_norm), n * G, d, eps);
         } else {
-            be->matmul_fwd(q, a, Wt(dec, ix->q), n, H * d, D, 0);
-            be->matmul_fwd(k, a, Wt(dec, ix->k), n, G * d, D, 0);
+            be->matmul_fwd(be->ctx, q, a, Wt(dec, ix->q), n, H * d, D, 0);
+            be->matmul_fwd(be->ctx, k, a, Wt(dec, ix->k), n, G * d, D, 0);
         }
-        be->matmul_fwd(v, a, Wt(dec, ix->v), n, G * d, D, 0);
+        be->matmul_fwd(be->ctx, v, a, Wt(dec, ix->v), n, G * d, D, 0);
         if (r > 0) {
-            be->rope(q, dec->rope_tab, n, H, d, r, n, 1, 0);
-            be->rope(k, dec->rope_tab, n, G, d, r, n, 1, 0);
+            be->rope(be->ctx, q, dec->rope_tab, n, H, d, r, n, 1, 0);
+            be->rope(be->ctx, k, dec->rope_tab, n, G, d, r, n, 1, 0);
         }
         if (nW > 0) {   /* entries of the prompt's complete windows, straight into the cache */
-            be->compressor_fwd(&cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
+            be->compressor_fwd(be->ctx, &cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
                                Wt(dec, ix->payload[0]), Wt(dec, ix->pn[0]));
             if (lc->cv)
-                be->compressor_fwd(&cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
+                be->compressor_fwd(be->ctx, &cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
-            if (c->qk_norm) be->rmsnorm_fwd(lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
-            else be->copy(lc->ck, entry0, nW * Gd * e);
-            if (r > 0) be->rope(lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
+            if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
+            else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
+            if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
         }
-        be->attention_fwd(&as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
+        be->attention_fwd(be->ctx, &as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
                           model_master_weight(dec->m, ix->sink));
         for (int p = n - R > 0 ? n - R : 0; p < n && R > 0; p++) {
-            be->copy(row(lc->k, p % R, Gd, e), row(k, p, Gd, e), Gd * e);
-            be->copy(row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
+            be->copy(be->ctx, row(lc->k, p % R, Gd, e), row(k, p, Gd, e), Gd * e);
+            be->copy(be->ctx, row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
         }
         if (compressed)
-            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
-        be->copy(x_mid, x, N * D * e);
-        be->matmul_fwd(x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
-        be->rmsnorm_fwd(mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);
-        be->matmul_fwd(g, mn, Wt(dec, ix->gate), n, F, D, 0);
-        be->matmul_fwd(u, mn, Wt(dec, ix->up), n, F, D, 0);
-        be->swiglu_fwd(h, g, u, N * F);
-        be->copy(x, x_mid, N * D * e);
-        be->matmul_fwd(x, h, Wt(dec, ix->down), n, D, F, 1);
+            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(be->ctx, row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
+        be->copy(be->ctx, x_mid, x, N * D * e);
+        be->matmul_fwd(be->ctx, x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
+        be->rmsnorm_fwd(be->ctx, mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);
+        be->matmul_fwd(be->ctx, g, mn, Wt(dec, ix->gate), n, F, D, 0);
+        be->matmul_fwd(be->ctx, u, mn, Wt(dec, ix->up), n, F, D, 0);
+        be->swiglu_fwd(be->ctx, h, g, u, N * F);
+        be->copy(be->ctx, x, x_mid, N * D * e);
+        be->matmul_fwd(be->ctx, x, h, Wt(dec, ix->down), n, D, F, 1);
     }
     dec->pos = n;
     dec->n_entries = nW;
     if (logits) {
-        be->rmsnorm_fwd(dec->xf, dec->rstd, row(x, N - 1, D, e), Wt(dec, dec->final_norm), 1, D, eps);
-        be->matmul_fwd(dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
-        be->download_act(logits, dec->logits, c->vocab_size);
+        be->rmsnorm_fwd(be->ctx, dec->xf, dec->rstd, row(x, N - 1, D, e), Wt(dec, dec->final_norm), 1, D, eps);
+        be->matmul_fwd(be->ctx, dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);
+        be->download_act(be->ctx, logits, dec->logits, c->vocab_size);
     }
 done:
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) if (all[i]) be->free(all[i]);
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) if (all[i]) be->free(be->ctx, all[i]);
     return rc;
 }

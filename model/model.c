@@ -220,13 +220,13 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->lm_head = cfg->tie_embeddings ? m->emb : tensor_table_find(tt, "lm_head.weight");
 
     m->n_alloc = tt->n_floats > min_floats ? tt->n_floats : min_floats;
-    m->params = be->alloc(m->n_alloc * sizeof(float));
-    m->grads = be->alloc(m->n_alloc * sizeof(float));
-    m->work = be->act_bytes == sizeof(float) ? (act_t *)m->params : be->alloc(tt->n_floats * be->act_bytes);
+    m->params = be->alloc(be->ctx, m->n_alloc * sizeof(float));
+    m->grads = be->alloc(be->ctx, m->n_alloc * sizeof(float));
+    m->work = be->act_bytes == sizeof(float) ? (act_t *)m->params : be->alloc(be->ctx, tt->n_floats * be->act_bytes);
     Carver c = {0};
     lay_out(m, &c);
     m->arena_bytes = c.used;
-    m->arena = be->alloc(c.used);
+    m->arena = be->alloc(be->ctx, c.used);
     m->host_losses = malloc(sizeof(float) * (size_t)max_batch * T);
     if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
@@ -243,7 +243,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
             model_free(m);
             return NULL;
         }
-        be->upload(m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
+        be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
             float *ctab = calloc((size_t)m->nW * G * half * 2, sizeof(float));
@@ -253,7 +253,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
                     if (pos < T) memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2,
                                         sizeof(float) * half * 2);
                 }
-            be->upload(m->crope_tab, ctab, (size_t)m->nW * G * half * 2 * sizeof(float));
+            be->upload(be->ctx, m->crope_tab, ctab, (size_t)m->nW * G * half * 2 * sizeof(float));
             free(ctab);
         }
         free(tab);
@@ -264,12 +264,12 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
 void model_free(Model *m) {
     if (!m) return;
     const Backend *be = m->be;
-    if (m->work && (void *)m->work != (void *)m->params) be->free(m->work);
-    if (m->params) be->free(m->params);
-    if (m->grads) be->free(m->grads);
-    if (m->arena) be->free(m->arena);
-    if (m->dalpha) be->free(m->dalpha);
-    if (m->cov_seq) be->free(m->cov_seq);
+    if (m->work && (void *)m->work != (void *)m->params) be->free(be->ctx, m->work);
+    if (m->params) be->free(be->ctx, m->params);
+    if (m->grads) be->free(be->ctx, m->grads);
+    if (m->arena) be->free(be->ctx, m->arena);
+    if (m->dalpha) be->free(be->ctx, m->dalpha);
+    if (m->cov_seq) be->free(be->ctx, m->cov_seq);
     free(m->host_cov);
     free(m->host_losses);
     free(m->hook_rows);
@@ -284,19 +284,19 @@ float *model_params(Model *m) { return m->params; }
 float *model_grads(Model *m) { return m->grads; }
 size_t model_arena_bytes(const Model *m) { return m->arena_bytes; }
 
-void model_zero_grads(Model *m) { m->be->zero(m->grads, m->n_alloc * sizeof(float)); }
+void model_zero_grads(Model *m) { m->be->zero(m->be->ctx, m->grads, m->n_alloc * sizeof(float)); }
 
 void model_download_params(Model *m, float *host) {
-    m->be->download(host, m->params, m->tt.n_floats * sizeof(float));
+    m->be->download(m->be->ctx, host, m->params, m->tt.n_floats * sizeof(float));
 }
 
 void model_upload_params(Model *m, const float *host) {
-    m->be->upload(m->params, host, m->tt.n_floats * sizeof(float));
+    m->be->upload(m->be->ctx, m->params, host, m->tt.n_floats * sizeof(float));
     model_params_updated(m);
 }
 
 void model_params_updated(Model *m) {
-    if ((void *)m->work != (void *)m->params) m->be->cast_params(m->work, m->params, m->tt.n_floats);
+    if ((void *)m->work != (void *)m->params) m->be->cast_params(m->be->ctx, m->work, m->params, m->tt.n_floats);
 }
 
 /* SplitMix64 -> Box-Muller normals: the init is reproducible from the seed alone. */
@@ -323,14 +323,14 @@ void model_init_params(Model *m, uint64_t seed) {
             }
         }
     }
-    m->be->upload(m->params, host, m->tt.n_floats * sizeof(float));
+    m->be->upload(m->be->ctx, m->params, host, m->tt.n_floats * sizeof(float));
     free(host);
     model_params_updated(m);
 }
 
 /* working weight / master weight / gradient of tensor i (NULL when absent) */
 static const act_t *Wt(const Model *m, int i) {
-    return i < 0 ? NULL : (const char *)m->work + m->tt.t[i].offset * m->be->act_bytes;
+    return i < 0 ? NULL : (const act_t *)((const char *)m->work + m->tt.t[i].offset * m->be->act_bytes);
 }
 static float *Pm(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
 const ModelConfig *model_config(const Model *m) { return &m->cfg; }
@@ -344,7 +344,7 @@ static AttnShape attn_shape(const Model *m, int B) {
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local,
                    .grid = c->attention == ATTN_COMPRESSED ? c->grid : GRID_ALIGNED};
-    s.visibility = c->attention == ATTN_FULL ? VIS_FULL : (c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW);
+    s.visibility = config_visibility(c);
     return s;
 }
 
@@ -362,11 +362,11 @@ static void run_attn_hook(Model *m, int layer, act_t *attn, int B) {
     const Backend *be = m->be;
     const int H = m->cfg.n_heads, d = m->cfg.head_dim, Hd = H * d;
     for (int b = 0; b < B; b++)
-        be->download_act(m->hook_rows + (size_t)b * Hd,
-                         (const char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes, Hd);
+        be->download_act(be->ctx, m->hook_rows + (size_t)b * Hd,
+                         (const act_t *)((const char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes), Hd);
     m->attn_hook(m->attn_hook_ctx, layer, m->hook_rows, B, H, d);
     for (int b = 0; b < B; b++)
-        be->upload_act((char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes,
+        be->upload_act(be->ctx, (act_t *)((char *)attn + ((size_t)b * m->T + m->hook_positions[b]) * Hd * be->act_bytes),
                        m->hook_rows + (size_t)b * Hd, Hd);
 }
 
@@ -381,8 +381,8 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
 static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
     const ModelConfig *c = &m->cfg;
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->crope_tab) m->be->rope(x, m->crope_tab, B * m->nW * G, 1, d, r, m->nW * G, 1, inverse);
-    else m->be->rope(x, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, inverse);
+    if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * m->nW * G, 1, d, r, m->nW * G, 1, inverse);
+    else m->be->rope(m->be->ctx, x, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, inverse);
 }
 
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
@@ -394,50 +394,50 @@ static void forward_layers(Model *m, int B) {
     const int r = c->rope_dims;
     AttnShape as = attn_shape(m, B);
     CompShape cs = comp_shape(m, B);
-    be->embedding_fwd(m->la[0].x_in, m->tokens, Wt(m, m->emb), N, D);
+    be->embedding_fwd(be->ctx, m->la[0].x_in, m->tokens, Wt(m, m->emb), N, D);
     for (int L = 0; L < c->n_layers; L++) {
         const LayerIdx *x = &m->li[L];
         LayerActs *a = &m->la[L];
-        be->rmsnorm_fwd(a->a, a->rstd_in, a->x_in, Wt(m, x->in_norm), N, D, eps);
+        be->rmsnorm_fwd(be->ctx, a->a, a->rstd_in, a->x_in, Wt(m, x->in_norm), N, D, eps);
         if (c->qk_norm) {
-            be->matmul_fwd(a->q_raw, a->a, Wt(m, x->q), N, H * d, D, 0);
-            be->matmul_fwd(a->k_raw, a->a, Wt(m, x->k), N, G * d, D, 0);
-            be->rmsnorm_fwd(a->q, a->rstd_q, a->q_raw, Wt(m, x->q_norm), N * H, d, eps);
-            be->rmsnorm_fwd(a->k, a->rstd_k, a->k_raw, Wt(m, x->k_norm), N * G, d, eps);
+            be->matmul_fwd(be->ctx, a->q_raw, a->a, Wt(m, x->q), N, H * d, D, 0);
+            be->matmul_fwd(be->ctx, a->k_raw, a->a, Wt(m, x->k), N, G * d, D, 0);
+            be->rmsnorm_fwd(be->ctx, a->q, a->rstd_q, a->q_raw, Wt(m, x->q_norm), N * H, d, eps);
+            be->rmsnorm_fwd(be->ctx, a->k, a->rstd_k, a->k_raw, Wt(m, x->k_norm), N * G, d, eps);
         } else {
-            be->matmul_fwd(a->q, a->a, Wt(m, x->q), N, H * d, D, 0);
-            be->matmul_fwd(a->k, a->a, Wt(m, x->k), N, G * d, D, 0);
+            be->matmul_fwd(be->ctx, a->q, a->a, Wt(m, x->q), N, H * d, D, 0);
+            be->matmul_fwd(be->ctx, a->k, a->a, Wt(m, x->k), N, G * d, D, 0);
         }
-        be->matmul_fwd(a->v, a->a, Wt(m, x->v), N, G * d, D, 0);
+        be->matmul_fwd(be->ctx, a->v, a->a, Wt(m, x->v), N, G * d, D, 0);
         if (r > 0) {
-            be->rope(a->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
-            be->rope(a->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
+            be->rope(be->ctx, a->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
+            be->rope(be->ctx, a->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
         }
         const act_t *cv = NULL;
         if (m->nW > 0) {
             for (int br = 0; br < (m->tied_kv ? 1 : 2); br++)
-                be->compressor_fwd(&cs, a->entry[br], a->alpha[br], a->payload[br], a->pn_rstd[br], a->a,
+                be->compressor_fwd(be->ctx, &cs, a->entry[br], a->alpha[br], a->payload[br], a->pn_rstd[br], a->a,
                                    Wt(m, x->gate_w[br]), Wt(m, x->gate_b[br]), Wt(m, x->payload[br]),
                                    Wt(m, x->pn[br]));
             size_t E = (size_t)B * m->nW * G * d;
-            if (c->qk_norm) be->rmsnorm_fwd(a->ck, a->rstd_ck, a->entry[0], Wt(m, x->ck_norm), B * m->nW * G, d, eps);
-            else be->copy(a->ck, a->entry[0], E * be->act_bytes);
+            if (c->qk_norm) be->rmsnorm_fwd(be->ctx, a->ck, a->rstd_ck, a->entry[0], Wt(m, x->ck_norm), B * m->nW * G, d, eps);
+            else be->copy(be->ctx, a->ck, a->entry[0], E * be->act_bytes);
             if (r > 0) rope_entries(m, a->ck, B, 0);
             cv = m->tied_kv ? a->ck : a->entry[1];
         }
-        be->attention_fwd(&as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
+        be->attention_fwd(be->ctx, &as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
         if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, a->attn, B);
         act_t *x_next = L + 1 < c->n_layers ? m->la[L + 1].x_in : m->x_final;
-        be->copy(a->x_mid, a->x_in, (size_t)N * D * be->act_bytes);
-        be->matmul_fwd(a->x_mid, a->attn, Wt(m, x->o), N, D, H * d, 1);
-        be->rmsnorm_fwd(a->mn, a->rstd_post, a->x_mid, Wt(m, x->post_norm), N, D, eps);
-        be->matmul_fwd(a->g, a->mn, Wt(m, x->gate), N, F, D, 0);
-        be->matmul_fwd(a->u, a->mn, Wt(m, x->up), N, F, D, 0);
-        be->swiglu_fwd(a->h, a->g, a->u, (size_t)N * F);
-        be->copy(x_next, a->x_mid, (size_t)N * D * be->act_bytes);
-        be->matmul_fwd(x_next, a->h, Wt(m, x->down), N, D, F, 1);
+        be->copy(be->ctx, a->x_mid, a->x_in, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(be->ctx, a->x_mid, a->attn, Wt(m, x->o), N, D, H * d, 1);
+        be->rmsnorm_fwd(be->ctx, a->mn, a->rstd_post, a->x_mid, Wt(m, x->post_norm), N, D, eps);
+        be->matmul_fwd(be->ctx, a->g, a->mn, Wt(m, x->gate), N, F, D, 0);
+        be->matmul_fwd(be->ctx, a->u, a->mn, Wt(m, x->up), N, F, D, 0);
+        be->swiglu_fwd(be->ctx, a->h, a->g, a->u, (size_t)N * F);
+        be->copy(be->ctx, x_next, a->x_mid, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(be->ctx, x_next, a->h, Wt(m, x->down), N, D, F, 1);
     }
-    be->rmsnorm_fwd(m->xf, m->rstd_final, m->x_final, Wt(m, m->final_norm), N, D, eps);
+    be->rmsnorm_fwd(be->ctx, m->xf, m->rstd_final, m->x_final, Wt(m, m->final_norm), N, D, eps);
 }
 
 static void backward_layers(Model *m, int B) {
@@ -448,77 +448,77 @@ static void backward_layers(Model *m, int B) {
     AttnShape as = attn_shape(m, B);
     CompShape cs = comp_shape(m, B);
     /* dx = d loss / d x_final */
-    be->rmsnorm_bwd(m->dx, Gr(m, m->final_norm), m->dxf, m->x_final, Wt(m, m->final_norm), m->rstd_final, N, D, 0);
+    be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, m->final_norm), m->dxf, m->x_final, Wt(m, m->final_norm), m->rstd_final, N, D, 0);
     for (int L = c->n_layers - 1; L >= 0; L--) {
         const LayerIdx *x = &m->li[L];
         LayerActs *a = &m->la[L];
         /* MLP: x_out = x_mid + down(h) */
-        be->matmul_bwd(m->dh, Gr(m, x->down), m->dx, a->h, Wt(m, x->down), N, D, F, 0);
-        be->swiglu_bwd(m->dg, m->du, m->dh, a->g, a->u, (size_t)N * F);
-        be->matmul_bwd(m->dD, Gr(m, x->gate), m->dg, a->mn, Wt(m, x->gate), N, F, D, 0);
-        be->matmul_bwd(m->dD, Gr(m, x->up), m->du, a->mn, Wt(m, x->up), N, F, D, 1);
-        be->rmsnorm_bwd(m->dx, Gr(m, x->post_norm), m->dD, a->x_mid, Wt(m, x->post_norm), a->rstd_post, N, D, 1);
+        be->matmul_bwd(be->ctx, m->dh, Gr(m, x->down), m->dx, a->h, Wt(m, x->down), N, D, F, 0);
+        be->swiglu_bwd(be->ctx, m->dg, m->du, m->dh, a->g, a->u, (size_t)N * F);
+        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->gate), m->dg, a->mn, Wt(m, x->gate), N, F, D, 0);
+        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->up), m->du, a->mn, Wt(m, x->up), N, F, D, 1);
+        be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, x->post_norm), m->dD, a->x_mid, Wt(m, x->post_norm), a->rstd_post, N, D, 1);
         /* attention: x_mid = x_in + o(attn) */
-        be->matmul_bwd(m->dattn, Gr(m, x->o), m->dx, a->attn, Wt(m, x->o), N, D, H * d, 0);
+        be->matmul_bwd(be->ctx, m->dattn, Gr(m, x->o), m->dx, a->attn, Wt(m, x->o), N, D, H * d, 0);
         const act_t *cv = m->nW ? (m->tied_kv ? a->ck : a->entry[1]) : NULL;
-        be->attention_bwd(&as, m->dq, m->dk, m->dv, m->dck, m->dcv, Gr(m, x->sink), m->dattn, a->attn, a->lse,
+        be->attention_bwd(be->ctx, &as, m->dq, m->dk, m->dv, m->dck, m->dcv, Gr(m, x->sink), m->dattn, a->attn, a->lse,
                           a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
         if (r > 0) {
-            be->rope(m->dq, m->rope_tab, N, H, d, r, m->T, 1, 1);
-            be->rope(m->dk, m->rope_tab, N, G, d, r, m->T, 1, 1);
+            be->rope(be->ctx, m->dq, m->rope_tab, N, H, d, r, m->T, 1, 1);
+            be->rope(be->ctx, m->dk, m->rope_tab, N, G, d, r, m->T, 1, 1);
         }
         act_t *dq = m->dq, *dk = m->dk;
         if (c->qk_norm) {
-            be->rmsnorm_bwd(m->dq_raw, Gr(m, x->q_norm), m->dq, a->q_raw, Wt(m, x->q_norm), a->rstd_q, N * H, d, 0);
-            be->rmsnorm_bwd(m->dk_raw, Gr(m, x->k_norm), m->dk, a->k_raw, Wt(m, x->k_norm), a->rstd_k, N * G, d, 0);
+            be->rmsnorm_bwd(be->ctx, m->dq_raw, Gr(m, x->q_norm), m->dq, a->q_raw, Wt(m, x->q_norm), a->rstd_q, N * H, d, 0);
+            be->rmsnorm_bwd(be->ctx, m->dk_raw, Gr(m, x->k_norm), m->dk, a->k_raw, Wt(m, x->k_norm), a->rstd_k, N * G, d, 0);
             dq = m->dq_raw;
             dk = m->dk_raw;
         }
-        be->matmul_bwd(m->dD, Gr(m, x->q), dq, a->a, Wt(m, x->q), N, H * d, D, 0);
-        be->matmul_bwd(m->dD, Gr(m, x->k), dk, a->a, Wt(m, x->k), N, G * d, D, 1);
-        be->matmul_bwd(m->dD, Gr(m, x->v), m->dv, a->a, Wt(m, x->v), N, G * d, D, 1);
+        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->q), dq, a->a, Wt(m, x->q), N, H * d, D, 0);
+        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->k), dk, a->a, Wt(m, x->k), N, G * d, D, 1);
+        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->v), m->dv, a->a, Wt(m, x->v), N, G * d, D, 1);
         if (m->nW > 0) {
             size_t E = (size_t)B * m->nW * G * d;
-            if (m->tied_kv) be->add(m->dck, m->dcv, E);       /* cv == ck */
+            if (m->tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
             if (r > 0) rope_entries(m, m->dck, B, 1);
             const act_t *dentry_k = m->dck;
             if (c->qk_norm) {
-                be->rmsnorm_bwd(m->dentry, Gr(m, x->ck_norm), m->dck, a->entry[0], Wt(m, x->ck_norm), a->rstd_ck,
+                be->rmsnorm_bwd(be->ctx, m->dentry, Gr(m, x->ck_norm), m->dck, a->entry[0], Wt(m, x->ck_norm), a->rstd_ck,
                                 B * m->nW * G, d, 0);
                 dentry_k = m->dentry;
             }
             for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
                 const float *dalpha = NULL;
                 if (m->cov_lambda > 0 && cs.gate != GATEK_UNIFORM) {
-                    be->gate_coverage(&cs, a->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
+                    be->gate_coverage(be->ctx, &cs, a->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
-                be->compressor_bwd(&cs, m->dD, Gr(m, x->gate_w[br]), Gr(m, x->gate_b[br]), Gr(m, x->payload[br]),
+                be->compressor_bwd(be->ctx, &cs, m->dD, Gr(m, x->gate_w[br]), Gr(m, x->gate_b[br]), Gr(m, x->payload[br]),
                                    Gr(m, x->pn[br]), br == 0 ? dentry_k : m->dcv, a->alpha[br], a->payload[br],
                                    a->pn_rstd[br], a->a, Wt(m, x->gate_w[br]), Wt(m, x->payload[br]), Wt(m, x->pn[br]),
                                    dalpha);
             }
         }
-        be->rmsnorm_bwd(m->dx, Gr(m, x->in_norm), m->dD, a->x_in, Wt(m, x->in_norm), a->rstd_in, N, D, 1);
+        be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, x->in_norm), m->dD, a->x_in, Wt(m, x->in_norm), a->rstd_in, N, D, 1);
     }
-    be->embedding_bwd(Gr(m, m->emb), m->tokens, m->dx, N, D);
+    be->embedding_bwd(be->ctx, Gr(m, m->emb), m->tokens, m->dx, N, D);
 }
 
 static double run_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses,
                           int with_grad, double loss_scale) {
     const Backend *be = m->be;
     const int N = B * m->T, D = m->cfg.d_model, V = m->cfg.vocab_size;
-    be->upload(m->tokens, tokens, sizeof(int32_t) * N);
+    be->upload(be->ctx, m->tokens, tokens, sizeof(int32_t) * N);
     forward_layers(m, B);
     if (!targets) return 0.0;
-    be->upload(m->targets, targets, sizeof(int32_t) * N);
-    be->classifier(m->xf, Wt(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
+    be->upload(be->ctx, m->targets, targets, sizeof(int32_t) * N);
+    be->classifier(be->ctx, m->xf, Wt(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
                    with_grad ? Gr(m, m->lm_head) : NULL, (float)loss_scale);
     if (with_grad) {
         m->cov_scale = loss_scale * m->T;
         backward_layers(m, B);
     }
-    be->download(m->host_losses, m->losses, sizeof(float) * N);
+    be->download(be->ctx, m->host_losses, m->losses, sizeof(float) * N);
     double sum = 0.0;
     long count = 0;
     for (int i = 0; i < N; i++)
@@ -539,24 +539,24 @@ double model_forward_backward(Model *m, const int32_t *tokens, const int32_t *ta
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out) {
     const Backend *be = m->be;
     const int D = m->cfg.d_model;
-    be->upload(m->tokens, tokens, sizeof(int32_t) * B * m->T);
+    be->upload(be->ctx, m->tokens, tokens, sizeof(int32_t) * B * m->T);
     m->hook_positions = positions;
     forward_layers(m, B);
     m->hook_positions = NULL;
     /* gather the B requested rows into dD, then one argmax call */
     for (int b = 0; b < B; b++)
-        be->copy((char *)m->dD + (size_t)b * D * be->act_bytes,
+        be->copy(be->ctx, (char *)m->dD + (size_t)b * D * be->act_bytes,
                  (const char *)m->xf + ((size_t)b * m->T + positions[b]) * D * be->act_bytes, D * be->act_bytes);
     int32_t *dev_out = (int32_t *)m->targets;
-    be->logits_argmax(m->dD, Wt(m, m->lm_head), B, D, m->cfg.vocab_size, dev_out);
-    be->download(out, dev_out, sizeof(int32_t) * B);
+    be->logits_argmax(be->ctx, m->dD, Wt(m, m->lm_head), B, D, m->cfg.vocab_size, dev_out);
+    be->download(be->ctx, out, dev_out, sizeof(int32_t) * B);
 }
 
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
     if (m->nW == 0) return 0;
     LayerActs *a = &m->la[layer];
     const float *src = a->alpha[m->tied_kv ? 0 : branch];
-    m->be->download(out, src, sizeof(float) * (size_t)B * m->nW * m->cfg.n_kv_heads * m->cfg.window * m->channels);
+    m->be->download(m->be->ctx, out, src, sizeof(float) * (size_t)B * m->nW * m->cfg.n_kv_heads * m->cfg.window * m->channels);
     return m->nW;
 }
 
@@ -566,7 +566,7 @@ static long visible_keys(const ModelConfig *c, int T, int t, int g) {
     if (c->attention == ATTN_FULL) return t + 1;
     int o = config_grid_offset(c, g);
     int n = vis_n_entries(t, c->window, c->stride, o, config_head_windows(c, T, g));
-    int lo = vis_raw_lo(c->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW, t, n, c->window, c->stride, o, c->n_local);
+    int lo = vis_raw_lo(config_visibility(c), t, n, c->window, c->stride, o, c->n_local);
     return n + (t - lo + 1);
 }
 
@@ -604,8 +604,8 @@ int model_set_gate_coverage(Model *m, double lambda, char *err) {
     m->cov_lambda = lambda;
     if (lambda > 0 && !m->dalpha) {
         size_t n = (size_t)m->max_batch * m->nW * c->n_kv_heads * c->window * m->channels;
-        m->dalpha = m->be->alloc(n * sizeof(float));
-        m->cov_seq = m->be->alloc((size_t)m->max_batch * sizeof(float));
+        m->dalpha = m->be->alloc(m->be->ctx, n * sizeof(float));
+        m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
         m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
         if (!m->dalpha || !m->cov_seq) return set_err(err, "out of %s memory for the gate-coverage penalty", m->be->name);
     }
@@ -619,7 +619,7 @@ double model_gate_coverage(Model *m, int B) {
         char err[ERR_LEN];
         if (model_set_gate_coverage(m, m->cov_lambda, err)) return NAN;
         if (!m->cov_seq) {   /* lambda 0: allocate the per-sequence scratch only */
-            m->cov_seq = m->be->alloc((size_t)m->max_batch * sizeof(float));
+            m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
             m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
         }
     }
@@ -627,8 +627,8 @@ double model_gate_coverage(Model *m, int B) {
     double sum = 0.0;
     for (int L = 0; L < c->n_layers; L++)
         for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
-            m->be->gate_coverage(&cs, m->la[L].alpha[br], NULL, m->cov_seq, 0.0f);
-            m->be->download(m->host_cov, m->cov_seq, sizeof(float) * B);
+            m->be->gate_coverage(m->be->ctx, &cs, m->la[L].alpha[br], NULL, m->cov_seq, 0.0f);
+            m->be->download(m->be->ctx, m->host_cov, m->cov_seq, sizeof(float) * B);
             for (int b = 0; b < B; b++) sum += m->host_cov[b];
         }
     return sum;
@@ -636,8 +636,8 @@ double model_gate_coverage(Model *m, int B) {
 
 /* Test hook: the final-norm output [B, T, D] of a forward pass, as host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out) {
-    m->be->upload(m->tokens, tokens, sizeof(int32_t) * B * m->T);
+    m->be->upload(m->be->ctx, m->tokens, tokens, sizeof(int32_t) * B * m->T);
     forward_layers(m, B);
-    m->be->download_act(out, m->xf, (size_t)B * m->T * m->cfg.d_model);
+    m->be->download_act(m->be->ctx, out, m->xf, (size_t)B * m->T * m->cfg.d_model);
     return 0;
 }

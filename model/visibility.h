@@ -57,6 +57,28 @@ VIS_FN int vis_raw_lo(int visibility, int t, int n, int W, int S, int o, int n_l
     return 0;
 }
 
+/* The inverse rule, for kernels that walk keys and ask which queries see them:
+ * the first query that sees entry j of a head with grid offset o (its window is complete) ... */
+VIS_FN int vis_first_query_of_entry(int j, int W, int S, int o) { return o + j * S + W - 1; }
+/* ... and the last query (of T) that sees raw token k (causal: the first is k itself), for a
+ * head with grid offset o and nW windows: window: k + n_local - 1; tail: the query before the
+ * first window ending at or after k closes (k is then inside a visible window); full: T - 1. */
+VIS_FN int vis_last_query_of_raw(int visibility, int k, int T, int W, int S, int o, int n_local, int nW) {
+    int hi = T - 1;
+    if (visibility == VIS_WINDOW) {
+        int last = k + n_local - 1;
+        if (last < hi) hi = last;
+    } else if (visibility == VIS_TAIL && nW > 0) {
+        int x = k - o - W + 1;
+        int jstar = x <= 0 ? 0 : (x + S - 1) / S;   /* first window ending at or after k */
+        if (jstar < nW) {
+            int last = o + jstar * S + W - 2;
+            if (last < hi) hi = last;
+        }
+    }
+    return hi;
+}
+
 /* Phase of position t for a head with grid offset o: (t - o) mod S, in 0..S-1. */
 VIS_FN int vis_phase(int t, int S, int o) {
     int r = (t - o) % S;

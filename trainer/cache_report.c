@@ -6,19 +6,12 @@
 #include "model/decode.h"
 #include "kernels/kernels.h"
 
-static size_t counted;
-static void *count_alloc(size_t bytes) { counted += bytes; return (void *)64; }
-static void count_free(void *p) { (void)p; }
-
 static size_t measure(const ModelConfig *mc, long context, size_t elem_bytes) {
-    Backend counting;
-    memset(&counting, 0, sizeof counting);
-    counting.name = "count";
-    counting.act_bytes = elem_bytes;
-    counting.alloc = count_alloc;
-    counting.free = count_free;
-    counted = 0;
-    size_t got = decode_cache_measure(mc, &counting, context);
+    Backend *counting = backend_counting(elem_bytes);
+    if (!counting) return 0;
+    size_t got = decode_cache_measure(mc, counting, context);
+    size_t counted = backend_counted(counting);
+    backend_counting_free(counting);
     return got == counted ? got : 0;
 }
 

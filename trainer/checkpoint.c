@@ -33,8 +33,8 @@ static long file_size(const char *path) {
 static int write_optimizer_shard(const char *path, const Optimizer *o, int rank, int world, char *err) {
     size_t n = o->shard;
     float *host = malloc(sizeof(float) * n * 2);
-    o->be->download(host, o->m, sizeof(float) * n);
-    o->be->download(host + n, o->v, sizeof(float) * n);
+    o->be->download(o->be->ctx, host, o->m, sizeof(float) * n);
+    o->be->download(o->be->ctx, host + n, o->v, sizeof(float) * n);
     unsigned char hdr[OPT_HEADER_BYTES] = {0};
     memcpy(hdr, OPT_MAGIC, 8);
     uint32_t u32[4] = {1, (uint32_t)rank, (uint32_t)world, 0};
@@ -492,8 +492,8 @@ int checkpoint_load(const char *ckpt_dir, Model *m, Optimizer *o, const TrainSta
         return set_err(err, "%s/optimizer: the shards cover %llu of %zu floats (corrupt checkpoint)", ckpt_dir,
                        (unsigned long long)expect_lo, tt->n_floats);
     }
-    o->be->upload(o->m, mv, sizeof(float) * o->shard);
-    o->be->upload(o->v, mv + o->shard, sizeof(float) * o->shard);
+    o->be->upload(o->be->ctx, o->m, mv, sizeof(float) * o->shard);
+    o->be->upload(o->be->ctx, o->v, mv + o->shard, sizeof(float) * o->shard);
     o->updates = st->updates;
     free(mv);
     return 0;

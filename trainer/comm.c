@@ -30,8 +30,9 @@
  *     elements of every rank's block, packed into scratch [W, p], reduced into recv + offset;
  *   all-gather when W * shard > max_count: pieces of p elements of every block, described by a
  *     datatype of p floats whose extent is one shard, so block r of the piece lies at r * shard.
- * CUDA collectives (device memory, fp32): ncclReduceScatter / ncclAllGather / ncclAllReduce on
- * the CUDA backend's stream, synchronised before returning.
+ * Device collectives (device memory, fp32): the backend's own (Backend.collectives; on CUDA
+ * ncclReduceScatter / ncclAllGather / ncclAllReduce on its stream, kernels/cuda/cuda_comm.cu),
+ * synchronised before returning; this file only runs them under the watchdog.
  * With a world of one every collective is an identity and calls nothing (reduce-scatter copies
  * send's shard to recv with the backend's copy when they differ). */
 #include "trainer/comm.h"
@@ -52,20 +53,10 @@
 #include "kernels/kernels.h"
 #include "common/errors.h"
 
-/* NCCL collectives need a CUDA build with NCCL (tools/configure: PHASELAB_NCCL). A CUDA build
- * without NCCL trains on one rank only: comm_attach_backend refuses a larger world. */
-#if defined(PHASELAB_CUDA) && defined(PHASELAB_NCCL)
-#define COMM_NCCL 1
-#endif
-#ifdef PHASELAB_CUDA
-#include <cuda_runtime.h>
-#endif
-#ifdef COMM_NCCL
-#include <nccl.h>
-/* kernels/cuda/cuda_backend.cu: the backend's stream (a cudaStream_t), so that NCCL runs in
- * order with the ops. */
-void *cuda_backend_stream(void);
-#endif
+/* Device collectives (NCCL on CUDA) are the backend's (Backend.collectives, kernels/kernels.h):
+ * this file runs them under the watchdog and knows nothing of the device. A backend whose
+ * memory is on a device but that has no collectives (a CUDA build without NCCL) trains on one
+ * rank only: comm_attach_backend refuses a larger world. */
 
 #define COMM_DEFAULT_TIMEOUT_S 300.0
 #define COMM_ABORT_GRACE_S 30 /* alarm() after the watchdog calls MPI_Abort */
@@ -78,11 +69,8 @@ typedef struct CommImpl {
     long long max_count;   /* elements per MPI call */
     float *scratch;        /* host scratch for packed reduce-scatter pieces */
     size_t scratch_n;
-    int is_cuda;
-#ifdef COMM_NCCL
-    ncclComm_t nccl;
-    int have_nccl;
-#endif
+    int on_device;         /* the backend's memory is device memory (be->device >= 0) */
+    int have_device_comm;  /* be->collectives->init succeeded */
     /* watchdog */
     int watchdog_running;
     pthread_t watchdog;
@@ -338,61 +326,50 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
     CommImpl *m = c->impl;
     if (!m) return set_err(err, "comm: comm_attach_backend before comm_init");
     m->be = be;
-    m->is_cuda = be && be->name && strcmp(be->name, "cuda") == 0;
+    m->on_device = be && be->device >= 0;
     if (!active(c)) return 0;
-    /* every rank must have chosen the same backend: a cpu/cuda mix would hang in the collectives */
-    int flags[2] = { m->is_cuda, -m->is_cuda };
+    /* every rank must have chosen the same kind of backend: a host/device mix would hang in the
+     * collectives */
+    int flags[2] = { m->on_device, -m->on_device };
     op_begin(c, "attach_backend");
     mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, flags, 2, MPI_INT, MPI_MAX, m->comm), "attach_backend");
     op_end(c);
     if (flags[0] != -flags[1])
         return set_err(err, "comm: rank %d: the ranks chose different backends (some cpu, some cuda; this rank %s): "
-                       "set run.device to the same value on every rank", c->rank, m->is_cuda ? "cuda" : "cpu");
-    if (!m->is_cuda) return 0;
-#ifdef PHASELAB_CUDA
-    int n_dev = 0;
-    cudaError_t ce = cudaGetDeviceCount(&n_dev);
-    if (ce != cudaSuccess || n_dev < 1)
-        return set_err(err, "comm: rank %d: no CUDA device: %s", c->rank, ce != cudaSuccess ? cudaGetErrorString(ce) : "count 0");
-    if ((ce = cudaSetDevice(c->local_rank % n_dev)) != cudaSuccess)
-        return set_err(err, "comm: rank %d: cudaSetDevice(%d): %s", c->rank, c->local_rank % n_dev, cudaGetErrorString(ce));
-#ifndef COMM_NCCL
-    return set_err(err, "comm: rank %d: this build has no NCCL (tools/configure found none), so a CUDA run is "
-                   "limited to one rank: rebuild with NCCL_HOME=<NCCL prefix>, or train with run.device=cpu", c->rank);
-#else
-    ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    ncclResult_t nr = ncclSuccess;
-    if (c->rank == 0) nr = ncclGetUniqueId(&id);
-    int bad = nr != ncclSuccess;
+                       "set run.device to the same value on every rank", c->rank, be->name);
+    if (!m->on_device) return 0;
+    const BackendCollectives *co = be->collectives;
+    if (!co)
+        return set_err(err, "comm: rank %d: this build has no NCCL (tools/configure found none), so a %s run is "
+                       "limited to one rank: rebuild with NCCL_HOME=<NCCL prefix>, or train with run.device=cpu",
+                       c->rank, be->name);
+    /* rank 0 makes the communicator's unique id, MPI broadcasts it, every rank joins */
+    unsigned char id[256];
+    char cerr[ERR_LEN] = "";
+    if (co->id_bytes > sizeof id) return set_err(err, "comm: rank %d: communicator id of %zu bytes", c->rank, co->id_bytes);
+    memset(id, 0, sizeof id);
+    int bad = c->rank == 0 && co->make_id(be->ctx, id, cerr) != 0;
     op_begin(c, "nccl_init");
     mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, m->comm), "nccl_init");
     if (bad) {
         op_end(c);
         return set_err(err, "comm: rank %d: ncclGetUniqueId on rank 0 failed%s%s", c->rank,
-                       c->rank == 0 ? ": " : "", c->rank == 0 ? ncclGetErrorString(nr) : "");
+                       c->rank == 0 ? ": " : "", c->rank == 0 ? cerr : "");
     }
-    mpi_check(m, MPI_Bcast(&id, (int)sizeof id, MPI_BYTE, 0, m->comm), "nccl_init");
-    nr = ncclCommInitRank(&m->nccl, c->world, id, c->rank);
+    mpi_check(m, MPI_Bcast(id, (int)co->id_bytes, MPI_BYTE, 0, m->comm), "nccl_init");
+    int rc = co->init(be->ctx, id, c->world, c->rank, cerr);
     op_end(c);
-    if (nr != ncclSuccess)
-        return set_err(err, "comm: rank %d: ncclCommInitRank: %s", c->rank, ncclGetErrorString(nr));
-    m->have_nccl = 1;
+    if (rc) return set_err(err, "comm: rank %d: %s", c->rank, cerr);
+    m->have_device_comm = 1;
     return 0;
-#endif
-#else
-    return set_err(err, "comm: rank %d: backend cuda, but phaselab was built without CUDA", c->rank);
-#endif
 }
 
 void comm_finalize(Comm *c) {
     CommImpl *m = c->impl;
     if (!m) { c->using_mpi = 0; return; }
     watchdog_stop(m);
-#ifdef COMM_NCCL
-    if (m->have_nccl) ncclCommDestroy(m->nccl);
-    m->have_nccl = 0;
-#endif
+    if (m->have_device_comm) m->be->collectives->destroy(m->be->ctx);
+    m->have_device_comm = 0;
     if (m->have_comm) MPI_Comm_free(&m->comm);
     if (m->inited_mpi) MPI_Finalize();
     free_impl(c);
@@ -453,28 +430,24 @@ void comm_bcast_host(Comm *c, void *buf, size_t bytes) {
 
 /* ---- backend-memory collectives ---- */
 
-#ifdef COMM_NCCL
-static cudaStream_t comm_stream(void) { return (cudaStream_t)cuda_backend_stream(); }
+static int use_device_comm(const Comm *c) { return ((const CommImpl *)c->impl)->have_device_comm; }
 
-static void nccl_check(Comm *c, ncclResult_t r, const char *op) {
-    if (r == ncclSuccess) return;
-    fprintf(stderr, "phaselab: rank %d: collective %s failed: NCCL: %s; aborting\n", c->rank, op, ncclGetErrorString(r));
+/* A failed device collective ends the job: the other ranks are blocked in it. */
+static void device_check(Comm *c, int rc, const char *op, const char *why) {
+    if (rc == 0) return;
+    fprintf(stderr, "phaselab: rank %d: collective %s failed: %s; aborting\n", c->rank, op, why);
     abort_job(1);
 }
 
-static void cuda_sync(Comm *c, const char *op) {
-    cudaError_t e = cudaStreamSynchronize(comm_stream());
-    if (e == cudaSuccess) return;
-    fprintf(stderr, "phaselab: rank %d: collective %s failed: CUDA: %s; aborting\n", c->rank, op, cudaGetErrorString(e));
-    abort_job(1);
-}
-
-static int use_nccl(const Comm *c) { return ((const CommImpl *)c->impl)->have_nccl; }
-
-/* One NCCL collective on the backend's stream, under the watchdog, waited for before returning. */
-#define NCCL_COLLECTIVE(c, name, call) \
-    do { op_begin(c, name); nccl_check(c, (call), name); cuda_sync(c, name); op_end(c); } while (0)
-#endif
+/* One device collective of the backend, under the watchdog (it waits for the collective). */
+#define DEVICE_COLLECTIVE(c, name, fn, ...) \
+    do { \
+        CommImpl *m_ = (c)->impl; \
+        char why_[ERR_LEN] = ""; \
+        op_begin(c, name); \
+        device_check(c, m_->be->collectives->fn(m_->be->ctx, __VA_ARGS__, why_), name, why_); \
+        op_end(c); \
+    } while (0)
 
 static float *scratch(CommImpl *m, size_t n) {
     if (m->scratch_n < n) {
@@ -497,19 +470,17 @@ void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t sha
         const float *mine = send + (size_t)c->rank * shard;
         if (mine == recv) return;
         CommImpl *m = c->impl;
-        if (m && m->be && m->be->copy) m->be->copy(recv, mine, shard * sizeof(float));
+        if (m && m->be && m->be->copy) m->be->copy(m->be->ctx, recv, mine, shard * sizeof(float));
         else memmove(recv, mine, shard * sizeof(float));
         return;
     }
     CommImpl *m = c->impl;
     const char *name = "reduce_scatter_sum";
     size_t W = (size_t)c->world;
-#ifdef COMM_NCCL
-    if (use_nccl(c)) {
-        NCCL_COLLECTIVE(c, name, ncclReduceScatter(send, recv, shard, ncclFloat, ncclSum, m->nccl, comm_stream()));
+    if (use_device_comm(c)) {
+        DEVICE_COLLECTIVE(c, name, reduce_scatter_sum, send, recv, shard);
         return;
     }
-#endif
     op_begin(c, name);
     int overlaps = recv < send + W * shard && recv + shard > send;
     if (W * shard <= (size_t)m->max_count) {
@@ -540,12 +511,10 @@ void comm_allgather(Comm *c, float *buf, size_t shard) {
     CommImpl *m = c->impl;
     const char *name = "allgather";
     size_t W = (size_t)c->world;
-#ifdef COMM_NCCL
-    if (use_nccl(c)) {
-        NCCL_COLLECTIVE(c, name, ncclAllGather(buf + (size_t)c->rank * shard, buf, shard, ncclFloat, m->nccl, comm_stream()));
+    if (use_device_comm(c)) {
+        DEVICE_COLLECTIVE(c, name, allgather, buf, shard, c->rank);
         return;
     }
-#endif
     op_begin(c, name);
     if (W * shard <= (size_t)m->max_count) {
         mpi_check(m, MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, (int)shard, MPI_FLOAT, m->comm), name);
@@ -570,13 +539,9 @@ void comm_allgather(Comm *c, float *buf, size_t shard) {
 
 void comm_allreduce_sum(Comm *c, float *buf, size_t n) {
     if (!active(c) || n == 0) return;
-#ifdef COMM_NCCL
-    if (use_nccl(c)) {
-        CommImpl *m = c->impl;
-        const char *name = "allreduce_sum";
-        NCCL_COLLECTIVE(c, name, ncclAllReduce(buf, buf, n, ncclFloat, ncclSum, m->nccl, comm_stream()));
+    if (use_device_comm(c)) {
+        DEVICE_COLLECTIVE(c, "allreduce_sum", allreduce_sum, buf, n);
         return;
     }
-#endif
     allreduce_pieces(c, buf, n, sizeof(float), MPI_FLOAT, MPI_SUM, "allreduce_sum");
 }

@@ -20,9 +20,9 @@ int optimizer_init(Optimizer *o, const Backend *be, Comm *comm, const TensorTabl
     o->shard = optimizer_padded_floats(tt, comm->world) / comm->world;
     o->lo = (size_t)comm->rank * o->shard;
     o->hi = o->lo + o->shard;
-    o->m = be->alloc(o->shard * sizeof(float));
-    o->v = be->alloc(o->shard * sizeof(float));
-    o->grad_shard = comm->world > 1 ? be->alloc(o->shard * sizeof(float)) : NULL;
+    o->m = be->alloc(be->ctx, o->shard * sizeof(float));
+    o->v = be->alloc(be->ctx, o->shard * sizeof(float));
+    o->grad_shard = comm->world > 1 ? be->alloc(be->ctx, o->shard * sizeof(float)) : NULL;
     o->updates = 0;
     o->beta1 = beta1; o->beta2 = beta2; o->eps = eps; o->weight_decay = weight_decay; o->grad_clip = grad_clip;
     if (!o->m || !o->v || (comm->world > 1 && !o->grad_shard))
@@ -31,9 +31,9 @@ int optimizer_init(Optimizer *o, const Backend *be, Comm *comm, const TensorTabl
 }
 
 void optimizer_free(Optimizer *o) {
-    if (o->m) o->be->free(o->m);
-    if (o->v) o->be->free(o->v);
-    if (o->grad_shard) o->be->free(o->grad_shard);
+    if (o->m) o->be->free(o->be->ctx, o->m);
+    if (o->v) o->be->free(o->be->ctx, o->v);
+    if (o->grad_shard) o->be->free(o->be->ctx, o->grad_shard);
     o->m = o->v = o->grad_shard = NULL;
 }
 
@@ -44,13 +44,13 @@ int optimizer_step(Optimizer *o, float *params, float *grads, double lr, int los
         comm_reduce_scatter_sum(o->comm, grads, o->grad_shard, o->shard);
         g = o->grad_shard;
     }
-    double ss = be->sumsq(g, o->shard);
+    double ss = be->sumsq(be->ctx, g, o->shard);
     comm_allreduce_sum_host(o->comm, &ss, 1);
     double norm = sqrt(ss);
     *grad_norm = norm;
     if (!loss_finite || !isfinite(norm)) return 0;
     double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
-    if (clip != 1.0) be->scale(g, o->shard, (float)clip);
+    if (clip != 1.0) be->scale(be->ctx, g, o->shard, (float)clip);
     o->updates++;
     float bc1 = (float)(1.0 - pow(o->beta1, (double)o->updates));
     float bc2 = (float)(1.0 - pow(o->beta2, (double)o->updates));
@@ -61,7 +61,7 @@ int optimizer_step(Optimizer *o, float *params, float *grads, double lr, int los
         size_t b = t->offset + t->numel < o->hi ? t->offset + t->numel : o->hi;
         if (a >= b) continue;
         float wd = t->decay ? (float)o->weight_decay : 0.0f;
-        be->adamw(params + a, g + (a - o->lo), o->m + (a - o->lo), o->v + (a - o->lo), b - a, (float)lr,
+        be->adamw(be->ctx, params + a, g + (a - o->lo), o->m + (a - o->lo), o->v + (a - o->lo), b - a, (float)lr,
                   (float)o->beta1, (float)o->beta2, (float)o->eps, wd, bc1, bc2);
     }
     if (o->comm->world > 1) comm_allgather(o->comm, params, o->shard);

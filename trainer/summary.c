@@ -11,25 +11,15 @@
 #include "model/tensors.h"
 #include "kernels/kernels.h"
 
-static size_t counted;
-static void *count_alloc(size_t bytes) { counted += bytes; return (void *)64; }
-static void count_free(void *p) { (void)p; }
-static void count_upload(void *d, const void *s, size_t n) { (void)d; (void)s; (void)n; }
 
 /* bytes of the activation arena for micro-batch B of T tokens */
 static size_t arena_estimate(const ModelConfig *mc, int B, int T, size_t act_bytes, char *err) {
-    Backend counting;
-    memset(&counting, 0, sizeof counting);
-    counting.name = "count";
-    counting.act_bytes = act_bytes;
-    counting.alloc = count_alloc;
-    counting.free = count_free;
-    counting.upload = count_upload;
-    counting.staggered_grid = 1;   /* count every variant's arena */
-    Model *m = model_create(mc, &counting, B, T, err);
-    if (!m) return 0;
-    size_t bytes = model_arena_bytes(m);
-    model_free(m);
+    Backend *counting = backend_counting(act_bytes);   /* counts every variant's arena */
+    if (!counting) { set_err(err, "out of memory"); return 0; }
+    Model *m = model_create(mc, counting, B, T, err);
+    size_t bytes = m ? model_arena_bytes(m) : 0;
+    if (m) model_free(m);
+    backend_counting_free(counting);
     return bytes;
 }
 

@@ -73,14 +73,14 @@ static void block_scores(const AttnShape *s, const Block *bk, const float *qrows
     }
 }
 
-void cpu_attention_fwd(const AttnShape *s, act_t *out_, float *lse, const act_t *q_, const act_t *k_,
+void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *lse, const act_t *q_, const act_t *k_,
                        const act_t *v_, const act_t *ck_, const act_t *cv_, const float *sink) {
     const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows, group = H / G;
     const float scale = 1.0f / sqrtf((float)d);
-    float *out = out_;
-    const float *q = q_, *k = k_, *v = v_, *ck = ck_, *cv = cv_;
+    float *out = F(out_);
+    const float *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
     const int n_blocks = (T + QB - 1) / QB;
-    #pragma omp parallel
+    #pragma omp parallel num_threads(ctx->threads)
     {
         float *z = malloc(sizeof(float) * (size_t)QB * (nW + T));
         #pragma omp for collapse(2) schedule(dynamic, 1)
@@ -117,14 +117,14 @@ void cpu_attention_fwd(const AttnShape *s, act_t *out_, float *lse, const act_t 
     }
 }
 
-void cpu_attention_bwd(const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, act_t *dck_, act_t *dcv_,
+void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, act_t *dck_, act_t *dcv_,
                        float *dsink, const act_t *dout_, const act_t *out_, const float *lse,
                        const act_t *q_, const act_t *k_, const act_t *v_, const act_t *ck_,
                        const act_t *cv_, const float *sink) {
     const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows, group = H / G;
     const float scale = 1.0f / sqrtf((float)d);
-    float *dq = dq_, *dk = dk_, *dv = dv_, *dck = dck_, *dcv = dcv_;
-    const float *dout = dout_, *out = out_, *q = q_, *k = k_, *v = v_, *ck = ck_, *cv = cv_;
+    float *dq = F(dq_), *dk = F(dk_), *dv = F(dv_), *dck = F(dck_), *dcv = F(dcv_);
+    const float *dout = CF(dout_), *out = CF(out_), *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
     const int n_blocks = (T + QB - 1) / QB;
     memset(dk, 0, sizeof(float) * (size_t)B * T * G * d);
     memset(dv, 0, sizeof(float) * (size_t)B * T * G * d);
@@ -133,7 +133,7 @@ void cpu_attention_bwd(const AttnShape *s, act_t *dq_, act_t *dk_, act_t *dv_, a
         memset(dcv, 0, sizeof(float) * (size_t)B * nW * G * d);
     }
     float *dsink_part = sink ? calloc((size_t)B * H, sizeof(float)) : NULL; /* [B, H] */
-    #pragma omp parallel
+    #pragma omp parallel num_threads(ctx->threads)
     {
         float *p = malloc(sizeof(float) * (size_t)QB * (nW + T));    /* probabilities, then dz */
         float *dp = malloc(sizeof(float) * (size_t)QB * (nW + T));

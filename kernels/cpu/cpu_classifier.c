@@ -26,16 +26,16 @@ static void chunk_logits(float *logits, const float *x, const float *emb, int r0
                 logits, V);
 }
 
-void cpu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
+void cpu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
                     float *losses, act_t *dx_, float *demb, float grad_scale) {
-    const float *x = x_, *emb = emb_;
-    float *dx = dx_;
+    const float *x = CF(x_), *emb = CF(emb_);
+    float *dx = F(dx_);
     const int chunk = chunk_rows(N, V);
     float *logits = malloc(sizeof(float) * (size_t)chunk * V);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         chunk_logits(logits, x, emb, r0, rows, D, V);
-        #pragma omp parallel for schedule(static)
+        #pragma omp parallel for schedule(static) num_threads(ctx->threads)
         for (int r = 0; r < rows; r++) {
             float *l = logits + (size_t)r * V;
             int tgt = targets[r0 + r];
@@ -61,8 +61,8 @@ void cpu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, 
     free(logits);
 }
 
-void cpu_logits_argmax(const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
-    const float *x = x_, *emb = emb_;
+void cpu_logits_argmax(BackendCtx *ctx, const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
+    const float *x = CF(x_), *emb = CF(emb_);
     const int chunk = chunk_rows(N, V);
     float *logits = malloc(sizeof(float) * (size_t)chunk * V);
     for (int r0 = 0; r0 < N; r0 += chunk) {

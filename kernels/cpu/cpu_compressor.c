@@ -37,13 +37,13 @@ static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
     return (((size_t)b * s->n_windows + j) * s->G + g) * s->window + i;
 }
 
-void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
+void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
                         const act_t *a_, const act_t *gate_w_, const act_t *gate_b_,
                         const act_t *payload_w_, const act_t *post_w_) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
     const int nW = s->n_windows, c = s->channels, M = s->n_maps;
-    float *entry = entry_, *payload = payload_;
-    const float *a = a_, *gate_w = gate_w_, *gate_b = gate_b_, *payload_w = payload_w_, *post_w = post_w_;
+    float *entry = F(entry_), *payload = F(payload_);
+    const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
     if (nW == 0) return;
     /* projections: one sgemm per (b, g, i) over all windows */
     for (int b = 0; b < B; b++)
@@ -61,7 +61,7 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
                                 alpha + slot(s, b, 0, g, i) * c, G * W * c);
             }
     /* softmax over offsets, post-norm, pooling: independent per (b, j, g) */
-    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * nW * G * W * d > CPU_SERIAL_WORK)
+    #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * nW * G * W * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
@@ -105,21 +105,21 @@ void cpu_compressor_fwd(const CompShape *s, act_t *entry_, float *alpha, act_t *
             }
 }
 
-void cpu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
+void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
                         float *dpost_w, const act_t *dentry_, const float *alpha, const act_t *payload_,
                         const float *pn_rstd, const act_t *a_, const act_t *gate_w_,
                         const act_t *payload_w_, const act_t *post_w_, const float *dalpha_extra) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
     const int nW = s->n_windows, c = s->channels, M = s->n_maps;
-    float *da = da_;
-    const float *dentry = dentry_, *payload = payload_, *a = a_, *gate_w = gate_w_, *payload_w = payload_w_,
-                *post_w = post_w_;
+    float *da = F(da_);
+    const float *dentry = CF(dentry_), *payload = CF(payload_), *a = CF(a_), *gate_w = CF(gate_w_), *payload_w = CF(payload_w_),
+                *post_w = CF(post_w_);
     if (nW == 0) return;
     size_t n_slots = (size_t)B * nW * G * W;
     float *dp = malloc(sizeof(float) * n_slots * d);                 /* d payload (raw) [B,nW,G,W,d] */
     float *ds = s->gate != GATEK_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
     float *dpost_part = post_w ? calloc((size_t)B * nW * G * d, sizeof(float)) : NULL;
-    #pragma omp parallel for collapse(2) schedule(static)
+    #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {

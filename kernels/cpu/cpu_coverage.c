@@ -15,7 +15,7 @@
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
+void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
     const int B = s->B, nW = s->n_windows, G = s->G, W = s->window, c = s->channels;
     const size_t per_b = (size_t)nW * G * W * c;
     for (int b = 0; b < B; b++) {

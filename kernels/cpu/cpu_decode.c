@@ -11,14 +11,14 @@
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_attention_decode(const DecodeAttnShape *s, act_t *out_, const act_t *q_, const act_t *ck_,
+void cpu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out_, const act_t *q_, const act_t *ck_,
                           const act_t *cv_, const act_t *k_, const act_t *v_, const float *sink) {
     const int H = s->H, G = s->G, d = s->d, group = H / G, ne = s->n_entries, nr = s->n_raw;
     const int nk = ne + nr;
     const float scale = 1.0f / sqrtf((float)d);
-    float *out = out_;
-    const float *q = q_, *ck = ck_, *cv = cv_, *k = k_, *v = v_;
-    #pragma omp parallel for schedule(static) if (H * (size_t)nk * d > CPU_SERIAL_WORK)
+    float *out = F(out_);
+    const float *q = CF(q_), *ck = CF(ck_), *cv = CF(cv_), *k = CF(k_), *v = CF(v_);
+    #pragma omp parallel for schedule(static) if (H * (size_t)nk * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int h = 0; h < H; h++) {
         const int g = h / group;
         const float *qh = q + (size_t)h * d;

@@ -9,24 +9,24 @@
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_add(act_t *y_, const act_t *x_, size_t n) {
-    float *y = y_;
-    const float *x = x_;
-    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK)
+void cpu_add(BackendCtx *ctx, act_t *y_, const act_t *x_, size_t n) {
+    float *y = F(y_);
+    const float *x = CF(x_);
+    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
-void cpu_swiglu_fwd(act_t *h_, const act_t *g_, const act_t *u_, size_t n) {
-    float *h = h_;
-    const float *g = g_, *u = u_;
-    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK)
+void cpu_swiglu_fwd(BackendCtx *ctx, act_t *h_, const act_t *g_, const act_t *u_, size_t n) {
+    float *h = F(h_);
+    const float *g = CF(g_), *u = CF(u_);
+    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
 
-void cpu_swiglu_bwd(act_t *dg_, act_t *du_, const act_t *dh_, const act_t *g_, const act_t *u_, size_t n) {
-    float *dg = dg_, *du = du_;
-    const float *dh = dh_, *g = g_, *u = u_;
-    #pragma omp parallel for simd schedule(static)
+void cpu_swiglu_bwd(BackendCtx *ctx, act_t *dg_, act_t *du_, const act_t *dh_, const act_t *g_, const act_t *u_, size_t n) {
+    float *dg = F(dg_), *du = F(du_);
+    const float *dh = CF(dh_), *g = CF(g_), *u = CF(u_);
+    #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) {
         float sig = 1.0f / (1.0f + expf(-g[i]));
         du[i] = dh[i] * g[i] * sig;
@@ -34,16 +34,16 @@ void cpu_swiglu_bwd(act_t *dg_, act_t *du_, const act_t *dh_, const act_t *g_, c
     }
 }
 
-void cpu_embedding_fwd(act_t *out_, const int32_t *tokens, const act_t *table_, int N, int D) {
-    float *out = out_;
-    const float *table = table_;
-    #pragma omp parallel for schedule(static) if ((size_t)N * D > CPU_SERIAL_WORK)
+void cpu_embedding_fwd(BackendCtx *ctx, act_t *out_, const int32_t *tokens, const act_t *table_, int N, int D) {
+    float *out = F(out_);
+    const float *table = CF(table_);
+    #pragma omp parallel for schedule(static) if ((size_t)N * D > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, table + (size_t)tokens[n] * D, sizeof(float) * D);
 }
 
-void cpu_embedding_bwd(float *dtable, const int32_t *tokens, const act_t *dout_, int N, int D) {
-    const float *dout = dout_;
-    #pragma omp parallel
+void cpu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const act_t *dout_, int N, int D) {
+    const float *dout = CF(dout_);
+    #pragma omp parallel num_threads(ctx->threads)
     {
         int nt = omp_get_num_threads(), tid = omp_get_thread_num();
         int c0 = (int)((long)D * tid / nt), c1 = (int)((long)D * (tid + 1) / nt);

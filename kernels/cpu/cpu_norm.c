@@ -11,10 +11,10 @@
 #include <omp.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_rmsnorm_fwd(act_t *out_, float *rstd, const act_t *in_, const act_t *w_, int rows, int C, float eps) {
-    float *out = out_;
-    const float *in = in_, *w = w_;
-    #pragma omp parallel for schedule(static) if ((size_t)rows * C > CPU_SERIAL_WORK)
+void cpu_rmsnorm_fwd(BackendCtx *ctx, act_t *out_, float *rstd, const act_t *in_, const act_t *w_, int rows, int C, float eps) {
+    float *out = F(out_);
+    const float *in = CF(in_), *w = CF(w_);
+    #pragma omp parallel for schedule(static) if ((size_t)rows * C > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int r = 0; r < rows; r++) {
         const float *x = in + (size_t)r * C;
         float *y = out + (size_t)r * C;
@@ -28,13 +28,13 @@ void cpu_rmsnorm_fwd(act_t *out_, float *rstd, const act_t *in_, const act_t *w_
     }
 }
 
-void cpu_rmsnorm_bwd(act_t *din_, float *dw, const act_t *dout_, const act_t *in_, const act_t *w_,
+void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din_, float *dw, const act_t *dout_, const act_t *in_, const act_t *w_,
                      const float *rstd, int rows, int C, int accumulate) {
-    float *din = din_;
-    const float *dout = dout_, *in = in_, *w = w_;
+    float *din = F(din_);
+    const float *dout = CF(dout_), *in = CF(in_), *w = CF(w_);
     int nthreads = omp_get_max_threads();
     float *dw_part = dw ? calloc((size_t)nthreads * C, sizeof(float)) : NULL;
-    #pragma omp parallel
+    #pragma omp parallel num_threads(ctx->threads)
     {
         int tid = omp_get_thread_num();
         float *dwp = dw_part ? dw_part + (size_t)tid * C : NULL;

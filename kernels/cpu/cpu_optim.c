@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+void cpu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
                float eps, float wd, float bc1, float bc2) {
-    #pragma omp parallel for simd schedule(static)
+    #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) {
         float mi = b1 * m[i] + (1.0f - b1) * g[i];
         float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
@@ -21,11 +21,11 @@ void cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr,
 
 #define SUMSQ_BLOCK 65536
 
-double cpu_sumsq(const float *x, size_t n) {
+double cpu_sumsq(BackendCtx *ctx, const float *x, size_t n) {
     size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     if (nb == 0) return 0.0;
     double *part = malloc(sizeof(double) * nb);
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) num_threads(ctx->threads)
     for (size_t b = 0; b < nb; b++) {
         size_t e = (b + 1) * SUMSQ_BLOCK < n ? (b + 1) * SUMSQ_BLOCK : n;
         double acc = 0.0;
@@ -38,7 +38,7 @@ double cpu_sumsq(const float *x, size_t n) {
     return total;
 }
 
-void cpu_scale(float *x, size_t n, float s) {
-    #pragma omp parallel for simd schedule(static)
+void cpu_scale(BackendCtx *ctx, float *x, size_t n, float s) {
+    #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -22,12 +22,12 @@ float *rope_table(int positions, int r, double theta) {
     return t;
 }
 
-void cpu_rope(act_t *x_, const float *cos_sin, int rows, int nh, int d, int r, int period, int mult, int inverse) {
+void cpu_rope(BackendCtx *ctx, act_t *x_, const float *cos_sin, int rows, int nh, int d, int r, int period, int mult, int inverse) {
     if (r == 0) return;
-    float *x = x_;
+    float *x = F(x_);
     int half = r / 2, o = d - r;
     float sgn = inverse ? -1.0f : 1.0f;
-    #pragma omp parallel for schedule(static) if ((size_t)rows * nh * r > CPU_SERIAL_WORK)
+    #pragma omp parallel for schedule(static) if ((size_t)rows * nh * r > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int k = 0; k < rows; k++) {
         int pos = (k % period) * mult;
         const float *cs = cos_sin + (size_t)pos * half * 2;

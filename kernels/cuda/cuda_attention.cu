@@ -431,15 +431,10 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     /* queries that can see some key of this tile: [q_lo, q_hi] */
     int q_lo, q_hi = T - 1;
     if (comp) {
-        q_lo = k0 * S + W - 1;
+        q_lo = vis_first_query_of_entry(k0, W, S, 0);
     } else {
         q_lo = k0;
-        if (s.visibility == VIS_WINDOW) q_hi = min(T - 1, k_last + s.n_local - 1);
-        else if (s.visibility == VIS_TAIL && nW > 0) {
-            int x = k_last - W + 1;
-            int jstar = x <= 0 ? 0 : (x + S - 1) / S;        /* first window ending at or after k_last */
-            if (jstar < nW) q_hi = min(T - 1, jstar * S + W - 2);
-        }
+        q_hi = vis_last_query_of_raw(s.visibility, k_last, T, W, S, 0, s.n_local, nW);
     }
 
     const bf16 *ksrc = comp ? ck + (((size_t)b * nW + k0) * G + g) * d : k + (((size_t)b * T + k0) * G + g) * d;
@@ -513,48 +508,48 @@ static bool vec_ok(const AttnShape *s, const void *const *ptrs, int n) {
 /* The attention kernels keep their tiles in shared memory: at head_dim 128 the backward needs
  * 154 KiB per block, which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
  * (99 KiB) do not. Say so instead of failing the launch. */
-static void check_smem(size_t need, const char *kernel, int d) {
-    if ((long long)need <= (long long)cu_smem_optin()) return;
+static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) {
+    if ((long long)need <= (long long)ctx->smem_optin) return;
     char msg[256];
     snprintf(msg, sizeof msg, "%s with head_dim %d needs %zu bytes of shared memory per block; this GPU allows %d "
-             "(A100, H100 and H200 have enough)", kernel, d, need, cu_smem_optin());
+             "(A100, H100 and H200 have enough)", kernel, d, need, ctx->smem_optin);
     cu_fail(__FILE__, __LINE__, "attention", msg);
 }
 
 template <int DP>
-static void attn_fwd_launch(const AttnShape *s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
+static void attn_fwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *ck, const bf16 *cv, const float *sink, bool vec) {
     static bool attr_set = false;
     size_t smem = FwdLayout<DP>::bytes();
-    check_smem(smem, "attention forward", s->d);
+    check_smem(ctx, smem, "attention forward", s->d);
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         attr_set = true;
     }
     dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    CU_KERNEL(attn_fwd_kernel<DP>, grid, ATT_THREADS, smem, cu_stream())(*s, out, lse, q, k, v, ck, cv, sink, vec);
+    CU_KERNEL(attn_fwd_kernel<DP>, grid, ATT_THREADS, smem, ctx->stream)(*s, out, lse, q, k, v, ck, cv, sink, vec);
     CU_LAUNCH();
 }
 
 template <int DP>
-static void attn_bwd_launch(const AttnShape *s, bf16 *dq, bf16 *dk, bf16 *dv, bf16 *dck, bf16 *dcv, const bf16 *dout,
+static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 *dk, bf16 *dv, bf16 *dck, bf16 *dcv, const bf16 *dout,
                             const float *lse, const float *Dv, const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *ck, const bf16 *cv, bool vec) {
     static bool attr_set = false;
     size_t smem_dq = DqLayout<DP>::bytes(), smem_dkv = DkvLayout<DP>::bytes();
-    check_smem(smem_dq > smem_dkv ? smem_dq : smem_dkv, "attention backward", s->d);
+    check_smem(ctx, smem_dq > smem_dkv ? smem_dq : smem_dkv, "attention backward", s->d);
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
         CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
         attr_set = true;
     }
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, cu_stream())(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
+    CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, ctx->stream)(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
     CU_LAUNCH();
     int n_ct = s->n_windows > 0 ? (s->n_windows + ATT_BK - 1) / ATT_BK : 0;
     int n_rt = (s->T + ATT_BK - 1) / ATT_BK;
     dim3 grid_kv(n_ct + n_rt, s->G, s->B);
-    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, cu_stream())(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
+    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, ctx->stream)(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
                                                                              v, ck, cv, vec);
     CU_LAUNCH();
 }
@@ -568,7 +563,7 @@ static int padded_dim(int d) {
     return 0;
 }
 
-void cu_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
+void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                       const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
     if (s->grid != VIS_GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
@@ -576,20 +571,20 @@ void cu_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
     /* full causal attention without a sink: cuDNN's fused attention when it takes the shape */
-    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink && cu_cudnn_attention_fwd(&sh, out, lse, q, k, v)) return;
+    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink && cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v)) return;
     const void *ptrs[] = {out, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 6);
     bf16 *o = (bf16 *)out;
     const bf16 *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v, *CK = (const bf16 *)ck, *CV = (const bf16 *)cv;
     switch (padded_dim(s->d)) {
-    case 16: attn_fwd_launch<16>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
-    case 32: attn_fwd_launch<32>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
-    case 64: attn_fwd_launch<64>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
-    default: attn_fwd_launch<128>(&sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    case 16: attn_fwd_launch<16>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    case 32: attn_fwd_launch<32>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    case 64: attn_fwd_launch<64>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
+    default: attn_fwd_launch<128>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
     }
 }
 
-void cu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t *dck, act_t *dcv,
+void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t *dck, act_t *dcv,
                       float *dsink, const act_t *dout, const act_t *out, const float *lse,
                       const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                       const act_t *cv, const float *sink) {
@@ -600,29 +595,29 @@ void cu_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t
     if (!ck || !cv) sh.n_windows = 0;
     if (sh.n_windows > 0 && (!dck || !dcv)) {   /* entries are visible but their gradient is not wanted */
         size_t nc = (size_t)s->B * s->n_windows * s->G * s->d;
-        bf16 *scratch = (bf16 *)cu_workspace(WS_ATT_DC, 2 * nc * sizeof(bf16));
-        if (!dck) dck = scratch;
-        if (!dcv) dcv = scratch + nc;
+        bf16 *scratch = (bf16 *)cu_workspace(ctx, WS_ATT_DC, 2 * nc * sizeof(bf16));
+        if (!dck) dck = (act_t *)scratch;
+        if (!dcv) dcv = (act_t *)(scratch + nc);
     }
     if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink &&
-        cu_cudnn_attention_bwd(&sh, dq, dk, dv, dout, out, lse, q, k, v))
+        cu_cudnn_attention_bwd(ctx, &sh, dq, dk, dv, dout, out, lse, q, k, v))
         return;
     int rows = s->B * s->T * s->H;
-    float *Dv = (float *)cu_workspace(WS_ATT_D, (size_t)rows * sizeof(float));
-    float *sinkterm = (sink && dsink) ? (float *)cu_workspace(WS_ATT_SINK, (size_t)rows * sizeof(float)) : NULL;
-    CU_KERNEL(attn_bwd_pre_kernel, (rows + 7) / 8, 256, 0, cu_stream())(Dv, sinkterm, (const bf16 *)dout, (const bf16 *)out,
+    float *Dv = (float *)cu_workspace(ctx, WS_ATT_D, (size_t)rows * sizeof(float));
+    float *sinkterm = (sink && dsink) ? (float *)cu_workspace(ctx, WS_ATT_SINK, (size_t)rows * sizeof(float)) : NULL;
+    CU_KERNEL(attn_bwd_pre_kernel, (rows + 7) / 8, 256, 0, ctx->stream)(Dv, sinkterm, (const bf16 *)dout, (const bf16 *)out,
                                                                  lse, sink, rows, s->H, s->d);
     CU_LAUNCH();
-    if (sinkterm) cu_colsum_add(dsink, sinkterm, s->B * s->T, s->H);
+    if (sinkterm) cu_colsum_add(ctx, dsink, sinkterm, s->B * s->T, s->H);
     const void *ptrs[] = {dq, dk, dv, dck, dcv, dout, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 11);
     bf16 *DQ = (bf16 *)dq, *DK = (bf16 *)dk, *DV = (bf16 *)dv, *DCK = (bf16 *)dck, *DCV = (bf16 *)dcv;
     const bf16 *DO = (const bf16 *)dout, *Q = (const bf16 *)q, *K = (const bf16 *)k, *V = (const bf16 *)v,
                *CK = (const bf16 *)ck, *CV = (const bf16 *)cv;
     switch (padded_dim(s->d)) {
-    case 16: attn_bwd_launch<16>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
-    case 32: attn_bwd_launch<32>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
-    case 64: attn_bwd_launch<64>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
-    default: attn_bwd_launch<128>(&sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    case 16: attn_bwd_launch<16>(ctx, &sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    case 32: attn_bwd_launch<32>(ctx, &sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    case 64: attn_bwd_launch<64>(ctx, &sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
+    default: attn_bwd_launch<128>(ctx, &sh, DQ, DK, DV, DCK, DCV, DO, lse, Dv, Q, K, V, CK, CV, vec); break;
     }
 }

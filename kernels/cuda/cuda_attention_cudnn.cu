@@ -114,13 +114,13 @@
 
 #if defined(PHASELAB_CUEMU) || !defined(PHASELAB_CUDNN)
 
-int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
+int cu_cudnn_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
     (void)s; (void)out; (void)lse; (void)q; (void)k; (void)v;
     return 0;
 }
 
-int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
+int cu_cudnn_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
                            const act_t *out, const float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
     (void)s; (void)dq; (void)dk; (void)dv; (void)dout; (void)out; (void)lse; (void)q; (void)k; (void)v;
@@ -143,36 +143,41 @@ enum { KIND_FWD = 0, KIND_BWD = 1 };
 
 #define CDNN(x) do { cudnnStatus_t s_ = (x); if (s_ != CUDNN_STATUS_SUCCESS) cu_fail(__FILE__, __LINE__, #x, cudnnGetErrorString(s_)); } while (0)
 
-/* ======================= global state ======================= */
-static int g_state;              /* 0 not initialised, 1 ready, -1 unavailable in this process */
-static cudnnHandle_t g_handle;
-static size_t g_version;         /* cudnnGetVersion(), e.g. 91900 */
-static int g_sm;                 /* compute capability, major * 10 + minor */
-static void *g_ws;               /* our workspace */
-static size_t g_ws_cap;
+/* ======================= the backend's cuDNN state (ctx->cudnn) ======================= */
+struct Entry;
+struct CudnnState {
+    int state;                   /* 0 not initialised, 1 ready, -1 unavailable on this backend */
+    cudnnHandle_t handle;
+    size_t version;              /* cudnnGetVersion(), e.g. 91900 */
+    int sm;                      /* compute capability, major * 10 + minor */
+    void *ws;                    /* our workspace */
+    size_t ws_cap;
+    Entry *cache;                /* [MAX_ENTRIES] plans */
+};
+static CudnnState *state_of(BackendCtx *ctx);
 
 static bool env_is(const char *name, const char *value) {
     const char *e = getenv(name);
     return e && strcmp(e, value) == 0;
 }
 
-static bool ready(void) {
-    if (g_state) return g_state > 0;
-    g_state = -1;
+static bool ready(BackendCtx *ctx) {
+    if (state_of(ctx)->state) return state_of(ctx)->state > 0;
+    state_of(ctx)->state = -1;
     char why[160] = "";
     int dev = 0, major = 0, minor = 0;
-    g_version = cudnnGetVersion();
+    state_of(ctx)->version = cudnnGetVersion();
     if (cudaGetDevice(&dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
         (void)cudaGetLastError();
         snprintf(why, sizeof why, "cannot query the device");
-    } else if (g_version < 90000) {
-        snprintf(why, sizeof why, "cuDNN %zu is older than 9.0", g_version);
+    } else if (state_of(ctx)->version < 90000) {
+        snprintf(why, sizeof why, "cuDNN %zu is older than 9.0", state_of(ctx)->version);
     } else if (major < 8) {
         snprintf(why, sizeof why, "sm_%d%d is older than sm_80", major, minor);
     } else {
-        cudnnStatus_t st = cudnnCreate(&g_handle);
+        cudnnStatus_t st = cudnnCreate(&state_of(ctx)->handle);
         if (st != CUDNN_STATUS_SUCCESS) snprintf(why, sizeof why, "cudnnCreate: %s", cudnnGetErrorString(st));
     }
     if (why[0]) {
@@ -180,35 +185,35 @@ static bool ready(void) {
         fflush(stderr);
         return false;
     }
-    g_sm = major * 10 + minor;
-    g_state = 1;
+    state_of(ctx)->sm = major * 10 + minor;
+    state_of(ctx)->state = 1;
     return true;
 }
 
 /* Our workspace, grown on demand; NULL (and the CUDA error cleared) when it cannot grow. */
-static void *workspace(size_t bytes) {
+static void *workspace(BackendCtx *ctx, size_t bytes) {
     if (bytes == 0) bytes = 256;
-    if (bytes <= g_ws_cap) return g_ws;
-    CU(cudaStreamSynchronize(cu_stream()));
-    if (g_ws) {
-        CU(cudaFree(g_ws));
-        cu_account(-(long long)g_ws_cap);
-        g_ws = NULL;
-        g_ws_cap = 0;
+    if (bytes <= state_of(ctx)->ws_cap) return state_of(ctx)->ws;
+    CU(cudaStreamSynchronize(ctx->stream));
+    if (state_of(ctx)->ws) {
+        CU(cudaFree(state_of(ctx)->ws));
+        cu_account(ctx, -(long long)state_of(ctx)->ws_cap);
+        state_of(ctx)->ws = NULL;
+        state_of(ctx)->ws_cap = 0;
     }
     size_t cap = (bytes + bytes / 4 + 4095) & ~(size_t)4095;
-    if (cudaMalloc(&g_ws, cap) != cudaSuccess) {
+    if (cudaMalloc(&state_of(ctx)->ws, cap) != cudaSuccess) {
         (void)cudaGetLastError();
         cap = (bytes + 4095) & ~(size_t)4095;
-        if (cudaMalloc(&g_ws, cap) != cudaSuccess) {
+        if (cudaMalloc(&state_of(ctx)->ws, cap) != cudaSuccess) {
             (void)cudaGetLastError();
-            g_ws = NULL;
+            state_of(ctx)->ws = NULL;
             return NULL;
         }
     }
-    g_ws_cap = cap;
-    cu_account((long long)cap);
-    return g_ws;
+    state_of(ctx)->ws_cap = cap;
+    cu_account(ctx, (long long)cap);
+    return state_of(ctx)->ws;
 }
 
 static size_t align256(size_t x) { return (x + 255) & ~(size_t)255; }
@@ -413,7 +418,18 @@ struct Entry {
     int n_descs;
     float scale, mask_value, one;     /* by-value scalars (their addresses go in the variant pack) */
 };
-static Entry g_cache[MAX_ENTRIES];
+
+/* The state, made on first use (zero: not initialised). Aborts when host memory is out. */
+static CudnnState *state_of(BackendCtx *ctx) {
+    if (!ctx->cudnn) {
+        CudnnState *S = (CudnnState *)calloc(1, sizeof *S);
+        Entry *cache = (Entry *)calloc(MAX_ENTRIES, sizeof *cache);
+        if (!S || !cache) cu_fail(__FILE__, __LINE__, "calloc", "out of host memory for the cuDNN state");
+        S->cache = cache;
+        ctx->cudnn = S;
+    }
+    return ctx->cudnn;
+}
 
 static void describe(const Entry *e, char *buf, size_t n) {
     snprintf(buf, n, "%s B=%d T=%d H=%d G=%d d=%d", e->kind == KIND_FWD ? "forward" : "backward", e->B, e->T, e->H,
@@ -431,10 +447,10 @@ static void unavailable(Entry *e, const char *reason) {
 
 /* Heuristics (mode A, then FALLBACK) -> first engine config that is not marked nondeterministic and
  * whose execution plan finalizes. NULL with why filled when there is none. */
-static cudnnBackendDescriptor_t make_plan(Graph *g, int64_t *plan_ws, int64_t *engine_index, char *why, size_t why_n) {
+static cudnnBackendDescriptor_t make_plan(BackendCtx *ctx, Graph *g, int64_t *plan_ws, int64_t *engine_index, char *why, size_t why_n) {
     cudnnBackendDescriptor_t og = g_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     SET(g, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops);
-    SET(g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &g_handle);
+    SET(g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &state_of(ctx)->handle);
     g_finalize(g, og, "operation graph finalize");
     if (!g_ok(g)) {
         char detail[160];
@@ -507,7 +523,7 @@ static cudnnBackendDescriptor_t make_plan(Graph *g, int64_t *plan_ws, int64_t *e
 
             cudnnBackendDescriptor_t plan = g_new(g, CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, "execution plan");
             if (!plan) break;
-            st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &g_handle);
+            st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &state_of(ctx)->handle);
             if (st == CUDNN_STATUS_SUCCESS)
                 st = cudnnBackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
@@ -659,10 +675,10 @@ static void build_bwd_graph(Graph *g, const Entry *e) {
 
 /* The cache entry of this direction and shape, building its plan on first use; NULL when cuDNN
  * cannot run it (the reason was printed once). */
-static Entry *get_entry(int kind, const AttnShape *s) {
+static Entry *get_entry(BackendCtx *ctx, int kind, const AttnShape *s) {
     Entry *e = NULL;
-    for (int i = 0; i < MAX_ENTRIES && g_cache[i].used; i++) {
-        Entry *c = &g_cache[i];
+    for (int i = 0; i < MAX_ENTRIES && state_of(ctx)->cache[i].used; i++) {
+        Entry *c = &state_of(ctx)->cache[i];
         if (c->kind == kind && c->B == s->B && c->T == s->T && c->H == s->H && c->G == s->G && c->d == s->d) {
             e = c;
             break;
@@ -670,7 +686,7 @@ static Entry *get_entry(int kind, const AttnShape *s) {
     }
     if (e) return e->state > 0 ? e : NULL;
     for (int i = 0; i < MAX_ENTRIES; i++)
-        if (!g_cache[i].used) { e = &g_cache[i]; break; }
+        if (!state_of(ctx)->cache[i].used) { e = &state_of(ctx)->cache[i]; break; }
     if (!e) {
         static bool said;
         if (!said) {
@@ -687,26 +703,26 @@ static Entry *get_entry(int kind, const AttnShape *s) {
     e->B = s->B; e->T = s->T; e->H = s->H; e->G = s->G; e->d = s->d;
     e->scale = (float)(1.0 / sqrt((double)s->d));
     /* cudnn-frontend masks with the lowest float before cuDNN 9.10, with -inf from 9.10 on */
-    e->mask_value = g_version < 91000 ? -3.402823466e38f : -INFINITY;
+    e->mask_value = state_of(ctx)->version < 91000 ? -3.402823466e38f : -INFINITY;
     e->one = 1.0f;
 
     /* what the fused engines support (cudnn-frontend's support surface for bf16 SDPA) */
-    const int max_d = (g_sm / 10 == 9) ? 256 : 128;
+    const int max_d = (state_of(ctx)->sm / 10 == 9) ? 256 : 128;
     char why[400];
     if (s->G <= 0 || s->H % s->G != 0) {
         unavailable(e, "H is not a multiple of G");
         return NULL;
     }
     if (s->d % 8 != 0 || s->d > max_d) {
-        snprintf(why, sizeof why, "head dim must be a multiple of 8 and at most %d on sm_%d", max_d, g_sm);
+        snprintf(why, sizeof why, "head dim must be a multiple of 8 and at most %d on sm_%d", max_d, state_of(ctx)->sm);
         unavailable(e, why);
         return NULL;
     }
-    if (g_version == 91000 || g_version == 91001) {
+    if (state_of(ctx)->version == 91000 || state_of(ctx)->version == 91001) {
         unavailable(e, "cuDNN 9.10.0/9.10.1 have known fused-attention bugs");
         return NULL;
     }
-    if (kind == KIND_BWD && g_version <= 91500 && s->T % 128 != 0) {
+    if (kind == KIND_BWD && state_of(ctx)->version <= 91500 && s->T % 128 != 0) {
         unavailable(e, "backward with T not a multiple of 128 needs cuDNN > 9.15");
         return NULL;
     }
@@ -727,7 +743,7 @@ static Entry *get_entry(int kind, const AttnShape *s) {
         last_error(detail, sizeof detail);
         snprintf(why, sizeof why, "graph: %s: %s %s", g->what, cudnnGetErrorString(g->st), detail);
     } else {
-        plan = make_plan(g, &plan_ws, &engine_index, why, sizeof why);
+        plan = make_plan(ctx, g, &plan_ws, &engine_index, why, sizeof why);
     }
     if (!plan) {
         g_destroy(g);
@@ -759,15 +775,15 @@ static Entry *get_entry(int kind, const AttnShape *s) {
 }
 
 /* ======================= execution ======================= */
-static void execute(const Entry *e, int n, const int64_t *uids, void **ptrs, void *ws) {
+static void execute(BackendCtx *ctx, const Entry *e, int n, const int64_t *uids, void **ptrs, void *ws) {
     cudnnBackendDescriptor_t vp = NULL;
-    CDNN(cudnnSetStream(g_handle, cu_stream()));
+    CDNN(cudnnSetStream(state_of(ctx)->handle, ctx->stream));
     CDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
     CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
     CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
     CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
     CDNN(cudnnBackendFinalize(vp));
-    CDNN(cudnnBackendExecute(g_handle, e->plan, vp));
+    CDNN(cudnnBackendExecute(state_of(ctx)->handle, e->plan, vp));
     CDNN(cudnnBackendDestroyDescriptor(vp));
 }
 
@@ -778,8 +794,8 @@ struct Output {
 
 /* Runs the plan; on an entry's first call runs it a second time and compares the outputs bit for
  * bit. 0 (entry disabled, reason printed) when they differ. */
-static int run(Entry *e, int n, const int64_t *uids, void **ptrs, void *ws, const Output *outs, int n_outs) {
-    execute(e, n, uids, ptrs, ws);
+static int run(BackendCtx *ctx, Entry *e, int n, const int64_t *uids, void **ptrs, void *ws, const Output *outs, int n_outs) {
+    execute(ctx, e, n, uids, ptrs, ws);
     if (e->checked) return 1;
     e->checked = 1;
     size_t total = 0;
@@ -789,13 +805,13 @@ static int run(Entry *e, int n, const int64_t *uids, void **ptrs, void *ws, cons
     if (h1 && h2) {
         size_t off = 0;
         for (int i = 0; i < n_outs; off += outs[i].bytes, i++)
-            CU(cudaMemcpyAsync(h1 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, cu_stream()));
-        CU(cudaStreamSynchronize(cu_stream()));
-        execute(e, n, uids, ptrs, ws);
+            CU(cudaMemcpyAsync(h1 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, ctx->stream));
+        CU(cudaStreamSynchronize(ctx->stream));
+        execute(ctx, e, n, uids, ptrs, ws);
         off = 0;
         for (int i = 0; i < n_outs; off += outs[i].bytes, i++)
-            CU(cudaMemcpyAsync(h2 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, cu_stream()));
-        CU(cudaStreamSynchronize(cu_stream()));
+            CU(cudaMemcpyAsync(h2 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, ctx->stream));
+        CU(cudaStreamSynchronize(ctx->stream));
         same = memcmp(h1, h2, total) == 0;
     }
     free(h1);
@@ -825,11 +841,11 @@ static __global__ void cudnn_lse_to_stats(float *stats, const float *lse, int B,
 }
 
 /* The cases this file is for, before anything is built. */
-static bool wanted(const AttnShape *s) {
+static bool wanted(BackendCtx *ctx, const AttnShape *s) {
     if (s->visibility != VIS_FULL || s->n_windows != 0) return false;
     if (s->B <= 0 || s->T <= 0 || s->H <= 0 || s->G <= 0 || s->d <= 0) return false;
     if (env_is("PHASELAB_ATTN", "custom")) return false;
-    return ready();
+    return ready(ctx);
 }
 
 static bool aligned16(const void *const *ptrs, int n) {
@@ -847,17 +863,17 @@ static bool aligned16(const void *const *ptrs, int n) {
     return true;
 }
 
-int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
+int cu_cudnn_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
-    if (!wanted(s)) return 0;
+    if (!wanted(ctx, s)) return 0;
     const void *ptrs_check[] = {out, q, k, v};
     if (!aligned16(ptrs_check, 4)) return 0;
-    Entry *e = get_entry(KIND_FWD, s);
+    Entry *e = get_entry(ctx, KIND_FWD, s);
     if (!e) return 0;
 
     const size_t rows = (size_t)s->B * s->T * s->H;
     const size_t off_stats = align256((size_t)e->plan_ws);
-    char *ws = (char *)workspace(off_stats + rows * sizeof(float));
+    char *ws = (char *)workspace(ctx, off_stats + rows * sizeof(float));
     if (!ws) {
         char why[96];
         snprintf(why, sizeof why, "cannot allocate %.1f MiB of workspace",
@@ -870,28 +886,28 @@ int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_MASK};
     void *ptrs[] = {(void *)q, (void *)k, (void *)v, out, stats, &e->scale, &e->mask_value};
     Output outs[] = {{out, rows * s->d * sizeof(bf16)}, {stats, rows * sizeof(float)}};
-    if (!run(e, 7, uids, ptrs, ws, outs, 2)) return 0;
+    if (!run(ctx, e, 7, uids, ptrs, ws, outs, 2)) return 0;
     if (lse) {
-        CU_KERNEL(cudnn_stats_to_lse, cu_blocks(rows, 256), 256, 0, cu_stream())(lse, stats, s->B, s->T, s->H);
+        CU_KERNEL(cudnn_stats_to_lse, cu_blocks(rows, 256), 256, 0, ctx->stream)(lse, stats, s->B, s->T, s->H);
         CU_LAUNCH();
     }
     return 1;
 }
 
-int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
+int cu_cudnn_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
                            const act_t *out, const float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
     if (!env_is("PHASELAB_CUDNN_ATTN_BWD", "1")) return 0;   /* off by default: see the header comment */
-    if (!wanted(s) || !lse) return 0;
+    if (!wanted(ctx, s) || !lse) return 0;
     const void *ptrs_check[] = {dq, dk, dv, dout, out, q, k, v};
     if (!aligned16(ptrs_check, 8)) return 0;
-    Entry *e = get_entry(KIND_BWD, s);
+    Entry *e = get_entry(ctx, KIND_BWD, s);
     if (!e) return 0;
 
     const size_t rows = (size_t)s->B * s->T * s->H;
     const size_t off_stats = align256((size_t)e->plan_ws);
     const size_t off_sum = off_stats + align256(rows * sizeof(float));
-    char *ws = (char *)workspace(off_sum + rows * sizeof(float));
+    char *ws = (char *)workspace(ctx, off_sum + rows * sizeof(float));
     if (!ws) {
         char why[96];
         snprintf(why, sizeof why, "cannot allocate %.1f MiB of workspace",
@@ -900,7 +916,7 @@ int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, 
         return 0;
     }
     float *stats = (float *)(ws + off_stats), *softmax_sum = (float *)(ws + off_sum);
-    CU_KERNEL(cudnn_lse_to_stats, cu_blocks(rows, 256), 256, 0, cu_stream())(stats, lse, s->B, s->T, s->H);
+    CU_KERNEL(cudnn_lse_to_stats, cu_blocks(rows, 256), 256, 0, ctx->stream)(stats, lse, s->B, s->T, s->H);
     CU_LAUNCH();
 
     int64_t uids[] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_DO, UID_DQ, UID_DK, UID_DV,
@@ -909,7 +925,7 @@ int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, 
                     &e->scale, &e->mask_value, &e->one, softmax_sum};
     const size_t kv_bytes = (size_t)s->B * s->T * s->G * s->d * sizeof(bf16);
     Output outs[] = {{dq, rows * s->d * sizeof(bf16)}, {dk, kv_bytes}, {dv, kv_bytes}};
-    return run(e, 13, uids, ptrs, ws, outs, 3);
+    return run(ctx, e, 13, uids, ptrs, ws, outs, 3);
 }
 
 #endif /* PHASELAB_CUEMU || !PHASELAB_CUDNN */

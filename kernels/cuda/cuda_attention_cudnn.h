@@ -17,9 +17,9 @@
 
 /* 1 when cuDNN fused attention handled the call, 0 when this shape is not supported (caller
  * falls back to the custom kernels). */
-int cu_cudnn_attention_fwd(const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
+int cu_cudnn_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                            const act_t *v);
-int cu_cudnn_attention_bwd(const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
+int cu_cudnn_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
                            const act_t *out, const float *lse, const act_t *q, const act_t *k,
                            const act_t *v);
 #endif

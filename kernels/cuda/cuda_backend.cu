@@ -23,17 +23,7 @@ extern "C" {
 #include "common/errors.h"
 }
 
-static cudaStream_t g_stream;
-static cublasLtHandle_t g_lt;
-static void *g_lt_ws;
 static const size_t LT_WS_BYTES = 64u << 20;
-static int g_ready;
-static int g_smem_optin;   /* shared memory a block may opt in to (bytes) */
-static Backend g_backend;
-
-static void *g_ws[WS_N];
-static size_t g_ws_cap[WS_N];
-static long long g_mem_now, g_mem_peak;
 
 void cu_fail(const char *file, int line, const char *what, const char *detail) {
     fprintf(stderr, "phaselab: cuda: %s:%d: %s failed: %s\n", file, line, what, detail);
@@ -43,100 +33,98 @@ void cu_fail(const char *file, int line, const char *what, const char *detail) {
 
 #define LT(x) do { cublasStatus_t s_ = (x); if (s_ != CUBLAS_STATUS_SUCCESS) { char b_[32]; snprintf(b_, sizeof b_, "cublas status %d", (int)s_); cu_fail(__FILE__, __LINE__, #x, b_); } } while (0)
 
-cudaStream_t cu_stream(void) { return g_stream; }
-
-int cu_smem_optin(void) { return g_smem_optin; }
-
-void cu_account(long long delta) {
-    g_mem_now += delta;
-    if (g_mem_now > g_mem_peak) g_mem_peak = g_mem_now;
+void cu_account(BackendCtx *ctx, long long delta) {
+    ctx->mem_now += delta;
+    if (ctx->mem_now > ctx->mem_peak) ctx->mem_peak = ctx->mem_now;
 }
 
 /* Peak and current device bytes allocated through the backend (buffers + scratch). */
-extern "C" size_t cuda_backend_peak_bytes(void) { return (size_t)g_mem_peak; }
-extern "C" size_t cuda_backend_current_bytes(void) { return (size_t)g_mem_now; }
-extern "C" void cuda_backend_reset_peak(void) { g_mem_peak = g_mem_now; }
-/* The backend's stream, for communication libraries (NCCL) that must run in order with it. */
-extern "C" void *cuda_backend_stream(void) { return (void *)g_stream; }
+extern "C" size_t cuda_backend_peak_bytes(const Backend *be) { return (size_t)be->ctx->mem_peak; }
+extern "C" size_t cuda_backend_current_bytes(const Backend *be) { return (size_t)be->ctx->mem_now; }
+extern "C" void cuda_backend_reset_peak(const Backend *be) { be->ctx->mem_peak = be->ctx->mem_now; }
 
-void *cu_workspace(int slot, size_t bytes) {
+void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes) {
     if (bytes == 0) bytes = 256;
-    if (bytes > g_ws_cap[slot]) {
-        CU(cudaStreamSynchronize(g_stream));
-        if (g_ws[slot]) { CU(cudaFree(g_ws[slot])); cu_account(-(long long)g_ws_cap[slot]); }
+    if (bytes > ctx->ws_cap[slot]) {
+        CU(cudaStreamSynchronize(ctx->stream));
+        if (ctx->ws[slot]) { CU(cudaFree(ctx->ws[slot])); cu_account(ctx, -(long long)ctx->ws_cap[slot]); }
         size_t cap = bytes + bytes / 4;
         cap = (cap + 4095) & ~(size_t)4095;
-        CU(cudaMalloc(&g_ws[slot], cap));
-        g_ws_cap[slot] = cap;
-        cu_account((long long)cap);
+        CU(cudaMalloc(&ctx->ws[slot], cap));
+        ctx->ws_cap[slot] = cap;
+        cu_account(ctx, (long long)cap);
     }
-    return g_ws[slot];
+    return ctx->ws[slot];
 }
 
 /* ---------------- memory ---------------- */
 /* sizes of live allocations, for the accounting (small open-addressed table) */
 #define ALLOC_SLOTS 65536
-static void *g_alloc_ptr[ALLOC_SLOTS];
-static size_t g_alloc_size[ALLOC_SLOTS];
+struct AllocTable {
+    void *ptr[ALLOC_SLOTS];
+    size_t size[ALLOC_SLOTS];
+};
 static size_t hash_ptr(const void *p) { return ((uintptr_t)p >> 8) * 2654435761u % ALLOC_SLOTS; }
 
-static void *cuda_alloc(size_t bytes) {
+void *cu_alloc(BackendCtx *ctx, size_t bytes) {
     void *p = NULL;
     if (bytes == 0) bytes = 256;
     if (cudaMalloc(&p, bytes) != cudaSuccess) { cudaGetLastError(); return NULL; }
-    CU(cudaMemsetAsync(p, 0, bytes, g_stream));
-    CU(cudaStreamSynchronize(g_stream));
+    CU(cudaMemsetAsync(p, 0, bytes, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));
+    AllocTable *t = ctx->allocs;
     size_t h = hash_ptr(p);
     for (int i = 0; i < ALLOC_SLOTS; i++, h = (h + 1) % ALLOC_SLOTS)
-        if (!g_alloc_ptr[h] || g_alloc_ptr[h] == (void *)1) { g_alloc_ptr[h] = p; g_alloc_size[h] = bytes; break; }
-    cu_account((long long)bytes);
+        if (!t->ptr[h] || t->ptr[h] == (void *)1) { t->ptr[h] = p; t->size[h] = bytes; break; }
+    cu_account(ctx, (long long)bytes);
     return p;
 }
 
-static void cuda_free(void *p) {
+void cu_free(BackendCtx *ctx, void *p) {
     if (!p) return;
+    AllocTable *t = ctx->allocs;
     size_t h = hash_ptr(p);
     for (int i = 0; i < ALLOC_SLOTS; i++, h = (h + 1) % ALLOC_SLOTS)
-        if (g_alloc_ptr[h] == p) {
-            cu_account(-(long long)g_alloc_size[h]);
+        if (t->ptr[h] == p) {
+            cu_account(ctx, -(long long)t->size[h]);
             /* keep the probe chain intact: mark as a tombstone that never matches */
-            g_alloc_ptr[h] = (void *)1;
-            g_alloc_size[h] = 0;
+            t->ptr[h] = (void *)1;
+            t->size[h] = 0;
             break;
         }
-    CU(cudaStreamSynchronize(g_stream));
+    CU(cudaStreamSynchronize(ctx->stream));
     CU(cudaFree(p));
 }
 
-static void cuda_upload(void *dst, const void *src, size_t bytes) {
-    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, g_stream));
-    CU(cudaStreamSynchronize(g_stream));
+void cu_upload(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));
 }
-static void cuda_download(void *dst, const void *src, size_t bytes) {
-    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, g_stream));
-    CU(cudaStreamSynchronize(g_stream));
+void cu_download(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
+    CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));
 }
-static void cuda_copy(void *dst, const void *src, size_t bytes) {
-    if (dst != src) CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, g_stream));
+void cu_copy(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
+    if (dst != src) CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
-static void cuda_zero(void *dst, size_t bytes) { CU(cudaMemsetAsync(dst, 0, bytes, g_stream)); }
-static void cuda_synchronize(void) {
-    CU(cudaStreamSynchronize(g_stream));
+void cu_zero(BackendCtx *ctx, void *dst, size_t bytes) { CU(cudaMemsetAsync(dst, 0, bytes, ctx->stream)); }
+void cu_synchronize(BackendCtx *ctx) {
+    CU(cudaStreamSynchronize(ctx->stream));
     CU(cudaGetLastError());
 }
-static void cuda_upload_act(act_t *dst, const float *src, size_t n) {
-    float *tmp = (float *)cu_workspace(WS_IO, n * sizeof(float));
-    CU(cudaMemcpyAsync(tmp, src, n * sizeof(float), cudaMemcpyHostToDevice, g_stream));
-    cu_f32_to_bf16((bf16 *)dst, tmp, n);
-    CU(cudaStreamSynchronize(g_stream));
+void cu_upload_act(BackendCtx *ctx, act_t *dst, const float *src, size_t n) {
+    float *tmp = (float *)cu_workspace(ctx, WS_IO, n * sizeof(float));
+    CU(cudaMemcpyAsync(tmp, src, n * sizeof(float), cudaMemcpyHostToDevice, ctx->stream));
+    cu_f32_to_bf16(ctx, (bf16 *)dst, tmp, n);
+    CU(cudaStreamSynchronize(ctx->stream));
 }
-static void cuda_download_act(float *dst, const act_t *src, size_t n) {
-    float *tmp = (float *)cu_workspace(WS_IO, n * sizeof(float));
-    cu_bf16_to_f32(tmp, (const bf16 *)src, n);
-    CU(cudaMemcpyAsync(dst, tmp, n * sizeof(float), cudaMemcpyDeviceToHost, g_stream));
-    CU(cudaStreamSynchronize(g_stream));
+void cu_download_act(BackendCtx *ctx, float *dst, const act_t *src, size_t n) {
+    float *tmp = (float *)cu_workspace(ctx, WS_IO, n * sizeof(float));
+    cu_bf16_to_f32(ctx, tmp, (const bf16 *)src, n);
+    CU(cudaMemcpyAsync(dst, tmp, n * sizeof(float), cudaMemcpyDeviceToHost, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));
 }
-static void cuda_cast_params(act_t *dst, const float *src, size_t n) { cu_f32_to_bf16((bf16 *)dst, src, n); }
+void cu_cast_params(BackendCtx *ctx, act_t *dst, const float *src, size_t n) { cu_f32_to_bf16(ctx, (bf16 *)dst, src, n); }
 
 /* ---------------- cuBLASLt GEMM with a descriptor cache ---------------- */
 typedef struct {
@@ -154,8 +142,10 @@ typedef struct {
 } GemmPlan;
 
 #define MAX_PLANS 1024
-static GemmPlan g_plans[MAX_PLANS];
-static int g_n_plans;
+struct GemmCache {
+    GemmPlan plans[MAX_PLANS];
+    int n_plans;
+};
 
 static unsigned ptr_align(const void *p) {
     uintptr_t v = (uintptr_t)p;
@@ -177,7 +167,7 @@ static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int rows, int cols, 
 }
 
 /* column-major: C[m,n] (ldc) = alpha op(A)[m,k] op(B)[k,n] + beta C */
-static void gemm_cm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda, long long sA,
+static void gemm_cm(BackendCtx *ctx, int ta, int tb, int m, int n, int k, const bf16 *A, int lda, long long sA,
                     const bf16 *B, int ldb, long long sB, void *C, int ldc, long long sC, int c_f32,
                     float alpha, float beta, int batch) {
     if (m <= 0 || n <= 0 || batch <= 0) return;
@@ -185,7 +175,7 @@ static void gemm_cm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
         if (beta == 0.0f) {
             size_t esz = c_f32 ? 4 : 2;
             for (int bi = 0; bi < batch; bi++)
-                CU(cudaMemset2DAsync((char *)C + (size_t)bi * sC * esz, (size_t)ldc * esz, 0, (size_t)m * esz, n, g_stream));
+                CU(cudaMemset2DAsync((char *)C + (size_t)bi * sC * esz, (size_t)ldc * esz, 0, (size_t)m * esz, n, ctx->stream));
         }
         return;
     }
@@ -195,12 +185,13 @@ static void gemm_cm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
     key.c_f32 = c_f32; key.batch = batch; key.sA = batch > 1 ? sA : 0; key.sB = batch > 1 ? sB : 0;
     key.sC = batch > 1 ? sC : 0;
     key.alA = ptr_align(A); key.alB = ptr_align(B); key.alC = ptr_align(C);
+    GemmCache *cache = ctx->gemm;
     GemmPlan *pl = NULL;
-    for (int i = g_n_plans - 1; i >= 0; i--)
-        if (!memcmp(&g_plans[i].key, &key, sizeof key)) { pl = &g_plans[i]; break; }
+    for (int i = cache->n_plans - 1; i >= 0; i--)
+        if (!memcmp(&cache->plans[i].key, &key, sizeof key)) { pl = &cache->plans[i]; break; }
     if (!pl) {
-        if (g_n_plans == MAX_PLANS) cu_fail(__FILE__, __LINE__, "gemm plan cache", "more than 1024 GEMM shapes");
-        pl = &g_plans[g_n_plans];
+        if (cache->n_plans == MAX_PLANS) cu_fail(__FILE__, __LINE__, "gemm plan cache", "more than 1024 GEMM shapes");
+        pl = &cache->plans[cache->n_plans];
         pl->key = key;
         LT(cublasLtMatmulDescCreate(&pl->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -220,7 +211,7 @@ static void gemm_cm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
         LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
         cublasLtMatmulHeuristicResult_t res;
         int nres = 0;
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(g_lt, pl->op, pl->a, pl->b, pl->c, pl->c, pref, 1, &res, &nres);
+        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, pl->op, pl->a, pl->b, pl->c, pl->c, pref, 1, &res, &nres);
         cublasLtMatmulPreferenceDestroy(pref);
         if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
             char msg[256];
@@ -230,31 +221,31 @@ static void gemm_cm(int ta, int tb, int m, int n, int k, const bf16 *A, int lda,
         }
         pl->algo = res.algo;
         pl->ws = res.workspaceSize;
-        g_n_plans++;
+        cache->n_plans++;
     }
-    LT(cublasLtMatmul(g_lt, pl->op, &alpha, A, pl->a, B, pl->b, &beta, C, pl->c, C, pl->c, &pl->algo,
-                      g_lt_ws, LT_WS_BYTES, g_stream));
+    LT(cublasLtMatmul((cublasLtHandle_t)ctx->lt, pl->op, &alpha, A, pl->a, B, pl->b, &beta, C, pl->c, C, pl->c, &pl->algo,
+                      ctx->lt_ws, LT_WS_BYTES, ctx->stream));
 }
 
-void cu_gemm(int ta, int tb, int M, int N, int K, const bf16 *A, int lda, long long sA,
+void cu_gemm(BackendCtx *ctx, int ta, int tb, int M, int N, int K, const bf16 *A, int lda, long long sA,
              const bf16 *B, int ldb, long long sB, void *C, int ldc, long long sC, int c_f32,
              float alpha, float beta, int batch) {
     /* row-major C = op(A) op(B)  <=>  column-major C^T = op(B)^T op(A)^T: swap the operands */
-    gemm_cm(tb, ta, N, M, K, B, ldb, sB, A, lda, sA, C, ldc, sC, c_f32, alpha, beta, batch);
+    gemm_cm(ctx, tb, ta, N, M, K, B, ldb, sB, A, lda, sA, C, ldc, sC, c_f32, alpha, beta, batch);
 }
 
-void cu_matmul_fwd(act_t *out, const act_t *in, const act_t *w, int M, int N, int K, int accumulate) {
-    cu_gemm(0, 1, M, N, K, (const bf16 *)in, K, 0, (const bf16 *)w, K, 0, out, N, 0, 0, 1.0f,
+void cu_matmul_fwd(BackendCtx *ctx, act_t *out, const act_t *in, const act_t *w, int M, int N, int K, int accumulate) {
+    cu_gemm(ctx, 0, 1, M, N, K, (const bf16 *)in, K, 0, (const bf16 *)w, K, 0, out, N, 0, 0, 1.0f,
             accumulate ? 1.0f : 0.0f, 1);
 }
 
-void cu_matmul_bwd(act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
+void cu_matmul_bwd(BackendCtx *ctx, act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                    int M, int N, int K, int accumulate) {
     if (din)
-        cu_gemm(0, 0, M, K, N, (const bf16 *)dout, N, 0, (const bf16 *)w, K, 0, din, K, 0, 0, 1.0f,
+        cu_gemm(ctx, 0, 0, M, K, N, (const bf16 *)dout, N, 0, (const bf16 *)w, K, 0, din, K, 0, 0, 1.0f,
                 accumulate ? 1.0f : 0.0f, 1);
     if (dw)
-        cu_gemm(1, 0, N, K, M, (const bf16 *)dout, N, 0, (const bf16 *)in, K, 0, dw, K, 0, 1, 1.0f, 1.0f, 1);
+        cu_gemm(ctx, 1, 0, N, K, M, (const bf16 *)dout, N, 0, (const bf16 *)in, K, 0, dw, K, 0, 1, 1.0f, 1.0f, 1);
 }
 
 /* ---------------- deterministic column sums ---------------- */
@@ -284,28 +275,26 @@ __global__ void colsum_final_kernel(float *out, const float *part, int nchunk, i
     out[c] += s;
 }
 
-void cu_colsum_add(float *out, const float *in, int rows, int cols) {
+void cu_colsum_add(BackendCtx *ctx, float *out, const float *in, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
     int nchunk = (rows + 63) / 64;
     if (nchunk > 256) nchunk = 256;
     int rpc = (rows + nchunk - 1) / nchunk;
     nchunk = (rows + rpc - 1) / rpc;
-    float *part = (float *)cu_workspace(WS_RED, (size_t)nchunk * cols * sizeof(float));
+    float *part = (float *)cu_workspace(ctx, WS_RED, (size_t)nchunk * cols * sizeof(float));
     dim3 grid((cols + 31) / 32, nchunk);
-    CU_KERNEL(colsum_partial_kernel, grid, dim3(32, 8), 0, g_stream)(part, in, rows, cols, rpc);
+    CU_KERNEL(colsum_partial_kernel, grid, dim3(32, 8), 0, ctx->stream)(part, in, rows, cols, rpc);
     CU_LAUNCH();
-    CU_KERNEL(colsum_final_kernel, (cols + 255) / 256, 256, 0, g_stream)(out, part, nchunk, cols);
+    CU_KERNEL(colsum_final_kernel, (cols + 255) / 256, 256, 0, ctx->stream)(out, part, nchunk, cols);
     CU_LAUNCH();
 }
 
 /* ---------------- registration ---------------- */
-static double peak_for(const cudaDeviceProp *p) {
+static double peak_for(const cudaDeviceProp *p, int dev) {
     const char *n = p->name;
     if (strstr(n, "H100") || strstr(n, "H200") || strstr(n, "GH200") || strstr(n, "H800")) return 989e12;
     if (strstr(n, "A100") || strstr(n, "A800")) return 312e12;
     int clock_khz = 0;
-    int dev = 0;
-    cudaGetDevice(&dev);
     if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev) != cudaSuccess || clock_khz <= 0) {
         cudaGetLastError();
         clock_khz = 1500000;
@@ -314,8 +303,15 @@ static double peak_for(const cudaDeviceProp *p) {
     return (double)p->multiProcessorCount * clock_khz * 1e3 * per_sm;
 }
 
+/* One backend per device, made on the first call for it (backends live until exit). */
+#define MAX_DEVICES 64
+typedef struct CudaBackend {
+    Backend be;
+    BackendCtx ctx;
+} CudaBackend;
+static CudaBackend *g_made[MAX_DEVICES];   /* a registry: no op reads it */
+
 extern "C" const Backend *backend_cuda(int device, char *err) {
-    if (g_ready) return &g_backend;
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -332,71 +328,67 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
      * per task under Slurm --gpus-per-task=1, or CUDA_VISIBLE_DEVICES per rank) ranks take the
      * visible GPUs round-robin */
     device %= count;
+    if (device >= MAX_DEVICES) { set_err(err, "cuda: device %d: at most %d devices", device, MAX_DEVICES); return NULL; }
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
         set_err(err, "cuda: cudaSetDevice(%d): %s", device, cudaGetErrorString(e));
         return NULL;
     }
+    if (g_made[device]) return &g_made[device]->be;
     cudaDeviceProp prop;
     if ((e = cudaGetDeviceProperties(&prop, device)) != cudaSuccess) {
         set_err(err, "cuda: cudaGetDeviceProperties: %s", cudaGetErrorString(e));
         return NULL;
     }
-    if (cudaDeviceGetAttribute(&g_smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+    CudaBackend *cb = (CudaBackend *)calloc(1, sizeof *cb);
+    GemmCache *gemm = (GemmCache *)calloc(1, sizeof *gemm);
+    AllocTable *allocs = (AllocTable *)calloc(1, sizeof *allocs);
+    if (!cb || !gemm || !allocs) {
+        free(cb); free(gemm); free(allocs);
+        set_err(err, "cuda: out of host memory for the backend");
+        return NULL;
+    }
+    BackendCtx *ctx = &cb->ctx;
+    ctx->device = device;
+    ctx->gemm = gemm;
+    ctx->allocs = allocs;
+    if (cudaDeviceGetAttribute(&ctx->smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
         cudaGetLastError();
-        g_smem_optin = (int)prop.sharedMemPerBlock;
+        ctx->smem_optin = (int)prop.sharedMemPerBlock;
     }
+    const char *fail = NULL;
+    char why[ERR_LEN] = "";
+    cublasLtHandle_t lt;
     if (prop.major < 8) {
-        set_err(err, "cuda: %s has compute capability %d.%d; bf16 tensor cores need 8.0 or newer",
-                prop.name, prop.major, prop.minor);
+        snprintf(why, sizeof why, "cuda: %s has compute capability %d.%d; bf16 tensor cores need 8.0 or newer",
+                 prop.name, prop.major, prop.minor);
+        fail = why;
+    } else if ((e = cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(why, sizeof why, "cuda: cudaStreamCreate: %s", cudaGetErrorString(e));
+        fail = why;
+    } else if (cublasLtCreate(&lt) != CUBLAS_STATUS_SUCCESS) {
+        fail = "cuda: cublasLtCreate failed";
+    } else if ((ctx->lt = (void *)lt, e = cudaMalloc(&ctx->lt_ws, LT_WS_BYTES)) != cudaSuccess) {
+        snprintf(why, sizeof why, "cuda: cannot allocate the cuBLASLt workspace: %s", cudaGetErrorString(e));
+        fail = why;
+    }
+    if (fail) {
+        set_err(err, "%s", fail);
+        free(cb); free(gemm); free(allocs);
         return NULL;
     }
-    if ((e = cudaStreamCreateWithFlags(&g_stream, cudaStreamNonBlocking)) != cudaSuccess) {
-        set_err(err, "cuda: cudaStreamCreate: %s", cudaGetErrorString(e));
-        return NULL;
-    }
-    if (cublasLtCreate(&g_lt) != CUBLAS_STATUS_SUCCESS) { set_err(err, "cuda: cublasLtCreate failed"); return NULL; }
-    if ((e = cudaMalloc(&g_lt_ws, LT_WS_BYTES)) != cudaSuccess) {
-        set_err(err, "cuda: cannot allocate the cuBLASLt workspace: %s", cudaGetErrorString(e));
-        return NULL;
-    }
-    cu_account((long long)LT_WS_BYTES);
+    cu_account(ctx, (long long)LT_WS_BYTES);
 
-    Backend *b = &g_backend;
-    memset(b, 0, sizeof *b);
+    Backend *b = &cb->be;
     b->name = "cuda";
     b->act_bytes = sizeof(bf16);
-    b->peak_flops = peak_for(&prop);
-    b->alloc = cuda_alloc;
-    b->free = cuda_free;
-    b->upload = cuda_upload;
-    b->download = cuda_download;
-    b->zero = cuda_zero;
-    b->copy = cuda_copy;
-    b->synchronize = cuda_synchronize;
-    b->upload_act = cuda_upload_act;
-    b->download_act = cuda_download_act;
-    b->cast_params = cuda_cast_params;
-    b->add = cu_add;
-    b->swiglu_fwd = cu_swiglu_fwd;
-    b->swiglu_bwd = cu_swiglu_bwd;
-    b->embedding_fwd = cu_embedding_fwd;
-    b->embedding_bwd = cu_embedding_bwd;
-    b->rmsnorm_fwd = cu_rmsnorm_fwd;
-    b->rmsnorm_bwd = cu_rmsnorm_bwd;
-    b->matmul_fwd = cu_matmul_fwd;
-    b->matmul_bwd = cu_matmul_bwd;
-    b->rope = cu_rope;
-    b->attention_fwd = cu_attention_fwd;
-    b->attention_bwd = cu_attention_bwd;
-    b->attention_decode = cu_attention_decode;
-    b->compressor_fwd = cu_compressor_fwd;
-    b->compressor_bwd = cu_compressor_bwd;
-    b->gate_coverage = cu_gate_coverage;   /* SPEC.md 2b penalty (aligned grids) */
-    b->classifier = cu_classifier;
-    b->logits_argmax = cu_logits_argmax;
-    b->adamw = cu_adamw;
-    b->sumsq = cu_sumsq;
-    b->scale = cu_scale;
-    g_ready = 1;
+    b->peak_flops = peak_for(&prop, device);
+    b->staggered_grid = 0;
+    b->device = device;
+    b->ctx = ctx;
+    b->collectives = cu_collectives;
+#define OP(ret, op, params) b->op = cu_##op;
+#include "kernels/ops.def"
+#undef OP
+    g_made[device] = cb;
     return b;
 }

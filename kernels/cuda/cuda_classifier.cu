@@ -56,23 +56,23 @@ static int chunk_rows(int N, int V) {
     return (int)c;
 }
 
-void cu_classifier(const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
+void cu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
                    float *losses, act_t *dx_, float *demb, float grad_scale) {
     if (N <= 0) return;
     const bf16 *x = (const bf16 *)x_, *emb = (const bf16 *)emb_;
     bf16 *dx = (bf16 *)dx_;
     int chunk = chunk_rows(N, V);
-    float *logits = (float *)cu_workspace(WS_CLS_LOGITS, (size_t)chunk * V * sizeof(float));
-    bf16 *dlogits = dx ? (bf16 *)cu_workspace(WS_CLS_DLOGITS, (size_t)chunk * V * sizeof(bf16)) : NULL;
+    float *logits = (float *)cu_workspace(ctx, WS_CLS_LOGITS, (size_t)chunk * V * sizeof(float));
+    bf16 *dlogits = dx ? (bf16 *)cu_workspace(ctx, WS_CLS_DLOGITS, (size_t)chunk * V * sizeof(bf16)) : NULL;
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         const bf16 *xc = x + (size_t)r0 * D;
-        cu_gemm(0, 1, rows, V, D, xc, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
-        CU_KERNEL(ce_rows_kernel, rows, CLS_THREADS, 0, cu_stream())(logits, dlogits, targets + r0, losses + r0, V, grad_scale);
+        cu_gemm(ctx, 0, 1, rows, V, D, xc, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
+        CU_KERNEL(ce_rows_kernel, rows, CLS_THREADS, 0, ctx->stream)(logits, dlogits, targets + r0, losses + r0, V, grad_scale);
         CU_LAUNCH();
         if (dx) {
-            cu_gemm(0, 0, rows, D, V, dlogits, V, 0, emb, D, 0, dx + (size_t)r0 * D, D, 0, 0, 1.0f, 0.0f, 1);
-            if (demb) cu_gemm(1, 0, V, D, rows, dlogits, V, 0, xc, D, 0, demb, D, 0, 1, 1.0f, 1.0f, 1);
+            cu_gemm(ctx, 0, 0, rows, D, V, dlogits, V, 0, emb, D, 0, dx + (size_t)r0 * D, D, 0, 0, 1.0f, 0.0f, 1);
+            if (demb) cu_gemm(ctx, 1, 0, V, D, rows, dlogits, V, 0, xc, D, 0, demb, D, 0, 1, 1.0f, 1.0f, 1);
         }
     }
 }
@@ -102,15 +102,15 @@ __global__ void __launch_bounds__(CLS_THREADS) argmax_rows_kernel(const float *l
     if (threadIdx.x == 0) out[blockIdx.x] = shi[0] == 0x7fffffff ? 0 : shi[0];
 }
 
-void cu_logits_argmax(const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
+void cu_logits_argmax(BackendCtx *ctx, const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
     if (N <= 0) return;
     const bf16 *x = (const bf16 *)x_, *emb = (const bf16 *)emb_;
     int chunk = chunk_rows(N, V);
-    float *logits = (float *)cu_workspace(WS_CLS_LOGITS, (size_t)chunk * V * sizeof(float));
+    float *logits = (float *)cu_workspace(ctx, WS_CLS_LOGITS, (size_t)chunk * V * sizeof(float));
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
-        cu_gemm(0, 1, rows, V, D, x + (size_t)r0 * D, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
-        CU_KERNEL(argmax_rows_kernel, rows, CLS_THREADS, 0, cu_stream())(logits, V, out + r0);
+        cu_gemm(ctx, 0, 1, rows, V, D, x + (size_t)r0 * D, D, 0, emb, D, 0, logits, V, 0, 1, 1.0f, 0.0f, 1);
+        CU_KERNEL(argmax_rows_kernel, rows, CLS_THREADS, 0, ctx->stream)(logits, V, out + r0);
         CU_LAUNCH();
     }
 }

@@ -64,10 +64,10 @@ __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *pay
     }
 }
 
-static bf16 *pack_weights(const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
+static bf16 *pack_weights(BackendCtx *ctx, const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
     size_t n = (size_t)q.M * q.NP * q.D;
-    bf16 *wcat = (bf16 *)cu_workspace(WS_COMP_W, n * sizeof(bf16));
-    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(wcat, q.cg ? gate_w : NULL, payload_w, q);
+    bf16 *wcat = (bf16 *)cu_workspace(ctx, WS_COMP_W, n * sizeof(bf16));
+    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(wcat, q.cg ? gate_w : NULL, payload_w, q);
     CU_LAUNCH();
     return wcat;
 }
@@ -145,7 +145,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
     }
 }
 
-void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
+void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                        const act_t *a_, const act_t *gate_w, const act_t *gate_b,
                        const act_t *payload_w, const act_t *post_w) {
     CompDims q = dims_of(s);
@@ -154,28 +154,28 @@ void cu_compressor_fwd(const CompShape *s, act_t *entry, float *alpha, act_t *pa
         cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
-    bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
-    float *cat = (float *)cu_workspace(WS_COMP_CAT, (size_t)q.B * q.W * q.nW * q.NP * sizeof(float));
+    bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.W * q.nW * q.NP * sizeof(float));
     for (int b = 0; b < q.B; b++) {
         if (q.M == q.W) {   /* every offset its own map: one batched GEMM over all offsets */
-            cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D,
+            cu_gemm(ctx, 0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D,
                     (long long)q.NP * q.D, cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
                     1, 1.0f, 0.0f, q.W);
         } else if (q.M == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
-            cu_gemm(0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D, 0,
+            cu_gemm(ctx, 0, 1, q.nW, q.NP, q.D, a + (size_t)b * q.T * q.D, q.S * q.D, q.D, wcat, q.D, 0,
                     cat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
         } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
             for (int half = 0; half < 2; half++) {
                 int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
                 if (ni <= 0) continue;
-                cu_gemm(0, 1, q.nW, q.NP, q.D, a + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D,
+                cu_gemm(ctx, 0, 1, q.nW, q.NP, q.D, a + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D,
                         wcat + (size_t)half * q.NP * q.D, q.D, 0,
                         cat + ((size_t)b * q.W + i0) * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, ni);
             }
         }
     }
     int items = q.B * q.nW * q.G;
-    CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, cu_stream())(
+    CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(
         (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.cg ? (const bf16 *)gate_b : NULL,
         (const bf16 *)post_w, q.cg == 0, s->eps, q);
     CU_LAUNCH();
@@ -303,7 +303,7 @@ __global__ void add_f32_to_bf16_kernel(bf16 *y, const float *x, size_t n) {
         y[i] = tobf(bf(y[i]) + x[i]);
 }
 
-void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
+void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b, float *dpayload_w,
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a_, const act_t *gate_w,
                        const act_t *payload_w, const act_t *post_w, const float *dalpha_extra) {
@@ -314,39 +314,39 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *da = (bf16 *)da_;
-    bf16 *wcat = pack_weights(q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
     size_t n_cat = (size_t)q.B * q.W * q.nW * q.NP;
-    bf16 *dcat = (bf16 *)cu_workspace(WS_COMP_DCAT, n_cat * sizeof(bf16));
-    if (q.NP != q.G * q.Rg) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), cu_stream()));
+    bf16 *dcat = (bf16 *)cu_workspace(ctx, WS_COMP_DCAT, n_cat * sizeof(bf16));
+    if (q.NP != q.G * q.Rg) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
     size_t n_slots = (size_t)q.B * q.nW * q.G * q.W;
-    float *ds32 = q.cg ? (float *)cu_workspace(WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
-    float *dpost = post_w ? (float *)cu_workspace(WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
+    float *ds32 = q.cg ? (float *)cu_workspace(ctx, WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
+    float *dpost = post_w ? (float *)cu_workspace(ctx, WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
     int items = q.B * q.nW * q.G;
-    CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, cu_stream())(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
+    CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
                                                                    q.cg ? dalpha_extra : NULL, q);
     CU_LAUNCH();
-    if (dgate_b && ds32) cu_colsum_add(dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
-    if (dpost_w && dpost) cu_colsum_add(dpost_w, dpost, q.B * q.nW * q.G, q.d);
+    if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
+    if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.nW * q.G, q.d);
 
     /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
     if (dpayload_w || dgate_w) {
         size_t n_dw = (size_t)q.M * q.NP * q.D;
-        float *dw = (float *)cu_workspace(WS_COMP_DW, n_dw * sizeof(float));
-        CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), cu_stream()));
+        float *dw = (float *)cu_workspace(ctx, WS_COMP_DW, n_dw * sizeof(float));
+        CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
         for (int b = 0; b < q.B; b++) {
             if (q.M == q.W) {
-                cu_gemm(1, 0, q.NP, q.D, q.nW, dcat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
+                cu_gemm(ctx, 1, 0, q.NP, q.D, q.nW, dcat + (size_t)b * q.W * q.nW * q.NP, q.NP, (long long)q.nW * q.NP,
                         a + (size_t)b * q.T * q.D, q.S * q.D, q.D, dw, q.D, (long long)q.NP * q.D, 1, 1.0f, 1.0f, q.W);
             } else {
                 for (int i = 0; i < q.W; i++)
-                    cu_gemm(1, 0, q.NP, q.D, q.nW, dcat + ((size_t)b * q.W + i) * q.nW * q.NP, q.NP, 0,
+                    cu_gemm(ctx, 1, 0, q.NP, q.D, q.nW, dcat + ((size_t)b * q.W + i) * q.nW * q.NP, q.NP, 0,
                             a + ((size_t)b * q.T + i) * q.D, q.S * q.D, 0, dw + (size_t)map_of(q, i) * q.NP * q.D, q.D, 0,
                             1, 1.0f, 1.0f, 1);
             }
         }
         size_t n_un = (size_t)q.M * q.G * q.Rg * q.D;
-        CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, cu_stream())(dgate_w, dpayload_w, dw, q);
+        CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, ctx->stream)(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
     }
 
@@ -357,8 +357,8 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
         float *da32 = NULL;
         size_t n_da = (size_t)q.B * q.T * q.D;
         if (!direct) {
-            da32 = (float *)cu_workspace(WS_COMP_DA, n_da * sizeof(float));
-            CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), cu_stream()));
+            da32 = (float *)cu_workspace(ctx, WS_COMP_DA, n_da * sizeof(float));
+            CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), ctx->stream));
         }
         for (int b = 0; b < q.B; b++)
             for (int i0 = 0; i0 < q.W; i0 += q.S) {
@@ -369,14 +369,14 @@ void cu_compressor_bwd(const CompShape *s, act_t *da_, float *dgate_w, float *dg
                 const bf16 *A = dcat + ((size_t)b * q.W + i0) * q.nW * q.NP;
                 const bf16 *Bm = wcat + (size_t)m0 * q.NP * q.D;
                 if (direct)
-                    cu_gemm(0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                    cu_gemm(ctx, 0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
                             da + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D, 0, 1.0f, 1.0f, ni);
                 else
-                    cu_gemm(0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                    cu_gemm(ctx, 0, 0, q.nW, q.D, q.NP, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
                             da32 + ((size_t)b * q.T + i0) * q.D, q.S * q.D, q.D, 1, 1.0f, 1.0f, ni);
             }
         if (!direct) {
-            CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, cu_stream())(da, da32, n_da);
+            CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
             CU_LAUNCH();
         }
     }
@@ -427,20 +427,20 @@ __global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, 
     }
 }
 
-void cu_gate_coverage(const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
+void cu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
     if (s->grid != VIS_GRID_ALIGNED && s->G > 1)
         cu_fail(__FILE__, __LINE__, "gate coverage", "grid = staggered is not implemented on CUDA");
     const int B = s->B, W = s->window, c = s->channels, rows = s->n_windows * s->G;
     if (B <= 0 || W <= 0) return;
-    float *sums = (float *)cu_workspace(WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
-    CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, cu_stream())(sums, alpha, rows, W, c);
+    float *sums = (float *)cu_workspace(ctx, WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
+    CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, ctx->stream)(sums, alpha, rows, W, c);
     CU_LAUNCH();
-    CU_KERNEL(cov_finish_kernel, (B + 63) / 64, 64, 0, cu_stream())(dalpha ? coef : NULL, per_seq, sums, B, W,
+    CU_KERNEL(cov_finish_kernel, (B + 63) / 64, 64, 0, ctx->stream)(dalpha ? coef : NULL, per_seq, sums, B, W,
                                                                    (long)rows * c, grad_scale);
     CU_LAUNCH();
     if (dalpha) {
         size_t per_b = (size_t)rows * W * c, total = (size_t)B * per_b;
-        CU_KERNEL(cov_fill_kernel, cu_blocks(total, 256), 256, 0, cu_stream())(dalpha, coef, total, W, c, per_b);
+        CU_KERNEL(cov_fill_kernel, cu_blocks(total, 256), 256, 0, ctx->stream)(dalpha, coef, total, W, c, per_b);
         CU_LAUNCH();
     }
 }

@@ -65,13 +65,13 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_decode_kernel(int H, in
     }
 }
 
-void cu_attention_decode(const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck, const act_t *cv,
+void cu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck, const act_t *cv,
                          const act_t *k, const act_t *v, const float *sink) {
     const int nk = s->n_entries + s->n_raw;
     if (nk <= 0 || s->H <= 0) return;
-    float *z = (float *)cu_workspace(WS_DEC, (size_t)s->H * nk * sizeof(float));
+    float *z = (float *)cu_workspace(ctx, WS_DEC, (size_t)s->H * nk * sizeof(float));
     size_t smem = (size_t)(s->d + DEC_THREADS) * sizeof(float);
-    CU_KERNEL(attention_decode_kernel, s->H, DEC_THREADS, smem, cu_stream())(
+    CU_KERNEL(attention_decode_kernel, s->H, DEC_THREADS, smem, ctx->stream)(
         s->H, s->G, s->d, s->n_entries, s->n_raw, s->ring_cap, s->raw_first, (bf16 *)out, (const bf16 *)q,
         (const bf16 *)ck, (const bf16 *)cv, (const bf16 *)k, (const bf16 *)v, sink, z);
     CU_LAUNCH();

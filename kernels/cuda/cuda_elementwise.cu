@@ -56,30 +56,30 @@ __global__ void ew_scalar_kernel(bf16 *out0, bf16 *out1, const bf16 *a, const bf
 }
 
 template <int OP>
-static void ew_launch(bf16 *out0, bf16 *out1, const bf16 *a, const bf16 *b, const bf16 *c, size_t n) {
+static void ew_launch(BackendCtx *ctx, bf16 *out0, bf16 *out1, const bf16 *a, const bf16 *b, const bf16 *c, size_t n) {
     if (n == 0) return;
     size_t start = 0;
     bool al = aligned16(out0) && aligned16(a) && aligned16(b) && (OP != 2 || (aligned16(out1) && aligned16(c)));
     if (al && n >= 8) {
         size_t n8 = n / 8;
-        CU_KERNEL(ew_vec_kernel<OP>, cu_blocks(n8, 256), 256, 0, cu_stream())(out0, out1, a, b, c, n8);
+        CU_KERNEL(ew_vec_kernel<OP>, cu_blocks(n8, 256), 256, 0, ctx->stream)(out0, out1, a, b, c, n8);
         CU_LAUNCH();
         start = n8 * 8;
     }
     if (start < n) {
-        CU_KERNEL(ew_scalar_kernel<OP>, cu_blocks(n - start, 256), 256, 0, cu_stream())(out0, out1, a, b, c, start, n);
+        CU_KERNEL(ew_scalar_kernel<OP>, cu_blocks(n - start, 256), 256, 0, ctx->stream)(out0, out1, a, b, c, start, n);
         CU_LAUNCH();
     }
 }
 
-void cu_add(act_t *y, const act_t *x, size_t n) {
-    ew_launch<0>((bf16 *)y, NULL, (const bf16 *)y, (const bf16 *)x, NULL, n);
+void cu_add(BackendCtx *ctx, act_t *y, const act_t *x, size_t n) {
+    ew_launch<0>(ctx, (bf16 *)y, NULL, (const bf16 *)y, (const bf16 *)x, NULL, n);
 }
-void cu_swiglu_fwd(act_t *h, const act_t *g, const act_t *u, size_t n) {
-    ew_launch<1>((bf16 *)h, NULL, (const bf16 *)g, (const bf16 *)u, NULL, n);
+void cu_swiglu_fwd(BackendCtx *ctx, act_t *h, const act_t *g, const act_t *u, size_t n) {
+    ew_launch<1>(ctx, (bf16 *)h, NULL, (const bf16 *)g, (const bf16 *)u, NULL, n);
 }
-void cu_swiglu_bwd(act_t *dg, act_t *du, const act_t *dh, const act_t *g, const act_t *u, size_t n) {
-    ew_launch<2>((bf16 *)dg, (bf16 *)du, (const bf16 *)g, (const bf16 *)u, (const bf16 *)dh, n);
+void cu_swiglu_bwd(BackendCtx *ctx, act_t *dg, act_t *du, const act_t *dh, const act_t *g, const act_t *u, size_t n) {
+    ew_launch<2>(ctx, (bf16 *)dg, (bf16 *)du, (const bf16 *)g, (const bf16 *)u, (const bf16 *)dh, n);
 }
 
 __global__ void f32_to_bf16_kernel(bf16 *dst, const float *src, size_t n) {
@@ -90,13 +90,13 @@ __global__ void bf16_to_f32_kernel(float *dst, const bf16 *src, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         dst[i] = bf(src[i]);
 }
-void cu_f32_to_bf16(bf16 *dst, const float *src, size_t n) {
+void cu_f32_to_bf16(BackendCtx *ctx, bf16 *dst, const float *src, size_t n) {
     if (!n) return;
-    CU_KERNEL(f32_to_bf16_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(dst, src, n);
+    CU_KERNEL(f32_to_bf16_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(dst, src, n);
     CU_LAUNCH();
 }
-void cu_bf16_to_f32(float *dst, const bf16 *src, size_t n) {
+void cu_bf16_to_f32(BackendCtx *ctx, float *dst, const bf16 *src, size_t n) {
     if (!n) return;
-    CU_KERNEL(bf16_to_f32_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(dst, src, n);
+    CU_KERNEL(bf16_to_f32_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(dst, src, n);
     CU_LAUNCH();
 }

@@ -20,13 +20,13 @@ __global__ void embedding_fwd_kernel(E *out, const int32_t *tokens, const E *tab
     }
 }
 
-void cu_embedding_fwd(act_t *out, const int32_t *tokens, const act_t *table, int N, int D) {
+void cu_embedding_fwd(BackendCtx *ctx, act_t *out, const int32_t *tokens, const act_t *table, int N, int D) {
     if (N <= 0) return;
     if (D % 8 == 0 && !((uintptr_t)out & 15) && !((uintptr_t)table & 15)) {
         size_t total = (size_t)N * (D / 8);
-        CU_KERNEL(embedding_fwd_kernel<uint4>, cu_blocks(total, 256), 256, 0, cu_stream())((uint4 *)out, tokens, (const uint4 *)table, N, D / 8);
+        CU_KERNEL(embedding_fwd_kernel<uint4>, cu_blocks(total, 256), 256, 0, ctx->stream)((uint4 *)out, tokens, (const uint4 *)table, N, D / 8);
     } else {
-        CU_KERNEL(embedding_fwd_kernel<bf16>, cu_blocks((size_t)N * D, 256), 256, 0, cu_stream())((bf16 *)out, tokens, (const bf16 *)table, N, D);
+        CU_KERNEL(embedding_fwd_kernel<bf16>, cu_blocks((size_t)N * D, 256), 256, 0, ctx->stream)((bf16 *)out, tokens, (const bf16 *)table, N, D);
     }
     CU_LAUNCH();
 }
@@ -51,16 +51,16 @@ __global__ void embedding_bwd_runs_kernel(float *dtable, const int32_t *skeys, c
     }
 }
 
-void cu_embedding_bwd(float *dtable, const int32_t *tokens, const act_t *dout, int N, int D) {
+void cu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const act_t *dout, int N, int D) {
     if (N <= 0) return;
-    int32_t *buf = (int32_t *)cu_workspace(WS_EMB, (size_t)3 * N * sizeof(int32_t));
+    int32_t *buf = (int32_t *)cu_workspace(ctx, WS_EMB, (size_t)3 * N * sizeof(int32_t));
     int32_t *idx_in = buf, *keys_out = buf + N, *idx_out = buf + 2 * (size_t)N;
-    CU_KERNEL(iota_kernel, (N + 255) / 256, 256, 0, cu_stream())(idx_in, N);
+    CU_KERNEL(iota_kernel, (N + 255) / 256, 256, 0, ctx->stream)(idx_in, N);
     CU_LAUNCH();
     size_t temp_bytes = 0;
-    CU(cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, cu_stream()));
-    void *temp = cu_workspace(WS_EMB2, temp_bytes);
-    CU(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, cu_stream()));
-    CU_KERNEL(embedding_bwd_runs_kernel, N, 256, 0, cu_stream())(dtable, keys_out, idx_out, (const bf16 *)dout, N, D);
+    CU(cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, ctx->stream));
+    void *temp = cu_workspace(ctx, WS_EMB2, temp_bytes);
+    CU(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, ctx->stream));
+    CU_KERNEL(embedding_bwd_runs_kernel, N, 256, 0, ctx->stream)(dtable, keys_out, idx_out, (const bf16 *)dout, N, D);
     CU_LAUNCH();
 }

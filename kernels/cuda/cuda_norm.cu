@@ -72,20 +72,20 @@ __global__ void rmsnorm_bwd_dw_kernel(float *part, const bf16 *dout, const bf16 
     }
 }
 
-void cu_rmsnorm_fwd(act_t *out, float *rstd, const act_t *in, const act_t *w, int rows, int C, float eps) {
+void cu_rmsnorm_fwd(BackendCtx *ctx, act_t *out, float *rstd, const act_t *in, const act_t *w, int rows, int C, float eps) {
     if (rows <= 0) return;
     bool v2 = (C % 2 == 0) && !((uintptr_t)in & 3) && !((uintptr_t)out & 3) && !((uintptr_t)w & 3);
     unsigned grid = (unsigned)((rows + 7) / 8);
-    if (v2) CU_KERNEL(rmsnorm_fwd_kernel<true>, grid, 256, 0, cu_stream())((bf16 *)out, rstd, (const bf16 *)in, (const bf16 *)w, rows, C, eps);
-    else CU_KERNEL(rmsnorm_fwd_kernel<false>, grid, 256, 0, cu_stream())((bf16 *)out, rstd, (const bf16 *)in, (const bf16 *)w, rows, C, eps);
+    if (v2) CU_KERNEL(rmsnorm_fwd_kernel<true>, grid, 256, 0, ctx->stream)((bf16 *)out, rstd, (const bf16 *)in, (const bf16 *)w, rows, C, eps);
+    else CU_KERNEL(rmsnorm_fwd_kernel<false>, grid, 256, 0, ctx->stream)((bf16 *)out, rstd, (const bf16 *)in, (const bf16 *)w, rows, C, eps);
     CU_LAUNCH();
 }
 
-void cu_rmsnorm_bwd(act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
+void cu_rmsnorm_bwd(BackendCtx *ctx, act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                     const float *rstd, int rows, int C, int accumulate) {
     if (rows <= 0) return;
     if (din) {
-        CU_KERNEL(rmsnorm_bwd_dx_kernel, (unsigned)((rows + 7) / 8), 256, 0, cu_stream())(
+        CU_KERNEL(rmsnorm_bwd_dx_kernel, (unsigned)((rows + 7) / 8), 256, 0, ctx->stream)(
             (bf16 *)din, (const bf16 *)dout, (const bf16 *)in, (const bf16 *)w, rstd, rows, C, accumulate);
         CU_LAUNCH();
     }
@@ -94,10 +94,10 @@ void cu_rmsnorm_bwd(act_t *din, float *dw, const act_t *dout, const act_t *in, c
         if (nchunk > 512) nchunk = 512;
         int rpc = (rows + nchunk - 1) / nchunk;
         nchunk = (rows + rpc - 1) / rpc;
-        float *part = (float *)cu_workspace(WS_NORM, (size_t)nchunk * C * sizeof(float));
-        CU_KERNEL(rmsnorm_bwd_dw_kernel, dim3((C + 31) / 32, nchunk), dim3(32, 8), 0, cu_stream())(
+        float *part = (float *)cu_workspace(ctx, WS_NORM, (size_t)nchunk * C * sizeof(float));
+        CU_KERNEL(rmsnorm_bwd_dw_kernel, dim3((C + 31) / 32, nchunk), dim3(32, 8), 0, ctx->stream)(
             part, (const bf16 *)dout, (const bf16 *)in, rstd, rows, C, rpc);
         CU_LAUNCH();
-        cu_colsum_add(dw, part, nchunk, C);
+        cu_colsum_add(ctx, dw, part, nchunk, C);
     }
 }

@@ -21,10 +21,10 @@ __global__ void adamw_kernel(float *p, const float *g, float *m, float *v, size_
     }
 }
 
-void cu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+void cu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
               float eps, float wd, float bc1, float bc2) {
     if (!n) return;
-    CU_KERNEL(adamw_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+    CU_KERNEL(adamw_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
     CU_LAUNCH();
 }
 
@@ -60,16 +60,16 @@ __global__ void sumsq_final_kernel(double *out, const double *part) {
     if (threadIdx.x == 0) *out = s;
 }
 
-double cu_sumsq(const float *x, size_t n) {
+double cu_sumsq(BackendCtx *ctx, const float *x, size_t n) {
     if (!n) return 0.0;
-    double *part = (double *)cu_workspace(WS_RED2, (SUMSQ_BLOCKS + 1) * sizeof(double));
-    CU_KERNEL(sumsq_partial_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, cu_stream())(part, x, n);
+    double *part = (double *)cu_workspace(ctx, WS_RED2, (SUMSQ_BLOCKS + 1) * sizeof(double));
+    CU_KERNEL(sumsq_partial_kernel, SUMSQ_BLOCKS, SUMSQ_THREADS, 0, ctx->stream)(part, x, n);
     CU_LAUNCH();
-    CU_KERNEL(sumsq_final_kernel, 1, SUMSQ_THREADS, 0, cu_stream())(part + SUMSQ_BLOCKS, part);
+    CU_KERNEL(sumsq_final_kernel, 1, SUMSQ_THREADS, 0, ctx->stream)(part + SUMSQ_BLOCKS, part);
     CU_LAUNCH();
     double r = 0.0;
-    CU(cudaMemcpyAsync(&r, part + SUMSQ_BLOCKS, sizeof r, cudaMemcpyDeviceToHost, cu_stream()));
-    CU(cudaStreamSynchronize(cu_stream()));
+    CU(cudaMemcpyAsync(&r, part + SUMSQ_BLOCKS, sizeof r, cudaMemcpyDeviceToHost, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));
     return r;
 }
 
@@ -77,8 +77,8 @@ __global__ void scale_kernel(float *x, size_t n, float s) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] *= s;
 }
 
-void cu_scale(float *x, size_t n, float s) {
+void cu_scale(BackendCtx *ctx, float *x, size_t n, float s) {
     if (!n) return;
-    CU_KERNEL(scale_kernel, cu_blocks(n, 256), 256, 0, cu_stream())(x, n, s);
+    CU_KERNEL(scale_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(x, n, s);
     CU_LAUNCH();
 }

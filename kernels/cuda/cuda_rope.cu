@@ -21,10 +21,10 @@ __global__ void rope_kernel(bf16 *x, const float *cos_sin, int rows, int nh, int
     }
 }
 
-void cu_rope(act_t *x, const float *cos_sin, int rows, int nh, int d, int r, int period, int mult, int inverse) {
+void cu_rope(BackendCtx *ctx, act_t *x, const float *cos_sin, int rows, int nh, int d, int r, int period, int mult, int inverse) {
     if (r <= 0 || rows <= 0 || nh <= 0) return;
     size_t total = (size_t)rows * nh * (r / 2);
-    CU_KERNEL(rope_kernel, cu_blocks(total, 256), 256, 0, cu_stream())((bf16 *)x, cos_sin, rows, nh, d, r, period, mult,
+    CU_KERNEL(rope_kernel, cu_blocks(total, 256), 256, 0, ctx->stream)((bf16 *)x, cos_sin, rows, nh, d, r, period, mult,
                                                                  inverse ? -1.0f : 1.0f, total);
     CU_LAUNCH();
 }

@@ -20,8 +20,6 @@ int main(void) {
     return 0;
 }
 #else
-size_t cuda_backend_peak_bytes(void);
-void cuda_backend_reset_peak(void);
 
 static double seconds(void) {
     struct timespec ts;
@@ -60,7 +58,7 @@ int main(int argc, char **argv) {
         m.window = 8;
         m.stride = 8;
         m.n_kv_heads = cases[ci].kv_heads;
-        cuda_backend_reset_peak();
+        cuda_backend_reset_peak(be);
         Model *mod = model_create(&m, be, B, T, err);
         if (!mod) {
             printf("bench_cuda %s: model_create failed: %s\n", cases[ci].name, err);
@@ -69,7 +67,7 @@ int main(int argc, char **argv) {
         model_init_params(mod, 1);
         const TensorTable *tt = model_tensors(mod);
         size_t n = tt->n_floats;
-        float *opt_m = be->alloc(n * sizeof(float)), *opt_v = be->alloc(n * sizeof(float));
+        float *opt_m = be->alloc(be->ctx, n * sizeof(float)), *opt_v = be->alloc(be->ctx, n * sizeof(float));
         if (!opt_m || !opt_v) {
             printf("bench_cuda %s: cannot allocate the optimizer state\n", cases[ci].name);
             model_free(mod);
@@ -77,28 +75,28 @@ int main(int argc, char **argv) {
         }
         double t0 = 0, loss = 0;
         for (int it = 0; it < warmup + steps; it++) {
-            if (it == warmup) { be->synchronize(); t0 = seconds(); }
+            if (it == warmup) { be->synchronize(be->ctx); t0 = seconds(); }
             model_zero_grads(mod);
             loss = model_forward_backward(mod, tok, tgt, B, 1.0 / (B * T), NULL);
-            be->adamw(model_params(mod), model_grads(mod), opt_m, opt_v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f);
+            be->adamw(be->ctx, model_params(mod), model_grads(mod), opt_m, opt_v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f);
             model_params_updated(mod);
         }
-        be->synchronize();
+        be->synchronize(be->ctx);
         double dt = (seconds() - t0) / steps;
         /* forward only */
-        be->synchronize();
+        be->synchronize(be->ctx);
         double f0 = seconds();
         for (int it = 0; it < 2; it++) model_forward(mod, tok, tgt, B, NULL);
-        be->synchronize();
+        be->synchronize(be->ctx);
         double dtf = (seconds() - f0) / 2;
         double tps = B * T / dt;
         double mfu = model_flops_per_token(&m, T) * tps / be->peak_flops;
         printf("bench_cuda %-30s %9.0f tokens/s  MFU %5.1f%%  step %.3f s (forward %.3f s)  peak memory %.2f GiB  "
                "loss %.3f  params %.1fM\n",
-               cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes() / 1073741824.0, loss, tt->n_params / 1e6);
+               cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes(be) / 1073741824.0, loss, tt->n_params / 1e6);
         fflush(stdout);
-        be->free(opt_m);
-        be->free(opt_v);
+        be->free(be->ctx, opt_m);
+        be->free(be->ctx, opt_v);
         model_free(mod);
     }
     free(tok);

@@ -121,7 +121,6 @@ static int offline(int argc, char **argv) {
         return 1;
     }
     printf("# cuDNN %zu, deviceVer %d\n", cudnnGetVersion(), devver);
-    g_version = cudnnGetVersion();
     if (argc >= 8) {
         int B = atoi(argv[3]), T = atoi(argv[4]), H = atoi(argv[5]), G = atoi(argv[6]), d = atoi(argv[7]);
         offline_shape(devprop, KIND_FWD, B, T, H, G, d);
@@ -145,20 +144,20 @@ static float frand(void) {   /* uniform in [-1, 1) */
 
 struct Dev {
     const Backend *be;
-    void *p;
+    act_t *p;
     size_t n;
     Dev(const Backend *b, size_t n_, float amp) : be(b), n(n_) {
-        p = b->alloc(n * b->act_bytes);
+        p = (act_t *)b->alloc(b->ctx, n * b->act_bytes);
         std::vector<float> h(n);
         for (size_t i = 0; i < n; i++) h[i] = amp * frand();
-        b->upload_act(p, h.data(), n);
+        b->upload_act(b->ctx, p, h.data(), n);
     }
     std::vector<float> get() const {
         std::vector<float> h(n);
-        be->download_act(h.data(), p, n);
+        be->download_act(be->ctx, h.data(), p, n);
         return h;
     }
-    ~Dev() { be->free(p); }
+    ~Dev() { be->free(be->ctx, p); }
 };
 
 static double rel_err(const std::vector<float> &a, const std::vector<float> &ref) {
@@ -172,7 +171,7 @@ static double rel_err(const std::vector<float> &a, const std::vector<float> &ref
 
 static std::vector<float> download_f32(const Backend *be, const float *p, size_t n) {
     std::vector<float> h(n);
-    be->download(h.data(), p, n * sizeof(float));
+    be->download(be->ctx, h.data(), p, n * sizeof(float));
     return h;
 }
 
@@ -184,14 +183,14 @@ static void check(bool ok, const char *fmt, const char *shape, double v) {
     if (!ok) g_fails++;
 }
 
-static float time_ms(void (*fn)(void *), void *ctx, int iters) {
+static float time_ms(const Backend *be, void (*fn)(void *), void *ctx, int iters) {
     cudaEvent_t a, b;
     cudaEventCreate(&a);
     cudaEventCreate(&b);
     fn(ctx);
-    cudaEventRecord(a, cu_stream());
+    cudaEventRecord(a, be->ctx->stream);
     for (int i = 0; i < iters; i++) fn(ctx);
-    cudaEventRecord(b, cu_stream());
+    cudaEventRecord(b, be->ctx->stream);
     cudaEventSynchronize(b);
     float ms = 0;
     cudaEventElapsedTime(&ms, a, b);
@@ -203,26 +202,26 @@ static float time_ms(void (*fn)(void *), void *ctx, int iters) {
 struct Call {
     const Backend *be;
     AttnShape s;
-    void *out, *dq, *dk, *dv;
+    act_t *out, *dq, *dk, *dv;
     float *lse;
-    const void *q, *k, *v, *dout;
+    const act_t *q, *k, *v, *dout;
 };
 static void custom_fwd(void *c_) {
     Call *c = (Call *)c_;
-    c->be->attention_fwd(&c->s, c->out, c->lse, c->q, c->k, c->v, NULL, NULL, NULL);
+    c->be->attention_fwd(c->be->ctx, &c->s, c->out, c->lse, c->q, c->k, c->v, NULL, NULL, NULL);
 }
 static void custom_bwd(void *c_) {
     Call *c = (Call *)c_;
-    c->be->attention_bwd(&c->s, c->dq, c->dk, c->dv, NULL, NULL, NULL, c->dout, c->out, c->lse, c->q, c->k, c->v, NULL,
+    c->be->attention_bwd(c->be->ctx, &c->s, c->dq, c->dk, c->dv, NULL, NULL, NULL, c->dout, c->out, c->lse, c->q, c->k, c->v, NULL,
                          NULL, NULL);
 }
 static void cudnn_fwd(void *c_) {
     Call *c = (Call *)c_;
-    cu_cudnn_attention_fwd(&c->s, c->out, c->lse, c->q, c->k, c->v);
+    cu_cudnn_attention_fwd(c->be->ctx, &c->s, c->out, c->lse, c->q, c->k, c->v);
 }
 static void cudnn_bwd(void *c_) {
     Call *c = (Call *)c_;
-    cu_cudnn_attention_bwd(&c->s, c->dq, c->dk, c->dv, c->dout, c->out, c->lse, c->q, c->k, c->v);
+    cu_cudnn_attention_bwd(c->be->ctx, &c->s, c->dq, c->dk, c->dv, c->dout, c->out, c->lse, c->q, c->k, c->v);
 }
 
 static void gpu_shape(const Backend *be, int B, int T, int H, int G, int d) {
@@ -235,19 +234,19 @@ static void gpu_shape(const Backend *be, int B, int T, int H, int G, int d) {
     Dev q(be, nq, 2.0f), k(be, nkv, 2.0f), v(be, nkv, 1.0f), dout(be, nq, 1.0f);
     Dev out_c(be, nq, 0), dq_c(be, nq, 0), dk_c(be, nkv, 0), dv_c(be, nkv, 0);
     Dev out_n(be, nq, 0), dq_n(be, nq, 0), dk_n(be, nkv, 0), dv_n(be, nkv, 0);
-    float *lse_c = (float *)be->alloc(rows * 4), *lse_n = (float *)be->alloc(rows * 4);
+    float *lse_c = (float *)be->alloc(be->ctx, rows * 4), *lse_n = (float *)be->alloc(be->ctx, rows * 4);
 
     /* reference: the custom kernels */
     setenv("PHASELAB_ATTN", "custom", 1);
     Call cc = {be, s, out_c.p, dq_c.p, dk_c.p, dv_c.p, lse_c, q.p, k.p, v.p, dout.p};
     custom_fwd(&cc);
     custom_bwd(&cc);
-    be->synchronize();
+    be->synchronize(be->ctx);
     unsetenv("PHASELAB_ATTN");
 
     /* cuDNN forward */
-    int rf = cu_cudnn_attention_fwd(&s, out_n.p, lse_n, q.p, k.p, v.p);
-    be->synchronize();
+    int rf = cu_cudnn_attention_fwd(be->ctx, &s, out_n.p, lse_n, q.p, k.p, v.p);
+    be->synchronize(be->ctx);
     check(rf == 1, "cuDNN forward ran (%g)", shape, rf);
     if (rf) {
         double e_out = rel_err(out_n.get(), out_c.get());
@@ -261,8 +260,8 @@ static void gpu_shape(const Backend *be, int B, int T, int H, int G, int d) {
     /* cuDNN backward, on the custom forward's out and lse */
     setenv("PHASELAB_CUDNN_ATTN_BWD", "1", 1);
     Call cn = {be, s, out_c.p, dq_n.p, dk_n.p, dv_n.p, lse_c, q.p, k.p, v.p, dout.p};
-    int rb = cu_cudnn_attention_bwd(&s, dq_n.p, dk_n.p, dv_n.p, dout.p, out_c.p, lse_c, q.p, k.p, v.p);
-    be->synchronize();
+    int rb = cu_cudnn_attention_bwd(be->ctx, &s, dq_n.p, dk_n.p, dv_n.p, dout.p, out_c.p, lse_c, q.p, k.p, v.p);
+    be->synchronize(be->ctx);
     check(rb == 1, "cuDNN backward ran (%g)", shape, rb);
     if (rb) {
         std::vector<float> dq0 = dq_n.get(), dk0 = dk_n.get(), dv0 = dv_n.get();
@@ -272,24 +271,24 @@ static void gpu_shape(const Backend *be, int B, int T, int H, int G, int d) {
         int same = 1;
         for (int rep = 0; rep < 3; rep++) {
             cudnn_bwd(&cn);
-            be->synchronize();
+            be->synchronize(be->ctx);
             same &= dq_n.get() == dq0 && dk_n.get() == dk0 && dv_n.get() == dv0;
         }
         check(same, "backward bitwise identical over 3 more runs (%g)", shape, same);
-        float t0 = time_ms(custom_bwd, &cc, 5), t1 = time_ms(cudnn_bwd, &cn, 5);
+        float t0 = time_ms(be, custom_bwd, &cc, 5), t1 = time_ms(be, cudnn_bwd, &cn, 5);
         printf("# %s: backward custom %.3f ms, cuDNN %.3f ms\n", shape, t0, t1);
     }
     unsetenv("PHASELAB_CUDNN_ATTN_BWD");
     if (rf) {
         Call cf = {be, s, out_n.p, NULL, NULL, NULL, lse_n, q.p, k.p, v.p, NULL};
         setenv("PHASELAB_ATTN", "custom", 1);
-        float t0 = time_ms(custom_fwd, &cc, 5);
+        float t0 = time_ms(be, custom_fwd, &cc, 5);
         unsetenv("PHASELAB_ATTN");
-        float t1 = time_ms(cudnn_fwd, &cf, 5);
+        float t1 = time_ms(be, cudnn_fwd, &cf, 5);
         printf("# %s: forward custom %.3f ms, cuDNN %.3f ms\n", shape, t0, t1);
     }
-    be->free(lse_c);
-    be->free(lse_n);
+    be->free(be->ctx, lse_c);
+    be->free(be->ctx, lse_n);
 }
 
 int main(int argc, char **argv) {

@@ -121,9 +121,9 @@ int main(void) {
         snprintf(name, sizeof name, "cuda_model_parity %s: token losses", variants[vi].name);
         check(me <= 3e-2 * mx, name, "normalised max error %.3g", mx > 0 ? me / mx : me);
         float *gc = calloc(tt->n_floats, sizeof(float)), *gg = calloc(tt->n_floats, sizeof(float));
-        cpu->download(gc, model_grads(mc), tt->n_floats * sizeof(float));
-        gpu->synchronize();
-        gpu->download(gg, model_grads(mg), tt->n_floats * sizeof(float));
+        cpu->download(cpu->ctx, gc, model_grads(mc), tt->n_floats * sizeof(float));
+        gpu->synchronize(gpu->ctx);
+        gpu->download(gpu->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
         int bad = 0;
         const double tol = cfg.n_layers > 2 ? 0.5 : 0.1;
         double worst = 0;

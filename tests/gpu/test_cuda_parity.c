@@ -59,30 +59,30 @@ static float *hrand(size_t n, double scale, double offset) {
 }
 
 static void *put_act(const Backend *be, const float *h, size_t n) {
-    void *p = be->alloc((n ? n : 1) * be->act_bytes);
-    if (n) be->upload_act(p, h, n);
+    void *p = be->alloc(be->ctx, (n ? n : 1) * be->act_bytes);
+    if (n) be->upload_act(be->ctx, p, h, n);
     return p;
 }
 static float *put_f32(const Backend *be, const float *h, size_t n) {
-    float *p = be->alloc((n ? n : 1) * sizeof(float));
-    if (n) be->upload(p, h, n * sizeof(float));
+    float *p = be->alloc(be->ctx, (n ? n : 1) * sizeof(float));
+    if (n) be->upload(be->ctx, p, h, n * sizeof(float));
     return p;
 }
 static void *put_i32(const Backend *be, const int32_t *h, size_t n) {
-    void *p = be->alloc((n ? n : 1) * sizeof(int32_t));
-    if (n) be->upload(p, h, n * sizeof(int32_t));
+    void *p = be->alloc(be->ctx, (n ? n : 1) * sizeof(int32_t));
+    if (n) be->upload(be->ctx, p, h, n * sizeof(int32_t));
     return p;
 }
 static float *get_act(const Backend *be, const void *p, size_t n) {
     float *h = malloc(sizeof(float) * (n ? n : 1));
-    be->synchronize();
-    if (n) be->download_act(h, p, n);
+    be->synchronize(be->ctx);
+    if (n) be->download_act(be->ctx, h, p, n);
     return h;
 }
 static float *get_f32(const Backend *be, const float *p, size_t n) {
     float *h = malloc(sizeof(float) * (n ? n : 1));
-    be->synchronize();
-    if (n) be->download(h, p, n * sizeof(float));
+    be->synchronize(be->ctx);
+    if (n) be->download(be->ctx, h, p, n * sizeof(float));
     return h;
 }
 
@@ -127,8 +127,8 @@ static void cmp_f32(const char *group, const char *what, Pair p, size_t n, doubl
     free(a); free(b);
 }
 static void pfree(Pair p) {
-    if (p.c) CPU->free(p.c);
-    if (p.g) GPU->free(p.g);
+    if (p.c) CPU->free(CPU->ctx, p.c);
+    if (p.g) GPU->free(GPU->ctx, p.g);
 }
 
 /* ---------------------------------------------------------------- */
@@ -140,18 +140,18 @@ static void test_elementwise(void) {
         char w[64];
         float *hy = hrand(n, 1, 0), *hx = hrand(n, 1, 0), *hg = hrand(n, 2, 0), *hu = hrand(n, 1, 0);
         Pair y = pa(hy, n), x = pa(hx, n), g = pa(hg, n), u = pa(hu, n), h = pa(hy, n), dg = pa(hy, n), du = pa(hy, n);
-        CPU->add(y.c, x.c, n); GPU->add(y.g, x.g, n);
+        CPU->add(CPU->ctx, y.c, x.c, n); GPU->add(GPU->ctx, y.g, x.g, n);
         snprintf(w, sizeof w, "add n=%zu", n); cmp_act(G, w, y, n, 1e-2);
-        CPU->swiglu_fwd(h.c, g.c, u.c, n); GPU->swiglu_fwd(h.g, g.g, u.g, n);
+        CPU->swiglu_fwd(CPU->ctx, h.c, g.c, u.c, n); GPU->swiglu_fwd(GPU->ctx, h.g, g.g, u.g, n);
         snprintf(w, sizeof w, "swiglu_fwd n=%zu", n); cmp_act(G, w, h, n, 1e-2);
-        CPU->swiglu_bwd(dg.c, du.c, x.c, g.c, u.c, n); GPU->swiglu_bwd(dg.g, du.g, x.g, g.g, u.g, n);
+        CPU->swiglu_bwd(CPU->ctx, dg.c, du.c, x.c, g.c, u.c, n); GPU->swiglu_bwd(GPU->ctx, dg.g, du.g, x.g, g.g, u.g, n);
         snprintf(w, sizeof w, "swiglu_bwd dg n=%zu", n); cmp_act(G, w, dg, n, 1e-2);
         snprintf(w, sizeof w, "swiglu_bwd du n=%zu", n); cmp_act(G, w, du, n, 1e-2);
         /* cast_params fp32 -> act and the act round trip */
         float *hp = malloc(sizeof(float) * n);
         for (size_t i = 0; i < n; i++) hp[i] = (float)nrand();
         Pair p32 = pf(hp, n), pact = pa(hy, n);
-        CPU->cast_params(pact.c, p32.c, n); GPU->cast_params(pact.g, p32.g, n);
+        CPU->cast_params(CPU->ctx, pact.c, p32.c, n); GPU->cast_params(GPU->ctx, pact.g, p32.g, n);
         snprintf(w, sizeof w, "cast_params n=%zu", n); cmp_act(G, w, pact, n, 5e-3);
         pfree(y); pfree(x); pfree(g); pfree(u); pfree(h); pfree(dg); pfree(du); pfree(p32); pfree(pact);
         free(hy); free(hx); free(hg); free(hu); free(hp);
@@ -166,9 +166,9 @@ static void test_embedding(void) {
     float *ht = hrand((size_t)V * D, 1, 0), *hd = hrand((size_t)N * D, 1, 0), *hdt = hrand((size_t)V * D, 1, 0);
     Pair t = pi(tok, N), table = pa(ht, (size_t)V * D), out = pa(hd, (size_t)N * D), dout = pa(hd, (size_t)N * D);
     Pair dtab = pf(hdt, (size_t)V * D);
-    CPU->embedding_fwd(out.c, t.c, table.c, N, D); GPU->embedding_fwd(out.g, t.g, table.g, N, D);
+    CPU->embedding_fwd(CPU->ctx, out.c, t.c, table.c, N, D); GPU->embedding_fwd(GPU->ctx, out.g, t.g, table.g, N, D);
     cmp_act(G, "embedding_fwd", out, (size_t)N * D, 1e-6);
-    CPU->embedding_bwd(dtab.c, t.c, dout.c, N, D); GPU->embedding_bwd(dtab.g, t.g, dout.g, N, D);
+    CPU->embedding_bwd(CPU->ctx, dtab.c, t.c, dout.c, N, D); GPU->embedding_bwd(GPU->ctx, dtab.g, t.g, dout.g, N, D);
     cmp_f32(G, "embedding_bwd (dtable +=)", dtab, (size_t)V * D, 1e-5);
     pfree(t); pfree(table); pfree(out); pfree(dout); pfree(dtab);
     free(tok); free(ht); free(hd); free(hdt);
@@ -186,14 +186,14 @@ static void test_rmsnorm(void) {
         float *hz = calloc(rows, sizeof(float));
         Pair x = pa(hx, n), wt = pa(hw, C), out = pa(hx, n), rstd = pf(hz, rows), dy = pa(hdy, n);
         free(hz);
-        CPU->rmsnorm_fwd(out.c, rstd.c, x.c, wt.c, rows, C, 1e-6f);
-        GPU->rmsnorm_fwd(out.g, rstd.g, x.g, wt.g, rows, C, 1e-6f);
+        CPU->rmsnorm_fwd(CPU->ctx, out.c, rstd.c, x.c, wt.c, rows, C, 1e-6f);
+        GPU->rmsnorm_fwd(GPU->ctx, out.g, rstd.g, x.g, wt.g, rows, C, 1e-6f);
         snprintf(w, sizeof w, "rmsnorm_fwd out [%d,%d]", rows, C); cmp_act(G, w, out, n, 1e-2);
         snprintf(w, sizeof w, "rmsnorm_fwd rstd [%d,%d]", rows, C); cmp_f32(G, w, rstd, rows, 1e-4);
         for (int acc = 0; acc < 2; acc++) {
             Pair din = pa(hdin, n), dw = pf(hdw, C);
-            CPU->rmsnorm_bwd(din.c, dw.c, dy.c, x.c, wt.c, rstd.c, rows, C, acc);
-            GPU->rmsnorm_bwd(din.g, dw.g, dy.g, x.g, wt.g, rstd.g, rows, C, acc);
+            CPU->rmsnorm_bwd(CPU->ctx, din.c, dw.c, dy.c, x.c, wt.c, rstd.c, rows, C, acc);
+            GPU->rmsnorm_bwd(GPU->ctx, din.g, dw.g, dy.g, x.g, wt.g, rstd.g, rows, C, acc);
             snprintf(w, sizeof w, "rmsnorm_bwd din [%d,%d] accumulate=%d", rows, C, acc); cmp_act(G, w, din, n, 1.5e-2);
             snprintf(w, sizeof w, "rmsnorm_bwd dw [%d,%d] accumulate=%d", rows, C, acc); cmp_f32(G, w, dw, C, 1e-2);
             pfree(din); pfree(dw);
@@ -214,10 +214,10 @@ static void test_matmul(void) {
         Pair in = pa(hin, (size_t)M * K), wt = pa(hw, (size_t)N * K);
         for (int acc = 0; acc < 2; acc++) {
             Pair out = pa(hout, (size_t)M * N), din = pa(hdin, (size_t)M * K), dw = pf(hdw, (size_t)N * K);
-            CPU->matmul_fwd(out.c, in.c, wt.c, M, N, K, acc); GPU->matmul_fwd(out.g, in.g, wt.g, M, N, K, acc);
+            CPU->matmul_fwd(CPU->ctx, out.c, in.c, wt.c, M, N, K, acc); GPU->matmul_fwd(GPU->ctx, out.g, in.g, wt.g, M, N, K, acc);
             snprintf(w, sizeof w, "matmul_fwd %dx%dx%d accumulate=%d", M, N, K, acc); cmp_act(G, w, out, (size_t)M * N, 1e-2);
-            CPU->matmul_bwd(din.c, dw.c, out.c, in.c, wt.c, M, N, K, acc);
-            GPU->matmul_bwd(din.g, dw.g, out.g, in.g, wt.g, M, N, K, acc);
+            CPU->matmul_bwd(CPU->ctx, din.c, dw.c, out.c, in.c, wt.c, M, N, K, acc);
+            GPU->matmul_bwd(GPU->ctx, din.g, dw.g, out.g, in.g, wt.g, M, N, K, acc);
             snprintf(w, sizeof w, "matmul_bwd din %dx%dx%d accumulate=%d", M, N, K, acc); cmp_act(G, w, din, (size_t)M * K, 1.5e-2);
             snprintf(w, sizeof w, "matmul_bwd dw %dx%dx%d", M, N, K); cmp_f32(G, w, dw, (size_t)N * K, 1.5e-2);
             pfree(out); pfree(din); pfree(dw);
@@ -240,8 +240,8 @@ static void test_rope(void) {
             size_t n = (size_t)rows * nh * d;
             float *hx = hrand(n, 1, 0);
             Pair x = pa(hx, n);
-            CPU->rope(x.c, cs.c, rows, nh, d, r, period, mult, inv);
-            GPU->rope(x.g, cs.g, rows, nh, d, r, period, mult, inv);
+            CPU->rope(CPU->ctx, x.c, cs.c, rows, nh, d, r, period, mult, inv);
+            GPU->rope(GPU->ctx, x.g, cs.g, rows, nh, d, r, period, mult, inv);
             char w[96];
             snprintf(w, sizeof w, "rope r=%d inverse=%d", r, inv);
             cmp_act(G, w, x, n, 1e-2);
@@ -281,8 +281,8 @@ static void run_attention_case_mode(const AttCase *ac, int mode) {
          cv = s.n_windows ? pa(hcv, nc) : pnull(), dout = pa(hdo, nq), out = pa(hq, nq), lse = pf(hq, nl);
     Pair sink = ac->sink ? pf(hs, s.H) : pnull(), dsink = pf(hds, s.H);
     Pair dq = pa(hq, nq), dk = pa(hk, nk), dv = pa(hk, nk), dck = pa(hck, nc), dcv = pa(hcv, nc);
-    CPU->attention_fwd(&s, out.c, lse.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
-    GPU->attention_fwd(&s, out.g, lse.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
+    CPU->attention_fwd(CPU->ctx, &s, out.c, lse.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
+    GPU->attention_fwd(GPU->ctx, &s, out.g, lse.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
     char w[192];
     snprintf(w, sizeof w, "%s fwd out", ac->name); cmp_act(G, w, out, nq, 1.5e-2);
     snprintf(w, sizeof w, "%s fwd lse", ac->name); cmp_f32(G, w, lse, nl, 5e-3);
@@ -292,9 +292,9 @@ static void run_attention_case_mode(const AttCase *ac, int mode) {
     Pair out2 = pa(hout, nq), lse2 = pf(hlse, nl);
     int want = mode == ATT_ALL_GRADS;
     /* (the CPU reference always computes every gradient: only the CUDA side gets the NULLs) */
-    CPU->attention_bwd(&s, dq.c, dk.c, dv.c, s.n_windows ? dck.c : NULL, s.n_windows ? dcv.c : NULL,
+    CPU->attention_bwd(CPU->ctx, &s, dq.c, dk.c, dv.c, s.n_windows ? dck.c : NULL, s.n_windows ? dcv.c : NULL,
                        ac->sink ? dsink.c : NULL, dout.c, out2.c, lse2.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
-    GPU->attention_bwd(&s, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
+    GPU->attention_bwd(GPU->ctx, &s, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
                        ac->sink && want ? dsink.g : NULL, dout.g, out2.g, lse2.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
     snprintf(w, sizeof w, "%s bwd dq", ac->name); cmp_act(G, w, dq, nq, 2.5e-2);
     snprintf(w, sizeof w, "%s bwd dk", ac->name); cmp_act(G, w, dk, nk, 2.5e-2);
@@ -379,8 +379,8 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
          dpw = pf(hdpw, npw), dpost = cc->post ? pf(hdpost, s.d) : pnull();
     char w[192];
     if (!check_determinism) {
-        CPU->compressor_fwd(&s, entry.c, alpha.c, payload.c, pnr.c, a.c, gw.c, gb.c, pw.c, post.c);
-        GPU->compressor_fwd(&s, entry.g, alpha.g, payload.g, pnr.g, a.g, gw.g, gb.g, pw.g, post.g);
+        CPU->compressor_fwd(CPU->ctx, &s, entry.c, alpha.c, payload.c, pnr.c, a.c, gw.c, gb.c, pw.c, post.c);
+        GPU->compressor_fwd(GPU->ctx, &s, entry.g, alpha.g, payload.g, pnr.g, a.g, gw.g, gb.g, pw.g, post.g);
         snprintf(w, sizeof w, "%s fwd entry", cc->name); cmp_act(G, w, entry, ne, 1.5e-2);
         snprintf(w, sizeof w, "%s fwd alpha", cc->name); cmp_f32(G, w, alpha, nslot * c, 1e-2);
         snprintf(w, sizeof w, "%s fwd payload", cc->name); cmp_act(G, w, payload, nslot * s.d, 1e-2);
@@ -390,8 +390,8 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
               *hpnr = get_f32(CPU, pnr.c, nslot);
         for (size_t i = 0; i < nslot * s.d; i++) hpay[i] = bfr(hpay[i]);
         Pair alpha2 = pf(halpha, nslot * c), pay2 = pa(hpay, nslot * s.d), pnr2 = pf(hpnr, nslot);
-        CPU->compressor_bwd(&s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c, NULL);
-        GPU->compressor_bwd(&s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g, NULL);
+        CPU->compressor_bwd(CPU->ctx, &s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c, NULL);
+        GPU->compressor_bwd(GPU->ctx, &s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g, NULL);
         snprintf(w, sizeof w, "%s bwd da (+=)", cc->name); cmp_act(G, w, da, na, 1.5e-2);
         snprintf(w, sizeof w, "%s bwd dpayload_w (+=)", cc->name); cmp_f32(G, w, dpw, npw, 2e-2);
         if (gated) { snprintf(w, sizeof w, "%s bwd dgate_w (+=)", cc->name); cmp_f32(G, w, dgw, ngw, 2e-2); }
@@ -401,17 +401,17 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
         free(halpha); free(hpay); free(hpnr);
     } else {
         /* the GPU backward twice from identical state: identical bits */
-        GPU->compressor_fwd(&s, entry.g, alpha.g, payload.g, pnr.g, a.g, gw.g, gb.g, pw.g, post.g);
+        GPU->compressor_fwd(GPU->ctx, &s, entry.g, alpha.g, payload.g, pnr.g, a.g, gw.g, gb.g, pw.g, post.g);
         size_t nbytes[2] = {na * GPU->act_bytes, npw * sizeof(float)};
         unsigned char *r1[2], *r2[2];
         for (int rep = 0; rep < 2; rep++) {
             Pair da_r = pa(hda, na), dpw_r = pf(hdpw, npw), dgw_r = gated ? pf(hdgw, ngw) : pnull();
-            GPU->compressor_bwd(&s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g, NULL);
-            GPU->synchronize();
+            GPU->compressor_bwd(GPU->ctx, &s, da_r.g, dgw_r.g, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g, pnr.g, a.g, gw.g, pw.g, post.g, NULL);
+            GPU->synchronize(GPU->ctx);
             unsigned char **r = rep ? r2 : r1;
             r[0] = malloc(nbytes[0]); r[1] = malloc(nbytes[1]);
-            GPU->download(r[0], da_r.g, nbytes[0]);
-            GPU->download(r[1], dpw_r.g, nbytes[1]);
+            GPU->download(GPU->ctx, r[0], da_r.g, nbytes[0]);
+            GPU->download(GPU->ctx, r[1], dpw_r.g, nbytes[1]);
             pfree(da_r); pfree(dpw_r); pfree(dgw_r);
         }
         snprintf(w, sizeof w, "cuda_parity_determinism: compressor bwd twice gives identical bits (%s)", cc->name);
@@ -454,25 +454,25 @@ static void run_classifier(int N, int D, int V) {
     Pair x = pa(hx, (size_t)N * D), emb = pa(he, (size_t)V * D), t = pi(tg, N), loss = pf(hx, N),
          dx = pa(hx, (size_t)N * D), demb = pf(hdem, (size_t)V * D);
     float gs = 1.0f / N;
-    CPU->classifier(x.c, emb.c, t.c, N, D, V, loss.c, dx.c, demb.c, gs);
-    GPU->classifier(x.g, emb.g, t.g, N, D, V, loss.g, dx.g, demb.g, gs);
+    CPU->classifier(CPU->ctx, x.c, emb.c, t.c, N, D, V, loss.c, dx.c, demb.c, gs);
+    GPU->classifier(GPU->ctx, x.g, emb.g, t.g, N, D, V, loss.g, dx.g, demb.g, gs);
     snprintf(w, sizeof w, "classifier N=%d D=%d V=%d losses", N, D, V); cmp_f32(G, w, loss, N, 1e-2);
     snprintf(w, sizeof w, "classifier N=%d D=%d V=%d dx", N, D, V); cmp_act(G, w, dx, (size_t)N * D, 2e-2);
     snprintf(w, sizeof w, "classifier N=%d D=%d V=%d demb (+=)", N, D, V); cmp_f32(G, w, demb, (size_t)V * D, 2e-2);
     /* forward only (dx NULL) gives the same losses */
     Pair loss2 = pf(hx, N);
-    GPU->classifier(x.g, emb.g, t.g, N, D, V, loss2.g, NULL, NULL, gs);
+    GPU->classifier(GPU->ctx, x.g, emb.g, t.g, N, D, V, loss2.g, NULL, NULL, gs);
     float *l1 = get_f32(GPU, loss.g, N), *l2 = get_f32(GPU, loss2.g, N);
     snprintf(w, sizeof w, "classifier N=%d V=%d forward-only losses equal", N, V);
     check(!memcmp(l1, l2, sizeof(float) * N), w, "losses differ");
     /* argmax: allow a few near-ties to differ */
     Pair am = pi(tg, N);
-    CPU->logits_argmax(x.c, emb.c, N, D, V, am.c);
-    GPU->logits_argmax(x.g, emb.g, N, D, V, am.g);
+    CPU->logits_argmax(CPU->ctx, x.c, emb.c, N, D, V, am.c);
+    GPU->logits_argmax(GPU->ctx, x.g, emb.g, N, D, V, am.g);
     int32_t *a1 = malloc(sizeof(int32_t) * N), *a2 = malloc(sizeof(int32_t) * N);
-    CPU->download(a1, am.c, sizeof(int32_t) * N);
-    GPU->synchronize();
-    GPU->download(a2, am.g, sizeof(int32_t) * N);
+    CPU->download(CPU->ctx, a1, am.c, sizeof(int32_t) * N);
+    GPU->synchronize(GPU->ctx);
+    GPU->download(GPU->ctx, a2, am.g, sizeof(int32_t) * N);
     int mism = 0;
     for (int i = 0; i < N; i++) mism += a1[i] != a2[i];
     snprintf(w, sizeof w, "logits_argmax N=%d V=%d", N, V);
@@ -498,17 +498,17 @@ static void test_optimizer(void) {
     }
     Pair p = pf(hp, n), g = pf(hg, n), m = pf(hm, n), v = pf(hv, n);
     for (int step = 0; step < 3; step++) {
-        CPU->adamw(p.c, g.c, m.c, v.c, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
-        GPU->adamw(p.g, g.g, m.g, v.g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
+        CPU->adamw(CPU->ctx, p.c, g.c, m.c, v.c, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
+        GPU->adamw(GPU->ctx, p.g, g.g, m.g, v.g, n, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
     }
     cmp_f32(G, "adamw p", p, n, 1e-6);
     cmp_f32(G, "adamw m", m, n, 1e-6);
     cmp_f32(G, "adamw v", v, n, 1e-6);
-    double s1 = CPU->sumsq(g.c, n), s2 = GPU->sumsq(g.g, n);
+    double s1 = CPU->sumsq(CPU->ctx, g.c, n), s2 = GPU->sumsq(GPU->ctx, g.g, n);
     check(fabs(s1 - s2) <= 1e-9 * fabs(s1), "cuda_parity_optimizer: sumsq", "cpu %.17g cuda %.17g", s1, s2);
-    double s3 = GPU->sumsq(g.g, n);
+    double s3 = GPU->sumsq(GPU->ctx, g.g, n);
     check(s2 == s3, "cuda_parity_optimizer: sumsq deterministic", "%.17g vs %.17g", s2, s3);
-    CPU->scale(g.c, n, 0.37f); GPU->scale(g.g, n, 0.37f);
+    CPU->scale(CPU->ctx, g.c, n, 0.37f); GPU->scale(GPU->ctx, g.g, n, 0.37f);
     cmp_f32(G, "scale", g, n, 1e-7);
     pfree(p); pfree(g); pfree(m); pfree(v);
     free(hp); free(hg); free(hm); free(hv);
@@ -527,29 +527,29 @@ static void test_determinism(void) {
     void *q = put_act(GPU, hq, nq), *k = put_act(GPU, hk, nk), *v = put_act(GPU, hk, nk), *ck = put_act(GPU, hc, nc),
          *cv = put_act(GPU, hc, nc), *dout = put_act(GPU, hq, nq), *out = put_act(GPU, hq, nq);
     float *lse = put_f32(GPU, hq, nl), *sink = put_f32(GPU, hs, s.H);
-    GPU->attention_fwd(&s, out, lse, q, k, v, ck, cv, sink);
+    GPU->attention_fwd(GPU->ctx, &s, out, lse, q, k, v, ck, cv, sink);
     unsigned char *res[2];
     size_t bytes = (nq + 2 * nk + 2 * nc) * GPU->act_bytes + s.H * sizeof(float);
     for (int rep = 0; rep < 2; rep++) {
-        void *dq = GPU->alloc(nq * GPU->act_bytes), *dk = GPU->alloc(nk * GPU->act_bytes),
-             *dv = GPU->alloc(nk * GPU->act_bytes), *dck = GPU->alloc(nc * GPU->act_bytes),
-             *dcv = GPU->alloc(nc * GPU->act_bytes);
-        float *dsink = GPU->alloc(s.H * sizeof(float));
-        GPU->attention_bwd(&s, dq, dk, dv, dck, dcv, dsink, dout, out, lse, q, k, v, ck, cv, sink);
-        GPU->synchronize();
+        void *dq = GPU->alloc(GPU->ctx, nq * GPU->act_bytes), *dk = GPU->alloc(GPU->ctx, nk * GPU->act_bytes),
+             *dv = GPU->alloc(GPU->ctx, nk * GPU->act_bytes), *dck = GPU->alloc(GPU->ctx, nc * GPU->act_bytes),
+             *dcv = GPU->alloc(GPU->ctx, nc * GPU->act_bytes);
+        float *dsink = GPU->alloc(GPU->ctx, s.H * sizeof(float));
+        GPU->attention_bwd(GPU->ctx, &s, dq, dk, dv, dck, dcv, dsink, dout, out, lse, q, k, v, ck, cv, sink);
+        GPU->synchronize(GPU->ctx);
         unsigned char *r = res[rep] = malloc(bytes), *o = r;
-        GPU->download(o, dq, nq * GPU->act_bytes); o += nq * GPU->act_bytes;
-        GPU->download(o, dk, nk * GPU->act_bytes); o += nk * GPU->act_bytes;
-        GPU->download(o, dv, nk * GPU->act_bytes); o += nk * GPU->act_bytes;
-        GPU->download(o, dck, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
-        GPU->download(o, dcv, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
-        GPU->download(o, dsink, s.H * sizeof(float));
-        GPU->free(dq); GPU->free(dk); GPU->free(dv); GPU->free(dck); GPU->free(dcv); GPU->free(dsink);
+        GPU->download(GPU->ctx, o, dq, nq * GPU->act_bytes); o += nq * GPU->act_bytes;
+        GPU->download(GPU->ctx, o, dk, nk * GPU->act_bytes); o += nk * GPU->act_bytes;
+        GPU->download(GPU->ctx, o, dv, nk * GPU->act_bytes); o += nk * GPU->act_bytes;
+        GPU->download(GPU->ctx, o, dck, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
+        GPU->download(GPU->ctx, o, dcv, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
+        GPU->download(GPU->ctx, o, dsink, s.H * sizeof(float));
+        GPU->free(GPU->ctx, dq); GPU->free(GPU->ctx, dk); GPU->free(GPU->ctx, dv); GPU->free(GPU->ctx, dck); GPU->free(GPU->ctx, dcv); GPU->free(GPU->ctx, dsink);
     }
     check(!memcmp(res[0], res[1], bytes), "cuda_parity_determinism: attention bwd twice gives identical bits", "results differ");
     free(res[0]); free(res[1]);
-    GPU->free(q); GPU->free(k); GPU->free(v); GPU->free(ck); GPU->free(cv); GPU->free(dout); GPU->free(out);
-    GPU->free(lse); GPU->free(sink);
+    GPU->free(GPU->ctx, q); GPU->free(GPU->ctx, k); GPU->free(GPU->ctx, v); GPU->free(GPU->ctx, ck); GPU->free(GPU->ctx, cv); GPU->free(GPU->ctx, dout); GPU->free(GPU->ctx, out);
+    GPU->free(GPU->ctx, lse); GPU->free(GPU->ctx, sink);
     free(hq); free(hk); free(hc); free(hs);
 
     /* embedding backward twice, with many repeated tokens */
@@ -560,14 +560,14 @@ static void test_determinism(void) {
     void *t = put_i32(GPU, tok, N), *d_ = put_act(GPU, hd, (size_t)N * D);
     float *r1 = malloc(sizeof(float) * V * D), *r2 = malloc(sizeof(float) * V * D);
     for (int rep = 0; rep < 2; rep++) {
-        float *dt = GPU->alloc(sizeof(float) * V * D);
-        GPU->embedding_bwd(dt, t, d_, N, D);
-        GPU->synchronize();
-        GPU->download(rep ? r2 : r1, dt, sizeof(float) * V * D);
-        GPU->free(dt);
+        float *dt = GPU->alloc(GPU->ctx, sizeof(float) * V * D);
+        GPU->embedding_bwd(GPU->ctx, dt, t, d_, N, D);
+        GPU->synchronize(GPU->ctx);
+        GPU->download(GPU->ctx, rep ? r2 : r1, dt, sizeof(float) * V * D);
+        GPU->free(GPU->ctx, dt);
     }
     check(!memcmp(r1, r2, sizeof(float) * V * D), "cuda_parity_determinism: embedding bwd twice gives identical bits", "differ");
-    GPU->free(t); GPU->free(d_);
+    GPU->free(GPU->ctx, t); GPU->free(GPU->ctx, d_);
     free(tok); free(hd); free(r1); free(r2);
 
     /* compressor backward twice (overlapping windows: the fp32 accumulation path) */
