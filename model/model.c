@@ -58,6 +58,8 @@ struct Model {
     const Backend *be;
     TensorTable tt;
     int max_batch, T, nW, tied_kv, channels, n_maps;
+    int T_max, nW_max;         /* the creation length (arena, RoPE tables); T, nW: the current
+                                  length of the forward passes (model_set_seq_len), <= these */
     float *params, *grads;     /* [n_alloc] fp32 */
     size_t n_alloc;            /* n_floats, or more when padded for sharding */
     act_t *work;               /* working weights (== params on the CPU) */
@@ -165,6 +167,8 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         set_err(err, "seq_len %d is shorter than one compression window (window %d)", T, cfg->window);
         tensor_table_free(&m->tt); free(m); return NULL;
     }
+    m->T_max = T;
+    m->nW_max = m->nW;
     m->tied_kv = cfg->kv_tied || cfg->compressor == COMPRESSOR_DEEPSEEK;
     m->channels = cfg->gate == GATE_VECTOR ? cfg->head_dim : 1;
     m->n_maps = config_n_maps(cfg);
@@ -603,7 +607,7 @@ int model_set_gate_coverage(Model *m, double lambda, char *err) {
                        m->be->name);
     m->cov_lambda = lambda;
     if (lambda > 0 && !m->dalpha) {
-        size_t n = (size_t)m->max_batch * m->nW * c->n_kv_heads * c->window * m->channels;
+        size_t n = (size_t)m->max_batch * m->nW_max * c->n_kv_heads * c->window * m->channels;
         m->dalpha = m->be->alloc(m->be->ctx, n * sizeof(float));
         m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
         m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
@@ -633,6 +637,20 @@ double model_gate_coverage(Model *m, int B) {
         }
     return sum;
 }
+
+/* A shorter length reuses the arena: every activation is carved for max_batch x T_max rows and
+ * the compressed buffers for nW_max windows, so B x T rows and nW(T) <= nW_max windows fit at
+ * the start of each buffer. The RoPE tables hold every position below T_max (the staggered one
+ * rows j*G + g, j < nW_max: the first nW(T)*G rows are the same positions). */
+int model_set_seq_len(Model *m, int T, char *err) {
+    if (T < 1 || T > m->T_max)
+        return set_err(err, "sequence length %d: expected 1 <= T <= %d (the model's seq_len)", T, m->T_max);
+    m->T = T;
+    m->nW = config_n_windows(&m->cfg, T);
+    return 0;
+}
+
+int model_seq_len(const Model *m) { return m->T; }
 
 /* Test hook: the final-norm output [B, T, D] of a forward pass, as host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out) {

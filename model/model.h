@@ -35,6 +35,15 @@ void model_upload_params(Model *m, const float *host);
 /* Call after the fp32 parameters changed (optimizer step, load): refreshes working copies. */
 void model_params_updated(Model *m);
 
+/* The sequence length T of the following forward passes (and backward passes): 1 <= T <= the
+ * T given to model_create (the default). The activation arena is reused: nothing is allocated.
+ * The model is causal (SPEC.md sections 1-2: a query sees compressed entries whose window has
+ * ended at or before it and raw tokens up to itself), so the outputs at positions t < T of a
+ * sequence depend only on its tokens 0..t: a prompt evaluated at its own length gives the
+ * logits it gives padded to the model's T. Returns 0, or -1 with err filled. */
+int model_set_seq_len(Model *m, int T, char *err);
+int model_seq_len(const Model *m);   /* the current T */
+
 /* Forward pass over tokens [B, T] (host int32). targets [B, T] (host, negative = ignored) may
  * be NULL (no loss). Returns the mean loss over non-ignored targets. token_losses [B, T]
  * (host, may be NULL) receives each position's loss (0 where ignored). */

@@ -31,6 +31,10 @@ static int rel_close(double a, double b, double tol) { return fabs(a - b) <= tol
 /* Minimal stand-in so the archive's probe_eval.o links without the model. */
 struct Model;
 void model_argmax_at(struct Model *m, const int *tokens, int B, const int *positions, int *out);
+int model_set_seq_len(struct Model *m, int T, char *err);
+int model_seq_len(const struct Model *m);
+int model_set_seq_len(struct Model *m, int T, char *err) { (void)m, (void)T, (void)err; return 0; }
+int model_seq_len(const struct Model *m) { (void)m; return 1; }
 void model_argmax_at(struct Model *m, const int *tokens, int B, const int *positions, int *out) {
     (void)m, (void)tokens, (void)positions;
     for (int b = 0; b < B; b++) out[b] = 0;

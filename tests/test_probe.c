@@ -17,10 +17,15 @@
 #include "trainer/probe_eval.h"
 
 /* ---- stand-in model ------------------------------------------------------------------- */
-struct Model { int T; int calls; int max_b; };
+struct Model { int T; int calls; int max_b; int call_T; };
+
+/* the sequence length the evaluation asks for: the stand-in reads rows of that many tokens */
+int model_set_seq_len(Model *m, int T, char *err) { (void)err; m->T = T; return 0; }
+int model_seq_len(const Model *m) { return m->T; }
 
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out) {
     m->calls++;
+    m->call_T = m->T;
     if (B > m->max_b) m->max_b = B;
     for (int b = 0; b < B; b++) {
         const int32_t *row = tokens + (size_t)b * m->T;
@@ -143,11 +148,20 @@ int main(void) {
 
         /* --- probe_evaluate with the stand-in model: the target keys sit at odd positions
          * t_K = 1 + 2j, where the stand-in answers right: correct for every prompt. */
-        struct Model fake = {16, 0, 0};
+        struct Model fake = {16, 0, 0, 0};
         ProbeResult res;
         rc = probe_evaluate(&fake, ps, 16, 3, &res, err);
         check(rc == 0, "evaluate_runs", "%s", err);
         check(fake.calls == 3 && fake.max_b == 3, "evaluate_batches", "calls %d max batch %d", fake.calls, fake.max_b);
+        /* the prompts (LEN tokens) run at their own length, not at T = 16; T comes back after */
+        check(fake.call_T == LEN && fake.T == 16, "evaluate_at_prompt_length", "ran at %d, left at %d", fake.call_T, fake.T);
+        probe_evaluate_set_padded(1);
+        ProbeResult rpad;
+        rc = probe_evaluate(&fake, ps, 16, 3, &rpad, err);
+        probe_evaluate_set_padded(0);
+        check(rc == 0 && fake.call_T == 16 && !memcmp(rpad.correct, res.correct, sizeof res.correct) &&
+              !memcmp(rpad.total, res.total, sizeof res.total), "evaluate_padded_path_same_counts", "rc %d ran at %d", rc,
+              fake.call_T);
         /* residues: t_K 1, 3, 5, 7 -> r 1, 3, 1, 3: per protocol 2 prompts at r = 1 and 2 at r = 3 */
         ok = res.total[PROBE_PP][1] == 2 && res.total[PROBE_PP][3] == 2 && res.total[PROBE_IP][1] == 2 &&
              res.total[PROBE_IP][3] == 2 && res.total[PROBE_PP][0] == 0 && res.correct[PROBE_PP][1] == 2 &&
@@ -183,7 +197,7 @@ int main(void) {
         rc = probe_set_load(&ps, path, 64, 16, err);
         check(rc == 0, "reader_loads_even_target", "%s", err);
         if (rc == 0) {
-            struct Model fake = {16, 0, 0};
+            struct Model fake = {16, 0, 0, 0};
             ProbeResult res;
             probe_evaluate(&fake, ps, 16, 4, &res, err);
             check(res.total[PROBE_PP][2] == 1 && res.correct[PROBE_PP][2] == 0 && close_to(res.worst[PROBE_PP], 0.0, 1e-9) &&

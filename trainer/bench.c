@@ -4,7 +4,8 @@
  * SPEC.md 2b remedies on the same W8/S8 model (compressor = shared, grid = staggered, the
  * gate-coverage penalty with lambda 0.1, and all three together). Prints
  * tokens/s and achieved GFLOP/s (model FLOPs per token x tokens/s), and the GFLOP/s that
- * OpenBLAS sgemm reaches on this machine on a square 1024 matmul, for comparison. */
+ * OpenBLAS sgemm reaches on this machine on a square 1024 matmul, for comparison. Then the
+ * probe evaluation's rate (prompts/s) padded to the model's T and at the prompt's own length. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +45,39 @@ static ModelConfig demo_shape(int compressed) {
     m.rope_dims = 32; m.attention = compressed ? ATTN_COMPRESSED : ATTN_FULL; m.window = 8; m.stride = 8;
     m.gate = GATE_SCALAR; m.gate_bias = 1; m.local = LOCAL_WINDOW; m.n_local = 16; m.compressor = COMPRESSOR_PAPER;
     return m;
+}
+
+/* Probe evaluation of the demo-shaped model created for T_MODEL = 1024 tokens, on prompts of
+ * 256 tokens (model_argmax_at at the last position, batches of B): padded to T_MODEL (the
+ * evaluation before issue 18) and at the prompt's own length (model_set_seq_len). */
+static int bench_probe_eval(const Backend *be, int compressed, const char *label) {
+    enum { B = 16, T_MODEL = 1024, L = 256, BATCHES = 2 };
+    ModelConfig mc = demo_shape(compressed);
+    char err[ERR_LEN];
+    Model *m = model_create(&mc, be, B, T_MODEL, err);
+    if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    model_init_params(m, 1);
+    int32_t *tok = calloc((size_t)B * T_MODEL, sizeof(int32_t)), out[B];
+    int pos[B];
+    double rate[2];
+    for (int at_len = 0; at_len < 2; at_len++) {
+        const int Tb = at_len ? L : T_MODEL;
+        memset(tok, 0, sizeof(int32_t) * B * T_MODEL);
+        for (int b = 0; b < B; b++) {
+            for (int t = 0; t < L; t++) tok[(size_t)b * Tb + t] = (b * 31 + t * 7 + 3) % mc.vocab_size;
+            pos[b] = L - 1;
+        }
+        if (model_set_seq_len(m, Tb, err)) { fprintf(stderr, "phaselab: %s\n", err); model_free(m); free(tok); return 1; }
+        model_argmax_at(m, tok, B, pos, out);     /* warm-up */
+        double t0 = seconds();
+        for (int r = 0; r < BATCHES; r++) model_argmax_at(m, tok, B, pos, out);
+        rate[at_len] = (double)BATCHES * B / (seconds() - t0);
+    }
+    printf("%-26s %8.1f prompts/s padded to T=%d, %8.1f prompts/s at the prompt's length %d (%.1fx)\n", label, rate[0],
+           T_MODEL, rate[1], L, rate[1] / rate[0]);
+    free(tok);
+    model_free(m);
+    return 0;
 }
 
 int run_bench(int threads, int steps) {
@@ -91,5 +125,7 @@ int run_bench(int threads, int steps) {
         optimizer_free(&opt);
         model_free(m);
     }
+    printf("probe evaluation (lookup prompts of 256 tokens, model T 1024, batches of 16):\n");
+    if (bench_probe_eval(be, 0, "  full attention:") || bench_probe_eval(be, 1, "  compressed W8/S8 scalar:")) return 1;
     return 0;
 }

@@ -1,5 +1,6 @@
 /* Filler sweep (definitions in trainer/filler_sweep.h): the sweep file reader, the periodogram,
- * and the run: one forward pass per batch of fillers counts L, P(a) and P(b) read from the
+ * and the run: one forward pass per batch of fillers counts L (at the batch's longest row, not
+ * at seq_len), P(a) and P(b) read from the
  * per-token loss at the prompt's last position (P = exp(-loss) with that target). */
 #include "trainer/filler_sweep.h"
 
@@ -291,18 +292,28 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     double t0 = now_s(), last = t0;
     for (int s = 0; s < n; s += rows_per) {
         int k = n - s < rows_per ? n - s : rows_per;
+        /* the batch runs at the length of its longest row (the model is causal: a shorter row
+         * padded at its end scores as at its own length), not at seq_len */
+        const int Tb = sp.L0 + s + k - 1 + sp.n_prompt;
         for (int i = 0; i < 2 * k; i++) {
             int L = sp.L0 + s + i / 2, len = L + sp.n_prompt;
-            int32_t *row = tokens + (size_t)i * T, *tg = targets + (size_t)i * T;
-            for (int t = 0; t < T; t++) row[t] = 0, tg[t] = -1;
+            int32_t *row = tokens + (size_t)i * Tb, *tg = targets + (size_t)i * Tb;
+            for (int t = 0; t < Tb; t++) row[t] = 0, tg[t] = -1;
             for (int t = 0; t < L; t++) row[t] = sp.filler;
             memcpy(row + L, sp.prompt, sizeof(int32_t) * sp.n_prompt);
             tg[len - 1] = i % 2 ? sp.b : sp.a;
         }
+        if (model_set_seq_len(m, Tb, err)) {
+            fprintf(stderr, "phaselab: --filler-sweep %s: %s\n", path, err);
+            free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses);
+            model_free(m);
+            filler_sweep_free(&sp);
+            return 1;
+        }
         model_forward(m, tokens, targets, 2 * k, losses);
         for (int i = 0; i < 2 * k; i++) {
             int L = sp.L0 + s + i / 2, len = L + sp.n_prompt;
-            double p = exp(-(double)losses[(size_t)i * T + len - 1]);
+            double p = exp(-(double)losses[(size_t)i * Tb + len - 1]);
             if (i % 2) pb[s + i / 2] = p; else pa[s + i / 2] = p;
         }
         double now = now_s();

@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "trainer/analysis.h"
 #include "trainer/bench.h"
+#include "trainer/eval_cost.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/cache_report.h"
@@ -318,6 +319,8 @@ int main(int argc, char **argv) {
         }
         long ctx[] = {cfg.data.seq_len, 4096, 32768, 131072};
         int n_ctx = cfg.data.seq_len == 4096 || cfg.data.seq_len == 32768 || cfg.data.seq_len == 131072 ? 3 : 4;
+        printf("\n");
+        print_eval_cost(stdout, &cfg);
         printf("\n");
         print_cache_report(stdout, &cfg.model, n_ctx == 4 ? ctx : ctx + 1, n_ctx, 2);
         return 0;

@@ -1,5 +1,6 @@
 /* Lookup-probe evaluation: batches the prompts of a probe set (data/probe.h) through
- * model_argmax_at and turns the per-(protocol, residue) counts into accuracies with 95%
+ * model_argmax_at, each batch at the length of its prompts (model_set_seq_len; never padded to
+ * the model's T), and turns the per-(protocol, residue) counts into accuracies with 95%
  * Wilson intervals and the mean / worst / best / gap summary of SPEC.md section 3. */
 #include "trainer/probe_eval.h"
 
@@ -85,6 +86,17 @@ int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_b
     return probe_evaluate_ex(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, res, err);
 }
 
+/* The padded path (every prompt padded to T), kept for the tests' comparison only. */
+static int g_padded;
+void probe_evaluate_set_padded(int padded) { g_padded = padded; }
+
+typedef struct { int index, length; } PromptRef;
+static int by_length(const void *a_, const void *b_) {    /* length, then index: a stable order */
+    const PromptRef *a = a_, *b = b_;
+    if (a->length != b->length) return a->length < b->length ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
     int P = probe_set_residues(ps);
@@ -96,60 +108,76 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
         return set_err(err, "probe_evaluate: micro_batch %d, rank %d, world %d: expected micro_batch >= 1, 0 <= rank < world",
                        micro_batch, rank, world);
     probe_result_clear(res, P);
-    int32_t *tokens = malloc((size_t)micro_batch * T * sizeof *tokens);     /* [B, T] */
+    /* A lookup prompt is one row scored at its query position; a needle prompt nv rows, the same
+     * tokens scored at q, q+1, ..., q+nv-1 (teacher forced), right when all of them are. */
+    const int nv = probe_set_scored_tokens(ps), nk = (int)probe_set_builder(ps).key_tokens;
+    if (nv > micro_batch)
+        return set_err(err, "%s: needle records with %d value tokens need micro_batch >= %d (have %d)", probe_set_path(ps), nv, nv,
+                       micro_batch);
+    const int n = probe_set_count(ps), mine = rank < n ? (n - rank + world - 1) / world : 0;
+    int32_t *tokens = malloc((size_t)micro_batch * T * sizeof *tokens);     /* [B, L], L <= T */
     int *positions = malloc((size_t)micro_batch * sizeof *positions);       /* [B] */
     int32_t *answers = malloc((size_t)micro_batch * sizeof *answers);       /* [B] */
     int32_t *argmax = malloc((size_t)micro_batch * sizeof *argmax);         /* [B] */
     int *proto = malloc((size_t)micro_batch * sizeof *proto);               /* [B] */
     int *resid = malloc((size_t)micro_batch * sizeof *resid);               /* [B] */
-    if (!tokens || !positions || !answers || !argmax || !proto || !resid) {
-        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
+    PromptRef *order = malloc((size_t)(mine ? mine : 1) * sizeof *order);   /* this rank's prompts */
+    if (!tokens || !positions || !answers || !argmax || !proto || !resid || !order) {
+        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(order);
         return set_err(err, "probe_evaluate: out of memory for %d x %d tokens", micro_batch, T);
     }
-    /* A lookup prompt is one row scored at its query position; a needle prompt nv rows, the same
-     * tokens scored at q, q+1, ..., q+nv-1 (teacher forced), right when all of them are. */
-    const int nv = probe_set_scored_tokens(ps), nk = (int)probe_set_builder(ps).key_tokens;
-    if (nv > micro_batch) {
-        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
-        return set_err(err, "%s: needle records with %d value tokens need micro_batch >= %d (have %d)", probe_set_path(ps), nv, nv,
-                       micro_batch);
-    }
-    int n = probe_set_count(ps), b = 0;
-    double t_start = wall_seconds(), last_print = t_start;
-    for (int i = rank; i < n; i += world) {
+    /* Each batch runs at the length L of its prompts (the model is causal: the logits at the
+     * scored positions < L are those of the prompt padded to T), so this rank's prompts are
+     * taken in order of length and a batch holds prompts of one length only. */
+    for (int k = 0; k < mine; k++) {
         ProbePrompt pr;
-        probe_set_prompt(ps, i, &pr);
+        probe_set_prompt(ps, rank + k * world, &pr);
+        order[k] = (PromptRef){rank + k * world, g_padded ? T : pr.length};
+    }
+    qsort(order, (size_t)mine, sizeof *order, by_length);
+    const int T_model = model_seq_len(m);
+    int b = 0, L = 0, rc = 0;
+    double t_start = wall_seconds(), last_print = t_start;
+    for (int k = 0; k < mine && !rc; k++) {
+        ProbePrompt pr;
+        probe_set_prompt(ps, order[k].index, &pr);
+        L = order[k].length;
         int q = pr.length - nv;
         for (int j = 0; j < nv; j++) {
-            int32_t *row = tokens + (size_t)b * T;
+            int32_t *row = tokens + (size_t)b * L;
             memcpy(row, pr.tokens, (size_t)pr.length * sizeof *row);
-            memset(row + pr.length, 0, (size_t)(T - pr.length) * sizeof *row);
+            memset(row + pr.length, 0, (size_t)(L - pr.length) * sizeof *row);
             positions[b] = q + j;
             answers[b] = nv == 1 ? pr.answer : pr.tokens[pr.t_key + nk + j];
             proto[b] = pr.protocol;
             resid[b] = pr.residue;
             b++;
         }
-        if (b + nv > micro_batch || i + world >= n) {     /* no room for another prompt, or this rank's last prompt */
+        /* no room for another prompt, the next prompt has another length, or this rank's last */
+        if (b + nv > micro_batch || k + 1 >= mine || order[k + 1].length != L) {
+            if (model_set_seq_len(m, L, err)) { rc = -1; break; }
             if (before_batch) before_batch(ctx, proto, b);
             model_argmax_at(m, tokens, b, positions, argmax);
             if (progress) {
                 double now = wall_seconds();
-                if (now - last_print >= 2.0 || i + world >= n) {
-                    fprintf(stderr, "%s: %d/%d prompts (%.0f%%), %.0fs\n", progress, i + 1, n, 100.0 * (i + 1) / n, now - t_start);
+                if (now - last_print >= 2.0 || k + 1 >= mine) {
+                    fprintf(stderr, "%s: %d/%d prompts (%.0f%%), %.0fs\n", progress, k + 1, mine, 100.0 * (k + 1) / mine,
+                            now - t_start);
                     last_print = now;
                 }
             }
             for (int j = 0; j < b; j += nv) {
                 int right = 1;
-                for (int k = 0; k < nv; k++) right &= argmax[j + k] == answers[j + k];
+                for (int x = 0; x < nv; x++) right &= argmax[j + x] == answers[j + x];
                 res->total[proto[j]][resid[j]]++;
                 res->correct[proto[j]][resid[j]] += right;
             }
             b = 0;
         }
     }
-    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid);
+    if (model_set_seq_len(m, T_model, rc ? NULL : err)) rc = -1;     /* validation keeps the model's T */
+    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(order);
+    if (rc) return rc;
     probe_result_finalize(res);
     return 0;
 }

@@ -49,9 +49,11 @@ void probe_result_clear(ProbeResult *res, int residues);
  * correct, total and fold. */
 void probe_result_finalize(ProbeResult *res);
 
-/* Scores every prompt: tokens [micro_batch, T] padded at the end with token 0, argmax at
- * position length - 1, correct when it equals the answer. T is the model's sequence length
- * (every prompt must fit); micro_batch <= the model's max_batch. Returns 0, or -1 with err. */
+/* Scores every prompt: argmax at position length - 1, correct when it equals the answer. Each
+ * batch holds prompts of one length L and runs at that length (tokens [B, L], model_set_seq_len:
+ * the model is causal, so this equals padding every prompt to T; the model's length is restored
+ * afterwards). T is the model's sequence length (every prompt must fit); micro_batch <= the
+ * model's max_batch. Returns 0, or -1 with err. */
 int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err);
 /* The same over the prompts i with i mod world == rank only (res holds this rank's counts,
  * finalized as if alone). */
@@ -65,6 +67,10 @@ int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_b
 typedef void (*ProbeBatchFn)(void *ctx, const int *protocol, int B);
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
+
+/* Tests and benchmarks only: padded = 1 pads every prompt to T with token 0 (the evaluation
+ * before prompts ran at their own length), to compare against; 0 (the default) restores. */
+void probe_evaluate_set_padded(int padded);
 
 /* Arrays for metrics_log_probe: acc of a protocol, or NULL when it has no prompts. */
 const double *probe_result_acc(const ProbeResult *res, int protocol);

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <omp.h>
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_expf.h"
 
 #define QB 64   /* queries per block */
 
@@ -100,8 +101,9 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                         float *zr = z + (size_t)r * nk;
                         float mx = sink ? sink[h] : -INFINITY;
                         for (int x = 0; x < nk; x++) if (zr[x] > mx) mx = zr[x];
-                        float sum = sink ? expf(sink[h] - mx) : 0.0f;
-                        for (int x = 0; x < nk; x++) { zr[x] = expf(zr[x] - mx); sum += zr[x]; }
+                        float sum = sink ? cpu_expf(sink[h] - mx) : 0.0f;
+                        cpu_exp_shifted(zr, zr, mx, nk);
+                        for (int x = 0; x < nk; x++) sum += zr[x];     /* in key order */
                         float inv = 1.0f / sum;
                         for (int x = 0; x < nk; x++) zr[x] *= inv;
                         lse[((size_t)b * T + bk.t0 + r) * H + h] = mx + logf(sum);
@@ -151,11 +153,11 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
                         block_scores(s, &bk, qrows, H * d, nW ? ck + e0 : NULL, k + kv0, p, scale);
                         for (int r = 0; r < rows; r++) {
                             float L = lse[row0 + (size_t)r * H], *pr = p + (size_t)r * nk;
-                            for (int x = 0; x < nk; x++) pr[x] = expf(pr[x] - L);
+                            cpu_exp_shifted(pr, pr, L, nk);
                             float D = 0.0f;
                             for (int i = 0; i < d; i++) D += dorows[(size_t)r * H * d + i] * orows[(size_t)r * H * d + i];
                             Drow[r] = D;
-                            if (sink) dsink_part[(size_t)b * H + h] -= expf(sink[h] - L) * D;
+                            if (sink) dsink_part[(size_t)b * H + h] -= cpu_expf(sink[h] - L) * D;
                         }
                         /* dp = dout . values */
                         if (bk.ne > 0)

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_expf.h"
 
 /* grid offset o_g and window count nW_g of KV head g */
 static inline int head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
@@ -81,7 +82,7 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
                     for (int ch = 0; ch < c; ch++) {
                         float mx = -INFINITY, sum = 0.0f;
                         for (int i = 0; i < W; i++) if (al[i * c + ch] > mx) mx = al[i * c + ch];
-                        for (int i = 0; i < W; i++) { al[i * c + ch] = expf(al[i * c + ch] - mx); sum += al[i * c + ch]; }
+                        for (int i = 0; i < W; i++) { al[i * c + ch] = cpu_expf(al[i * c + ch] - mx); sum += al[i * c + ch]; }
                         for (int i = 0; i < W; i++) al[i * c + ch] /= sum;
                     }
                 }

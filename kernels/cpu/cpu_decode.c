@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
+#include "kernels/cpu/cpu_expf.h"
 
 void cpu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out_, const act_t *q_, const act_t *ck_,
                           const act_t *cv_, const act_t *k_, const act_t *v_, const float *sink) {
@@ -32,8 +33,9 @@ void cpu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out_
             z[x] = dot * scale;
             if (z[x] > mx) mx = z[x];
         }
-        float sum = sink ? expf(sink[h] - mx) : 0.0f;
-        for (int x = 0; x < nk; x++) { z[x] = expf(z[x] - mx); sum += z[x]; }
+        float sum = sink ? cpu_expf(sink[h] - mx) : 0.0f;     /* the training forward's exp */
+        cpu_exp_shifted(z, z, mx, nk);
+        for (int x = 0; x < nk; x++) sum += z[x];
         float inv = 1.0f / sum, *oh = out + (size_t)h * d;
         memset(oh, 0, sizeof(float) * d);
         for (int x = 0; x < nk; x++) {
