@@ -82,6 +82,7 @@ struct Model {
     float *rope_tab;           /* [T, r/2, 2] */
     float *crope_tab;          /* grid = staggered: [nW * G, r/2, 2], row j*G + g at o_g + jS */
     float *host_losses;        /* [N] */
+    double *step_loss;         /* [1] backend memory: the step's loss sum (model_accumulate_micro_batch) */
     /* analysis hook (model_set_attn_hook): active inside model_argmax_at only */
     ModelAttnHook attn_hook;
     void *attn_hook_ctx;
@@ -232,7 +233,8 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->arena_bytes = c.used;
     m->arena = be->alloc(be->ctx, c.used);
     m->host_losses = malloc(sizeof(float) * (size_t)max_batch * T);
-    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses) {
+    m->step_loss = be->alloc(be->ctx, sizeof(double));
+    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->step_loss) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
                 be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
         model_free(m);
@@ -276,6 +278,7 @@ void model_free(Model *m) {
     if (m->cov_seq) be->free(be->ctx, m->cov_seq);
     free(m->host_cov);
     free(m->host_losses);
+    if (m->step_loss) m->be->free(m->be->ctx, m->step_loss);
     free(m->hook_rows);
     free(m->li);
     free(m->la);
@@ -288,7 +291,18 @@ float *model_params(Model *m) { return m->params; }
 float *model_grads(Model *m) { return m->grads; }
 size_t model_arena_bytes(const Model *m) { return m->arena_bytes; }
 
-void model_zero_grads(Model *m) { m->be->zero(m->be->ctx, m->grads, m->n_alloc * sizeof(float)); }
+act_t *model_working_params(Model *m) { return m->work; }
+
+void model_zero_grads(Model *m) {
+    m->be->zero(m->be->ctx, m->grads, m->n_alloc * sizeof(float));
+    m->be->zero(m->be->ctx, m->step_loss, sizeof(double));
+}
+
+double model_step_loss_sum(Model *m) {
+    double sum;
+    m->be->download(m->be->ctx, &sum, m->step_loss, sizeof(double));
+    return sum;
+}
 
 void model_download_params(Model *m, float *host) {
     m->be->download(m->be->ctx, host, m->params, m->tt.n_floats * sizeof(float));
@@ -508,8 +522,9 @@ static void backward_layers(Model *m, int B) {
     be->embedding_bwd(be->ctx, Gr(m, m->emb), m->tokens, m->dx, N, D);
 }
 
+/* keep_loss: the losses stay in backend memory, added to the step's sum (no host transfer). */
 static double run_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses,
-                          int with_grad, double loss_scale) {
+                          int with_grad, double loss_scale, int keep_loss) {
     const Backend *be = m->be;
     const int N = B * m->T, D = m->cfg.d_model, V = m->cfg.vocab_size;
     be->upload(be->ctx, m->tokens, tokens, sizeof(int32_t) * N);
@@ -522,6 +537,10 @@ static double run_forward(Model *m, const int32_t *tokens, const int32_t *target
         m->cov_scale = loss_scale * m->T;
         backward_layers(m, B);
     }
+    if (keep_loss) {
+        be->loss_accumulate(be->ctx, m->step_loss, m->losses, m->targets, B, m->T);
+        return 0.0;
+    }
     be->download(be->ctx, m->host_losses, m->losses, sizeof(float) * N);
     double sum = 0.0;
     long count = 0;
@@ -532,12 +551,16 @@ static double run_forward(Model *m, const int32_t *tokens, const int32_t *target
 }
 
 double model_forward(Model *m, const int32_t *tokens, const int32_t *targets, int B, float *token_losses) {
-    return run_forward(m, tokens, targets, B, token_losses, 0, 0.0);
+    return run_forward(m, tokens, targets, B, token_losses, 0, 0.0, 0);
 }
 
 double model_forward_backward(Model *m, const int32_t *tokens, const int32_t *targets, int B, double loss_scale,
                               float *token_losses) {
-    return run_forward(m, tokens, targets, B, token_losses, 1, loss_scale);
+    return run_forward(m, tokens, targets, B, token_losses, 1, loss_scale, 0);
+}
+
+void model_accumulate_micro_batch(Model *m, const int32_t *tokens, const int32_t *targets, int B, double loss_scale) {
+    run_forward(m, tokens, targets, B, NULL, 1, loss_scale, 1);
 }
 
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out) {

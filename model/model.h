@@ -32,7 +32,12 @@ void model_init_params(Model *m, uint64_t seed);
 /* Host copies of the fp32 parameters [n_floats] (download / upload, then refresh working copies). */
 void model_download_params(Model *m, float *host);
 void model_upload_params(Model *m, const float *host);
-/* Call after the fp32 parameters changed (optimizer step, load): refreshes working copies. */
+/* The working weights [n_floats] act_t, backend memory: bf16 on CUDA, the fp32 master itself on
+ * the CPU. Written by the optimizer's owned step (trainer/optimizer.h) in the same pass as the
+ * master; nobody else writes them. */
+struct PhaselabAct *model_working_params(Model *m);   /* act_t, kernels/kernels.h */
+/* Call after the fp32 parameters were changed by hand (upload, analysis edits): refreshes the
+ * working copies. The optimizer step does not need it (it writes both). */
 void model_params_updated(Model *m);
 
 /* The sequence length T of the following forward passes (and backward passes): 1 <= T <= the
@@ -53,8 +58,14 @@ double model_forward(Model *m, const int32_t *tokens, const int32_t *targets, in
  * of (sum of token losses) * loss_scale. targets must not be NULL. */
 double model_forward_backward(Model *m, const int32_t *tokens, const int32_t *targets, int B,
                               double loss_scale, float *token_losses);
-/* Sets the gradient buffer to zero. */
+/* Start of a step: sets the gradient buffer and the step's loss sum to zero. */
 void model_zero_grads(Model *m);
+/* One micro-batch of a training step: model_forward_backward whose per-token losses stay in
+ * backend memory, where their sum is added to the step's loss sum (Backend.loss_accumulate:
+ * += mean loss * B * T). No host transfer of losses. */
+void model_accumulate_micro_batch(Model *m, const int32_t *tokens, const int32_t *targets, int B, double loss_scale);
+/* The step's loss sum since model_zero_grads: one download of one double. */
+double model_step_loss_sum(Model *m);
 
 /* Forward without loss; argmax over the vocabulary of the logit at positions[b] of each
  * sequence b (host arrays: tokens [B, T], positions [B], out [B]). */

@@ -99,6 +99,19 @@ static void test_host_collectives(void) {
     report("comm_allreduce_sum_host", bad < 0, "x[%d] = %g, expected %g", bad, bad < 0 ? 0 : x[bad],
            (bad + 0.5) * W * (W + 1) / 2.0);
 
+    /* the step's control record: the two sums summed, the two flags maxed, in ONE call */
+    long calls0 = C.n_step_control;
+    StepControl sc = {.loss_sum = (R + 1) * 0.25, .coverage_sum = R * 2.0 + 1.0, .failed = R == W - 1 && W > 1,
+                      .stop_signal = R == 0 ? 10 : (R == 1 ? 15 : 0)};
+    comm_step_control(&C, &sc);
+    double want_loss = 0.25 * W * (W + 1) / 2.0, want_cov = (double)W * W;
+    int want_fail = W > 1, want_sig = W > 1 ? 15 : 10;
+    report("comm_step_control: sums and maxima in one call",
+           sc.loss_sum == want_loss && sc.coverage_sum == want_cov && sc.failed == want_fail &&
+               sc.stop_signal == want_sig && C.n_step_control == calls0 + 1,
+           "got {%g, %g, %d, %d} in %ld call(s), expected {%g, %g, %d, %d} in 1", sc.loss_sum, sc.coverage_sum,
+           sc.failed, sc.stop_signal, C.n_step_control - calls0, want_loss, want_cov, want_fail, want_sig);
+
     /* 2500 bytes: more than max_count (1000) in the test run, so in three pieces */
     size_t nb = 2500;
     unsigned char *b = malloc(nb);

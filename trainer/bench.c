@@ -113,8 +113,7 @@ int run_bench(int threads, int steps) {
             model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
             if (lambda > 0) model_gate_coverage(m, B);   /* the trainer logs it every micro-batch */
             double gn;
-            optimizer_step(&opt, model_params(m), model_grads(m), 1e-3, 1, &gn);
-            model_params_updated(m);
+            optimizer_step(&opt, m, 1e-3, 1, &gn);
         }
         double dt = seconds() - t0;
         double tps = (double)steps * B * T / dt;

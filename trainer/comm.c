@@ -22,6 +22,7 @@
  * and calls MPI_Abort; alarm(30) ends the process should MPI_Abort itself hang.
  * Default timeout 300 s; PHASELAB_COMM_TIMEOUT overrides (0 disables).
  *
+ * Step control (comm_step_control): one MPI_Allreduce of 4 doubles with a user op (sums and maxima).
  * CPU collectives (host memory): MPI_Allreduce, MPI_Bcast, MPI_Reduce_scatter_block and an
  * in-place MPI_Allgather, at most max_count elements per MPI call (2^31 - 1;
  * PHASELAB_COMM_MAX_COUNT lowers it so tests exercise the chunked paths):
@@ -406,13 +407,49 @@ static void allreduce_pieces(Comm *c, void *buf, size_t n, size_t size, MPI_Data
 }
 
 void comm_allreduce_sum_host(Comm *c, double *x, int n) {
+    c->n_allreduce_sum_host++;
     if (!active(c) || n <= 0) return;
     allreduce_pieces(c, x, (size_t)n, sizeof(double), MPI_DOUBLE, MPI_SUM, "allreduce_sum_host");
 }
 
 void comm_allreduce_max_int(Comm *c, int *x, int n) {
+    c->n_allreduce_max_int++;
     if (!active(c) || n <= 0) return;
     allreduce_pieces(c, x, (size_t)n, sizeof(int), MPI_INT, MPI_MAX, "allreduce_max_int");
+}
+
+/* The step's control record as one element of a datatype of 4 doubles [loss_sum, coverage_sum,
+ * failed, stop_signal]: a commutative user op sums the first two and takes the max of the last two
+ * (small integers, exact in a double). The sums are the additions MPI_SUM did before. */
+#define STEP_CONTROL_SUMS 2
+#define STEP_CONTROL_N 4
+static void step_control_op(void *in, void *inout, int *len, MPI_Datatype *type) {
+    (void)type;
+    const double *a = in;
+    double *b = inout;
+    for (int r = 0; r < *len; r++, a += STEP_CONTROL_N, b += STEP_CONTROL_N)
+        for (int k = 0; k < STEP_CONTROL_N; k++) b[k] = k < STEP_CONTROL_SUMS ? a[k] + b[k] : (a[k] > b[k] ? a[k] : b[k]);
+}
+
+void comm_step_control(Comm *c, StepControl *s) {
+    c->n_step_control++;
+    if (!active(c)) return;
+    CommImpl *m = c->impl;
+    double x[STEP_CONTROL_N] = {s->loss_sum, s->coverage_sum, (double)s->failed, (double)s->stop_signal};
+    MPI_Datatype rec;
+    MPI_Op op;
+    mpi_check(m, MPI_Type_contiguous(STEP_CONTROL_N, MPI_DOUBLE, &rec), "step_control");
+    mpi_check(m, MPI_Type_commit(&rec), "step_control");
+    mpi_check(m, MPI_Op_create(step_control_op, 1, &op), "step_control");
+    op_begin(c, "step_control");
+    mpi_check(m, MPI_Allreduce(MPI_IN_PLACE, x, 1, rec, op, m->comm), "step_control");
+    op_end(c);
+    MPI_Op_free(&op);
+    MPI_Type_free(&rec);
+    s->loss_sum = x[0];
+    s->coverage_sum = x[1];
+    s->failed = (int)x[2];
+    s->stop_signal = (int)x[3];
 }
 
 void comm_bcast_host(Comm *c, void *buf, size_t bytes) {

@@ -19,7 +19,18 @@ typedef struct Comm {
     int using_mpi;               /* launched by mpirun / srun with more than one rank, or MPI forced */
     double timeout_s;            /* collective watchdog; <= 0 disables */
     void *impl;                  /* private */
+    /* calls so far, counted on every rank whatever the world size (tests: one control per step) */
+    long n_allreduce_sum_host, n_allreduce_max_int, n_step_control;
 } Comm;
+
+/* The step's control record: the only control all-reduce of a training step carries the loss,
+ * the gate-coverage sum and the flags together. */
+typedef struct StepControl {
+    double loss_sum;       /* summed over ranks */
+    double coverage_sum;   /* summed over ranks */
+    int failed;            /* max over ranks: a data error on some rank */
+    int stop_signal;       /* max over ranks: the signal number asking the run to stop (0: none) */
+} StepControl;
 
 /* Detects the launcher (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK, SLURM_PROCID with
  * SLURM_STEP_NUM_TASKS; PHASELAB_MPI=0/1 forces it; SLURM_NTASKS alone is not a launch, sbatch
@@ -36,6 +47,8 @@ void comm_barrier(Comm *c);
 void comm_allreduce_sum_host(Comm *c, double *x, int n);
 /* Max over ranks of n ints (host) — e.g. "did any rank see a signal". */
 void comm_allreduce_max_int(Comm *c, int *x, int n);
+/* ONE all-reduce of the step's control record (the sums summed in double, the flags maxed). */
+void comm_step_control(Comm *c, StepControl *s);
 /* Broadcast of bytes in host memory from rank 0. */
 void comm_bcast_host(Comm *c, void *buf, size_t bytes);
 /* Backend memory: send [world * shard] -> recv [shard] = sum over ranks of this rank's shard. */

@@ -4,6 +4,7 @@
 #include "trainer/optimizer.h"
 #include "trainer/comm.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 #include "common/errors.h"
 
 size_t optimizer_padded_floats(const TensorTable *tt, int world) {
@@ -37,8 +38,11 @@ void optimizer_free(Optimizer *o) {
     o->m = o->v = o->grad_shard = NULL;
 }
 
-int optimizer_step(Optimizer *o, float *params, float *grads, double lr, int loss_finite, double *grad_norm) {
+int optimizer_step(Optimizer *o, Model *model, double lr, int loss_finite, double *grad_norm) {
     const Backend *be = o->be;
+    float *params = model_params(model), *grads = model_grads(model);
+    char *work = (char *)model_working_params(model);   /* act_t [n_floats]; aliases params on the CPU */
+    const size_t n_floats = o->tt->n_floats;
     float *g = grads + o->lo;
     if (o->comm->world > 1) {
         comm_reduce_scatter_sum(o->comm, grads, o->grad_shard, o->shard);
@@ -50,20 +54,27 @@ int optimizer_step(Optimizer *o, float *params, float *grads, double lr, int los
     *grad_norm = norm;
     if (!loss_finite || !isfinite(norm)) return 0;
     double clip = (o->grad_clip > 0 && norm > o->grad_clip) ? o->grad_clip / norm : 1.0;
-    if (clip != 1.0) be->scale(be->ctx, g, o->shard, (float)clip);
     o->updates++;
     float bc1 = (float)(1.0 - pow(o->beta1, (double)o->updates));
     float bc2 = (float)(1.0 - pow(o->beta2, (double)o->updates));
-    /* AdamW over the parts of each tensor that fall in [lo, hi) */
+    /* clip + AdamW + working-copy write in one pass over the parts of each tensor in [lo, hi) */
     for (int i = 0; i < o->tt->n; i++) {
         const TensorInfo *t = &o->tt->t[i];
         size_t a = t->offset > o->lo ? t->offset : o->lo;
         size_t b = t->offset + t->numel < o->hi ? t->offset + t->numel : o->hi;
         if (a >= b) continue;
         float wd = t->decay ? (float)o->weight_decay : 0.0f;
-        be->adamw(be->ctx, params + a, g + (a - o->lo), o->m + (a - o->lo), o->v + (a - o->lo), b - a, (float)lr,
-                  (float)o->beta1, (float)o->beta2, (float)o->eps, wd, bc1, bc2);
+        be->adamw_cast(be->ctx, params + a, (act_t *)(work + a * be->act_bytes), g + (a - o->lo), o->m + (a - o->lo),
+                       o->v + (a - o->lo), b - a, (float)clip, (float)lr, (float)o->beta1, (float)o->beta2,
+                       (float)o->eps, wd, bc1, bc2);
     }
-    if (o->comm->world > 1) comm_allgather(o->comm, params, o->shard);
+    if (o->comm->world > 1) {
+        /* the other ranks' shards of the master arrive here; their working copy is cast from them
+         * (no-op where it aliases the master) */
+        comm_allgather(o->comm, params, o->shard);
+        size_t lo = o->lo < n_floats ? o->lo : n_floats, hi = o->hi < n_floats ? o->hi : n_floats;
+        be->cast_params(be->ctx, (act_t *)work, params, lo);
+        be->cast_params(be->ctx, (act_t *)(work + hi * be->act_bytes), params + hi, n_floats - hi);
+    }
     return 1;
 }

@@ -9,7 +9,9 @@
  *     gradient accumulation. The union over ranks of one step is the single-process batch.
  *  3. Loss scale 1/(Bg*T): the accumulated gradient is that of the global mean loss.
  *  4. Optimizer step: ZeRO-1 AdamW (trainer/optimizer.h) with the warm-up + cosine schedule and
- *     global-norm clipping. A non-finite loss or gradient norm skips the update (counted and
+ *     global-norm clipping; the step owns the working-copy write. The per-token losses stay on
+ *     the backend (one download of the step's sum); ONE control all-reduce per step carries the
+ *     loss, the coverage sum, the data-failure flag and the stop signal (comm_step_control). A non-finite loss or gradient norm skips the update (counted and
  *     logged); max_bad_steps in a row stop the run with exit status 3, the last checkpoint intact.
  *  5. Every log_every steps a progress line and a /train row; every eval.every steps (and at
  *     the end) the per-residue validation loss, gate statistics and lookup probe; every
@@ -17,7 +19,8 @@
  *  6. Resume: the same command on an existing run directory continues from the newest complete
  *     checkpoint, bit for bit as if never interrupted (CPU, same thread count); a config change
  *     that breaks this (model, data, batch, seed) is refused. SIGTERM, SIGUSR1 and SIGINT make
- *     every rank finish the current step, write a checkpoint and exit 0. */
+ *     every rank finish the current step, write a checkpoint and exit 0 (a signal counts in the
+ *     step whose control all-reduce sees it: one arriving later stops after the next step). */
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -46,16 +49,26 @@ static volatile sig_atomic_t stop_signal;
 
 /* Test hooks (environment variables, used by tests/test_mpi_train.py):
  *   PHASELAB_TRACE_SAMPLES=PATH   each rank appends "step rank sample window" lines to PATH.rankR
- *   PHASELAB_FAIL_RANK=R, PHASELAB_FAIL_STEP=S   rank R kills itself (SIGKILL) before step S */
-typedef struct { FILE *trace; int fail_rank; long fail_step; } TestHooks;
+ *   PHASELAB_FAIL_RANK=R, PHASELAB_FAIL_STEP=S   rank R kills itself (SIGKILL) before step S
+ *   PHASELAB_TRACE_COMM=PATH      each rank appends "step rank step_controls max_int_allreduces
+ *                                 sum_host_allreduces" lines to PATH.rankR: the host all-reduces
+ *                                 from the start of the step through its optimizer step
+ *                                 (tests/test_step_collectives.py) */
+typedef struct { FILE *trace, *comm_trace; int fail_rank; long fail_step; } TestHooks;
 
 static void hooks_init(TestHooks *h, int rank) {
     const char *p = getenv("PHASELAB_TRACE_SAMPLES");
-    h->trace = NULL;
+    h->trace = h->comm_trace = NULL;
     if (p && *p) {
         char path[4096];
         snprintf(path, sizeof path, "%s.rank%d", p, rank);
         h->trace = fopen(path, "a");
+    }
+    p = getenv("PHASELAB_TRACE_COMM");
+    if (p && *p) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s.rank%d", p, rank);
+        h->comm_trace = fopen(path, "a");
     }
     h->fail_rank = getenv("PHASELAB_FAIL_RANK") ? atoi(getenv("PHASELAB_FAIL_RANK")) : -1;
     h->fail_step = getenv("PHASELAB_FAIL_STEP") ? atol(getenv("PHASELAB_FAIL_STEP")) : -1;
@@ -343,8 +356,9 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         const long step = tr.st.step;
         double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
         if (hooks.fail_rank == comm->rank && hooks.fail_step == step) raise(SIGKILL);
-        model_zero_grads(tr.model);
-        double loss_sum = 0.0, coverage_sum = 0.0;   /* coverage: sum over sequences, without lambda */
+        const long n_sum0 = comm->n_allreduce_sum_host, n_max0 = comm->n_allreduce_max_int, n_ctl0 = comm->n_step_control;
+        model_zero_grads(tr.model);                  /* and the step's loss sum, kept on the backend */
+        double coverage_sum = 0.0;                   /* coverage: sum over sequences, without lambda */
         const double lambda = cfg->train.gate_coverage;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
@@ -359,32 +373,31 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
                 memcpy(tgt + (size_t)b * T, buf + 1, sizeof(int32_t) * T);
             }
             if (rc) break;
-            double mean = model_forward_backward(tr.model, tok, tgt, B, loss_scale, NULL);
-            loss_sum += mean * B * T;
+            model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
             if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
         }
-        int fail = rc != 0;
-        comm_allreduce_max_int(comm, &fail, 1);
-        if (fail) {
+        /* the step's one control all-reduce: data failure, stop signal, loss and coverage sums */
+        StepControl ctl = {.loss_sum = rc ? 0.0 : model_step_loss_sum(tr.model), .coverage_sum = coverage_sum,
+                           .failed = rc != 0, .stop_signal = stop_signal};
+        comm_step_control(comm, &ctl);
+        if (ctl.failed) {
             log_error("%s", rc ? err : "a data error on another rank stopped the run");
             exit_code = 1;
             break;
         }
-        comm_allreduce_sum_host(comm, &loss_sum, 1);
-        double loss = loss_sum / ((double)Bg * T);   /* plain cross-entropy: the penalty is never mixed in */
-        double coverage = 0.0;                        /* SPEC.md 2b: lambda * mean over the step's sequences */
-        if (lambda > 0) {
-            comm_allreduce_sum_host(comm, &coverage_sum, 1);
-            coverage = lambda * coverage_sum / (double)Bg;
-        }
-        double gnorm = 0.0;
-        int applied = optimizer_step(&tr.opt, model_params(tr.model), model_grads(tr.model), lr, isfinite(loss), &gnorm);
+        double loss = ctl.loss_sum / ((double)Bg * T);   /* plain cross-entropy: the penalty is never mixed in */
+        double coverage = 0.0;                            /* SPEC.md 2b: lambda * mean over the step's sequences */
+        if (lambda > 0) coverage = lambda * ctl.coverage_sum / (double)Bg;
+        double gnorm = 0.0;   /* the owned step: clip + AdamW + the working-copy write, one pass per shard */
+        int applied = optimizer_step(&tr.opt, tr.model, lr, isfinite(loss), &gnorm);
+        if (hooks.comm_trace)
+            fprintf(hooks.comm_trace, "%ld %d %ld %ld %ld\n", step, comm->rank, comm->n_step_control - n_ctl0,
+                    comm->n_allreduce_max_int - n_max0, comm->n_allreduce_sum_host - n_sum0);
         tr.st.step++;
         tr.st.samples += (uint64_t)Bg;
         tr.st.tokens += Bg * T;
         window_tokens += Bg * T;
         if (applied) {
-            model_params_updated(tr.model);
             consecutive_bad = 0;
         } else {
             tr.st.skipped_steps++;
@@ -426,8 +439,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         if ((cfg->eval.every > 0 && s % cfg->eval.every == 0) || last) {
             if (run_evaluation(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
         }
-        int sig = stop_signal;
-        comm_allreduce_max_int(comm, &sig, 1);
+        const int sig = ctl.stop_signal;   /* sampled before the optimizer step, agreed by all ranks */
         if ((cfg->checkpoint.every > 0 && s % cfg->checkpoint.every == 0) || last || sig) {
             if (save_checkpoint(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
             last_ckpt = s;
@@ -444,6 +456,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     }
     free(buf); free(tok); free(tgt);
     if (hooks.trace) fclose(hooks.trace);
+    if (hooks.comm_trace) fclose(hooks.comm_trace);
     teardown(&tr);
     return exit_code;
 }

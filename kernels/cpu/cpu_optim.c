@@ -1,22 +1,46 @@
 /* AdamW and reductions over fp32 buffers on the CPU.
  *   m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
  *   p -= lr (m / bc1 / (sqrt(v / bc2) + eps) + wd p)        (decoupled weight decay)
- * bc1 = 1 - b1^t, bc2 = 1 - b2^t are passed in by the caller.
+ * bc1 = 1 - b1^t, bc2 = 1 - b2^t are passed in by the caller. adamw_cast is the same pass with the
+ * gradient scaled by the clip factor and the working copy written (an alias of p here).
+ * loss_accumulate: acc += (mean of the counted losses) * rows * cols, the sum in double in order.
  * sumsq sums fixed blocks in double and adds the block sums in order: deterministic. */
 #include <math.h>
 #include <stdlib.h>
 #include "kernels/cpu/cpu_internal.h"
 
-void cpu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-               float eps, float wd, float bc1, float bc2) {
+/* The owned step: gs = g * gscale in the same pass (the clip factor; gscale = 1 reads g as is,
+ * bit for bit the former scale-then-AdamW). The working copy is the fp32 master itself on the
+ * CPU (act_t = fp32, w aliases p), so nothing is cast; a distinct w receives a copy. */
+void cpu_adamw_cast(BackendCtx *ctx, float *p, act_t *w, const float *g, float *m, float *v, size_t n, float gscale,
+                    float lr, float b1, float b2, float eps, float wd, float bc1, float bc2) {
+    float *wf = (float *)w == p ? NULL : (float *)w;
     #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) {
-        float mi = b1 * m[i] + (1.0f - b1) * g[i];
-        float vi = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        float gi = gscale == 1.0f ? g[i] : g[i] * gscale;
+        float mi = b1 * m[i] + (1.0f - b1) * gi;
+        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
         m[i] = mi;
         v[i] = vi;
         p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
+        if (wf) wf[i] = p[i];
     }
+}
+
+void cpu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
+               float eps, float wd, float bc1, float bc2) {
+    cpu_adamw_cast(ctx, p, (act_t *)p, g, m, v, n, 1.0f, lr, b1, b2, eps, wd, bc1, bc2);
+}
+
+/* The host's former arithmetic exactly: the sum in double in index order, divided by the count,
+ * times rows, times cols. */
+void cpu_loss_accumulate(BackendCtx *ctx, double *acc, const float *losses, const int32_t *targets, int rows, int cols) {
+    (void)ctx;
+    double sum = 0.0;
+    long count = 0;
+    for (long i = 0; i < (long)rows * cols; i++)
+        if (targets[i] >= 0) { sum += losses[i]; count++; }
+    if (count) acc[0] += sum / count * rows * cols;
 }
 
 #define SUMSQ_BLOCK 65536
