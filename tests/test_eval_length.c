@@ -79,8 +79,7 @@ static int train_a_little(Model *m, int steps, char *err) {
         model_zero_grads(m);
         model_forward_backward(m, tok, tgt, MICRO, 1.0 / (MICRO * L_PROMPT), NULL);
         double gn;
-        optimizer_step(&opt, model_params(m), model_grads(m), 3e-3, 1, &gn);
-        model_params_updated(m);
+        optimizer_step(&opt, m, 3e-3, 1, &gn);
     }
     free(tok); free(tgt);
     optimizer_free(&opt);
