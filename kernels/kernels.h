@@ -27,7 +27,8 @@
 typedef struct PhaselabAct act_t;
 
 /* Which raw tokens a query sees (VIS_FULL | VIS_WINDOW | VIS_TAIL) and the per-head window grid
- * (VIS_GRID_ALIGNED | VIS_GRID_STAGGERED): model/visibility.h, the one statement of the rule. */
+ * (GRID_ALIGNED | GRID_STAGGERED): model/visibility.h, the one statement of the rule; it includes
+ * model/variants.h, the variant enums shared with the config (GATE_*, GRID_*). */
 #include "model/visibility.h"
 
 /* Shapes of one attention call. q [B,T,H,d], k,v [B,T,G,d], ck,cv [B,nW,G,d]. */
@@ -37,26 +38,33 @@ typedef struct {
                                         head 0's count, the most any head has (buffer rows) */
     int visibility;                  /* VIS_* */
     int n_local;
-    int grid;                        /* VIS_GRID_*: head g's entries are those of its own grid */
+    int grid;                        /* GRID_*: head g's entries are those of its own grid */
 } AttnShape;
 
 /* Shapes of one compressor branch (SPEC.md section 2). */
-enum { GATEK_SCALAR = 0, GATEK_VECTOR = 1, GATEK_UNIFORM = 2 };
 typedef struct {
     int B, T, D, G, d;
     int window, stride, n_windows;
-    int gate;         /* GATEK_* */
+    int gate;         /* GATE_* (model/variants.h) */
     int channels;     /* c: 1 (scalar, uniform) or d (vector) */
     int n_maps;       /* W (paper), 2 (deepseek: offsets < S use map 0, the rest map 1), 1 (shared) */
     float eps;        /* post-norm epsilon */
-    int grid;         /* VIS_GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
+    int grid;         /* GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
                          its first vis_n_windows(T, W, S, o_g) of the n_windows rows exist (the rest
                          of the buffers are zero: entry, payload, alpha) */
 } CompShape;
 
 /* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
-static inline int comp_map_index(const CompShape *s, int i) {
-    return s->n_maps == s->window ? i : s->n_maps == 1 ? 0 : (i < s->stride ? 0 : 1);
+static inline int map_index(int n_maps, int window, int stride, int i) {
+    return n_maps == window ? i : n_maps == 1 ? 0 : (i < stride ? 0 : 1);
+}
+static inline int comp_map_index(const CompShape *s, int i) { return map_index(s->n_maps, s->window, s->stride, i); }
+/* Grid offset o_g and window count of KV head g in a compressor call (model/visibility.h): the
+ * head's first vis_n_windows rows of the n_windows the buffers hold. */
+static inline int comp_head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
+static inline int comp_head_windows(const CompShape *s, int g) {
+    int n = vis_n_windows(s->T, s->window, s->stride, comp_head_offset(s, g));
+    return n < s->n_windows ? n : s->n_windows;
 }
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position, H heads, against a

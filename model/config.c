@@ -46,11 +46,13 @@ enum {
     F_HI_OPEN = 4,     /* value must be < hi (else <= hi) */
 };
 
-static const char *const attention_words[] = {"full", "compressed", NULL};   /* ATTN_* */
-static const char *const gate_words[] = {"scalar", "vector", "uniform", NULL}; /* GATE_* */
-static const char *const local_words[] = {"window", "tail", NULL};          /* LOCAL_* */
-static const char *const compressor_words[] = {"paper", "deepseek", "shared", NULL};  /* COMPRESSOR_* */
-static const char *const grid_words[] = {"aligned", "staggered", NULL};      /* GRID_* */
+/* The words of each enum key, indexed by its value (model/variants.h); exported (model/config.h)
+ * so that every writer of a config name (summary, HF export, cache report) spells it from here. */
+const char *const config_attention_names[] = {"full", "compressed", NULL};             /* ATTN_* */
+const char *const config_gate_names[] = {"scalar", "vector", "uniform", NULL};         /* GATE_* */
+const char *const config_local_names[] = {"window", "tail", NULL};                     /* LOCAL_* */
+const char *const config_compressor_names[] = {"paper", "deepseek", "shared", NULL};   /* COMPRESSOR_* */
+const char *const config_grid_names[] = {"aligned", "staggered", NULL};                /* GRID_* */
 static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
 #define NOLO (-INFINITY)
@@ -71,13 +73,13 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, norm_eps, T_DOUBLE, "1e-6", 0, NOHI, F_LO_OPEN, NULL, "RMSNorm epsilon (> 0)")        \
     X(model, tie_embeddings, T_BOOL, "true", 0, 0, 0, NULL,                                        \
       "output classifier shares the embedding matrix (true|false)")                                \
-    X(model, attention, T_ENUM, "full", 0, 0, 0, attention_words,                                  \
+    X(model, attention, T_ENUM, "full", 0, 0, 0, config_attention_names,                                  \
       "attention of every layer: full (the Qwen3 control) | compressed (SPEC.md section 2)")       \
     X(model, window, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
       "compression window W in tokens (compressed only; 1..min(65536, seq_len), >= stride)")                          \
     X(model, stride, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
       "compression stride S in tokens (compressed only; 1..window)")                                \
-    X(model, gate, T_ENUM, "scalar", 0, 0, F_COMPRESSED, gate_words,                               \
+    X(model, gate, T_ENUM, "scalar", 0, 0, F_COMPRESSED, config_gate_names,                               \
       "compressor gate: scalar (one score per offset) | vector (one per channel) | uniform (alpha = 1/W)") \
     X(model, gate_bias, T_BOOL, "true", 0, 0, F_COMPRESSED, NULL,                                  \
       "learned per-offset gate bias (true|false; compressed only)")                                \
@@ -89,13 +91,13 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "RMSNorm of queries, keys and compressed keys (true|false)")                                 \
     X(model, rope_dims, T_DIMS, "head_dim", 0, NOHI, 0, NULL,                                      \
       "rotated dims r, the last r of each head: head_dim, or an even number 0..head_dim (0 = no RoPE)") \
-    X(model, local, T_ENUM, "window", 0, 0, F_COMPRESSED, local_words,                             \
+    X(model, local, T_ENUM, "window", 0, 0, F_COMPRESSED, config_local_names,                             \
       "raw tokens a query sees: window (the last n_local) | tail (those no visible entry covers yet)") \
     X(model, n_local, T_INT, "16", 1, 4194304, F_COMPRESSED, NULL,                                    \
       "raw local window length for local = window (>= 1)")                                         \
-    X(model, compressor, T_ENUM, "paper", 0, 0, F_COMPRESSED, compressor_words,                    \
+    X(model, compressor, T_ENUM, "paper", 0, 0, F_COMPRESSED, config_compressor_names,                    \
       "paper (maps per offset) | deepseek (maps shared per half window, keys = values; needs window = 2*stride) | shared (one gate map and one payload map for all offsets)") \
-    X(model, grid, T_ENUM, "aligned", 0, 0, F_COMPRESSED, grid_words,                              \
+    X(model, grid, T_ENUM, "aligned", 0, 0, F_COMPRESSED, config_grid_names,                              \
       "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \

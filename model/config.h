@@ -8,13 +8,7 @@
 #define PHASELAB_CONFIG_H
 #include <stdint.h>
 #include <stddef.h>
-#include "model/visibility.h"
-
-enum { ATTN_FULL = 0, ATTN_COMPRESSED = 1 };
-enum { GATE_SCALAR = 0, GATE_VECTOR = 1, GATE_UNIFORM = 2 };
-enum { LOCAL_WINDOW = 0, LOCAL_TAIL = 1 };
-enum { COMPRESSOR_PAPER = 0, COMPRESSOR_DEEPSEEK = 1, COMPRESSOR_SHARED = 2 };
-enum { GRID_ALIGNED = VIS_GRID_ALIGNED, GRID_STAGGERED = VIS_GRID_STAGGERED };   /* SPEC.md 2b */
+#include "model/visibility.h"   /* includes model/variants.h: ATTN_* GATE_* LOCAL_* COMPRESSOR_* GRID_* */
 
 typedef struct {
     int d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, vocab_size;
@@ -105,24 +99,18 @@ int config_write(const Config *cfg, const char *path, char *err);
 /* Same, into a malloc'd string. */
 char *config_to_string(const Config *cfg);
 
-/* Derived sizes. */
-static inline int config_n_windows(const ModelConfig *m, int T) {
-    /* windows j with jS + W - 1 <= T - 1: those of KV head 0 (o_0 = 0), the most any head has */
-    return m->attention == ATTN_COMPRESSED ? vis_n_windows(T, m->window, m->stride, 0) : 0;
-}
-/* o_g and the window count of KV head g (SPEC.md 2b; aligned: 0 and config_n_windows). */
-static inline int config_grid_offset(const ModelConfig *m, int g) {
-    return vis_grid_offset(m->grid, g, m->stride, m->n_kv_heads);
-}
-static inline int config_head_windows(const ModelConfig *m, int T, int g) {
-    return m->attention == ATTN_COMPRESSED ? vis_n_windows(T, m->window, m->stride, config_grid_offset(m, g)) : 0;
-}
+/* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is
+ * "vector"), NULL-terminated: the one spelling the parser accepts and every writer prints. */
+extern const char *const config_attention_names[];   /* ATTN_* */
+extern const char *const config_gate_names[];        /* GATE_* */
+extern const char *const config_local_names[];       /* LOCAL_* */
+extern const char *const config_compressor_names[];  /* COMPRESSOR_* */
+extern const char *const config_grid_names[];        /* GRID_* */
+
+/* Sizes derived from the config (windows, channels, maps, tied K/V, grid offsets): model/dims.h. */
+
 /* The raw-token visibility (VIS_*, model/visibility.h) of the config's attention. */
 static inline int config_visibility(const ModelConfig *m) {
     return m->attention == ATTN_FULL ? VIS_FULL : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
-}
-/* Maps per branch along the W axis of the gate weight and payload: W, 2 (deepseek), 1 (shared). */
-static inline int config_n_maps(const ModelConfig *m) {
-    return m->compressor == COMPRESSOR_DEEPSEEK ? 2 : m->compressor == COMPRESSOR_SHARED ? 1 : m->window;
 }
 #endif

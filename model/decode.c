@@ -23,6 +23,7 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"
+#include "model/dims.h"
 #include "kernels/kernels.h"
 
 void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
@@ -34,7 +35,7 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
     } else {
         const int W = c->window, S = c->stride;
         o->entry_cap = context >= W ? (int)((context - W) / S + 1) : 0;
-        o->value_entries = !(c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK);
+        o->value_entries = !dims_of(c, 0).tied_kv;
         o->ring_cap = c->local == LOCAL_TAIL ? (W > S ? W : S) - 1 : c->n_local;
         o->input_rows = W;
     }
@@ -60,7 +61,8 @@ struct Decoder {
     struct Model *m;
     const ModelConfig *c;
     const Backend *be;
-    int max_context, pos, n_entries, tied_kv, channels, n_maps;
+    int max_context, pos, n_entries;
+    ModelDims dims;            /* T-free sizes of the config (model/dims.h): tied_kv, channels, n_maps */
     DecodeCacheLayout lay;
     LayerCache *lc;
     DecIdx *li;
@@ -141,9 +143,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     }
     Decoder *dec = calloc(1, sizeof *dec);
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
-    dec->tied_kv = c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK;
-    dec->channels = c->gate == GATE_VECTOR ? c->head_dim : 1;
-    dec->n_maps = config_n_maps(c);   /* W (paper), 2 (deepseek), 1 (shared) */
+    dec->dims = dims_of(c, 0);
     decode_cache_layout(c, max_context, be->act_bytes, &dec->lay);
     const TensorTable *tt = model_tensors(m);
     dec->li = calloc(c->n_layers, sizeof *dec->li);
@@ -191,7 +191,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->win = take(be, W * D * e, sb, &fail);
         dec->entry[0] = take(be, Gd * e, sb, &fail); dec->entry[1] = take(be, Gd * e, sb, &fail);
         dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
-        dec->alpha = take(be, G * W * dec->channels * 4, sb, &fail);
+        dec->alpha = take(be, G * W * dec->dims.channels * 4, sb, &fail);
         dec->pn_rstd = take(be, G * W * 4, sb, &fail);
     }
     size_t nr = (size_t)(c->n_heads > c->n_kv_heads ? c->n_heads : c->n_kv_heads) + 1;
@@ -258,9 +258,9 @@ static void write_entry(Decoder *dec, int L, int j) {
         win = dec->win;
     }
     CompShape cs = {.B = 1, .T = W, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = 1,
-                    .channels = dec->channels, .n_maps = dec->n_maps, .eps = (float)c->norm_eps};
-    cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
-    for (int br = 0; br < (dec->tied_kv ? 1 : 2); br++)
+                    .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = (float)c->norm_eps};
+    cs.gate = c->gate;
+    for (int br = 0; br < dec->dims.branches; br++)
         be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win, Wt(dec, x->gate_w[br]),
                            Wt(dec, x->gate_b[br]), Wt(dec, x->payload[br]), Wt(dec, x->pn[br]));
     act_t *ck = row(lc->ck, j, Gd, e);
@@ -379,7 +379,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     size_t slots = (size_t)nW * G * W;
     act_t *entry0 = nW ? take(be, nW * Gd * e, &scratch, &fail) : NULL;
     act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
-    float *alpha = nW ? take(be, slots * dec->channels * 4, &scratch, &fail) : NULL;
+    float *alpha = nW ? take(be, slots * dec->dims.channels * 4, &scratch, &fail) : NULL;
     float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
     void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd};
     int rc = 0;
@@ -389,8 +389,8 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
     as.visibility = config_visibility(c);
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
-                    .channels = dec->channels, .n_maps = dec->n_maps, .eps = eps};
-    cs.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+                    .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = eps};
+    cs.gate = c->gate;
     for (int L = 0; L < c->n_layers; L++) {
         const DecIdx *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];

@@ -3,14 +3,15 @@
  * Forward, N = B*T rows:
  *   x = embed[tok]                                             [N, D]
  *   per layer:
- *     a = RMSNorm_in(x)                                        [N, D]
- *     q = RoPE(qnorm(a Wq^T)), k = RoPE(knorm(a Wk^T)), v = a Wv^T      [N, H*d], [N, G*d]
- *     compressed: per branch E = compressor(a) [B, nW, G, d];
+ *     x_norm = RMSNorm_in(x)                                   [N, D]
+ *     q = RoPE(qnorm(x_norm Wq^T)), k = RoPE(knorm(x_norm Wk^T)), v = x_norm Wv^T   [N, H*d], [N, G*d]
+ *     compressed: per branch E = compressor(x_norm) [B, nW, G, d];
  *                 ck = RoPE(cknorm(E^K), jS), cv = E^V (or ck when keys and values are tied)
  *     x_mid = x + attention(q, k, v, ck, cv) Wo^T
- *     m = RMSNorm_post(x_mid);  x = x_mid + (silu(m Wg^T) * m Wu^T) Wd^T
+ *     mid_norm = RMSNorm_post(x_mid);  x = x_mid + (silu(mid_norm Wg^T) * mid_norm Wu^T) Wd^T
  *   logits = RMSNorm_final(x) E_out^T  (E_out = embed when tied, else lm_head), fused with the
  *   cross-entropy, which also produces d(final norm output) in the same pass.
+ * (x is the residual stream; the code's x_in is layer L's x, x_final the last one.)
  * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
  * norm. compressor = deepseek implies tied keys and values (SPEC.md: "keys and values tied").
  * Section 2b: compressor = shared has one gate and one payload map (n_maps = 1); grid = staggered
@@ -26,16 +27,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/model.h"
+#include "model/dims.h"
 #include "common/errors.h"
 #include "kernels/kernels.h"
 
-typedef struct {               /* tensor-table indices of one layer (-1 = absent) */
+typedef struct {               /* tensor-table indices of one layer's weights (-1 = absent) */
     int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
     int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
-} LayerIdx;
+} LayerTensors;
 
 typedef struct {               /* saved activations of one layer */
-    act_t *x_in, *a;           /* [N, D] */
+    act_t *x_in, *x_norm;      /* [N, D] layer input x and RMSNorm_in(x) */
     float *rstd_in;            /* [N] */
     act_t *q_raw, *q;          /* [N, H*d] (q_raw: before qnorm, only with qk_norm) */
     act_t *k_raw, *k, *v;      /* [N, G*d] */
@@ -48,7 +50,7 @@ typedef struct {               /* saved activations of one layer */
     float *rstd_ck;            /* [B*nW*G] */
     act_t *attn;               /* [N, H*d] */
     float *lse;                /* [N*H] */
-    act_t *x_mid, *mn;         /* [N, D] */
+    act_t *x_mid, *mid_norm;   /* [N, D] x_mid and RMSNorm_post(x_mid) */
     float *rstd_post;          /* [N] */
     act_t *g, *u, *h;          /* [N, F] */
 } LayerActs;
@@ -57,14 +59,15 @@ struct Model {
     ModelConfig cfg;
     const Backend *be;
     TensorTable tt;
-    int max_batch, T, nW, tied_kv, channels, n_maps;
-    int T_max, nW_max;         /* the creation length (arena, RoPE tables); T, nW: the current
-                                  length of the forward passes (model_set_seq_len), <= these */
+    int max_batch, T;
+    int T_max, nW_max;         /* the creation length (arena, RoPE tables) and its window count; T and
+                                  dims: the current length of the forward passes (model_set_seq_len) */
+    ModelDims dims;            /* sizes derived from cfg and T (model/dims.h), computed once */
     float *params, *grads;     /* [n_alloc] fp32 */
     size_t n_alloc;            /* n_floats, or more when padded for sharding */
     act_t *work;               /* working weights (== params on the CPU) */
-    LayerIdx *li;
-    LayerActs *la;
+    LayerTensors *layers;      /* [n_layers] */
+    LayerActs *acts;           /* [n_layers] */
     int emb, final_norm, lm_head;
     /* arena */
     void *arena;
@@ -74,7 +77,8 @@ struct Model {
     int32_t *tokens, *targets; /* [N] */
     float *losses;             /* [N] */
     /* gradient scratch */
-    act_t *dx, *dD, *dxf;      /* [N, D] */
+    act_t *dx, *dxf;           /* [N, D] d x (residual), d xf (final-norm output) */
+    act_t *dnorm;              /* [N, D] d of a norm output: x_norm, mid_norm (also the argmax gather) */
     act_t *dq, *dq_raw, *dattn;/* [N, H*d] */
     act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
     act_t *dg, *du, *dh;       /* [N, F] */
@@ -104,50 +108,52 @@ static void *carve(Carver *c, size_t bytes) {
     return c->base ? c->base + at : NULL;
 }
 
-static int idx(const TensorTable *tt, const char *fmt, int L, const char *b) {
+/* Index of tensor fmt % (L, b) in the table, -1 when the config has none. */
+static int layer_tensor(const TensorTable *tt, const char *fmt, int L, const char *b) {
     char name[TENSOR_NAME_LEN];
     snprintf(name, sizeof name, fmt, L, b ? b : "");
     return tensor_table_find(tt, name);
 }
 
 static void lay_out(Model *m, Carver *c) {
-    const ModelConfig *g = &m->cfg;
-    size_t N = (size_t)m->max_batch * m->T, D = g->d_model, Hd = (size_t)g->n_heads * g->head_dim,
-           Gd = (size_t)g->n_kv_heads * g->head_dim, F = g->d_ff, A = m->be->act_bytes;
-    size_t E = (size_t)m->max_batch * m->nW * Gd;                     /* entries */
-    size_t slots = (size_t)m->max_batch * m->nW * g->n_kv_heads * g->window;
-    for (int L = 0; L < g->n_layers; L++) {
-        LayerActs *a = &m->la[L];
-        a->x_in = carve(c, N * D * A); a->a = carve(c, N * D * A); a->rstd_in = carve(c, N * 4);
-        a->q = carve(c, N * Hd * A); a->k = carve(c, N * Gd * A); a->v = carve(c, N * Gd * A);
-        if (g->qk_norm) {
-            a->q_raw = carve(c, N * Hd * A); a->k_raw = carve(c, N * Gd * A);
-            a->rstd_q = carve(c, N * g->n_heads * 4); a->rstd_k = carve(c, N * g->n_kv_heads * 4);
+    const ModelConfig *cfg = &m->cfg;
+    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
+    size_t N = (size_t)m->max_batch * m->T, D = cfg->d_model, Hd = (size_t)cfg->n_heads * cfg->head_dim,
+           Gd = (size_t)cfg->n_kv_heads * cfg->head_dim, F = cfg->d_ff, A = m->be->act_bytes;
+    size_t E = (size_t)m->max_batch * nW * Gd;                     /* entries */
+    size_t slots = (size_t)m->max_batch * nW * cfg->n_kv_heads * cfg->window;
+    for (int L = 0; L < cfg->n_layers; L++) {
+        LayerActs *act = &m->acts[L];
+        act->x_in = carve(c, N * D * A); act->x_norm = carve(c, N * D * A); act->rstd_in = carve(c, N * 4);
+        act->q = carve(c, N * Hd * A); act->k = carve(c, N * Gd * A); act->v = carve(c, N * Gd * A);
+        if (cfg->qk_norm) {
+            act->q_raw = carve(c, N * Hd * A); act->k_raw = carve(c, N * Gd * A);
+            act->rstd_q = carve(c, N * cfg->n_heads * 4); act->rstd_k = carve(c, N * cfg->n_kv_heads * 4);
         }
-        if (m->nW > 0) {
-            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
-                a->entry[br] = carve(c, E * A);
-                a->payload[br] = carve(c, slots * g->head_dim * A);
-                a->alpha[br] = carve(c, slots * m->channels * 4);
-                if (g->post_norm) a->pn_rstd[br] = carve(c, slots * 4);
+        if (nW > 0) {
+            for (int br = 0; br < m->dims.branches; br++) {
+                act->entry[br] = carve(c, E * A);
+                act->payload[br] = carve(c, slots * cfg->head_dim * A);
+                act->alpha[br] = carve(c, slots * m->dims.channels * 4);
+                if (cfg->post_norm) act->pn_rstd[br] = carve(c, slots * 4);
             }
-            a->ck = carve(c, E * A);
-            a->rstd_ck = carve(c, (size_t)m->max_batch * m->nW * g->n_kv_heads * 4);
+            act->ck = carve(c, E * A);
+            act->rstd_ck = carve(c, (size_t)m->max_batch * nW * cfg->n_kv_heads * 4);
         }
-        a->attn = carve(c, N * Hd * A); a->lse = carve(c, N * g->n_heads * 4);
-        a->x_mid = carve(c, N * D * A); a->mn = carve(c, N * D * A); a->rstd_post = carve(c, N * 4);
-        a->g = carve(c, N * F * A); a->u = carve(c, N * F * A); a->h = carve(c, N * F * A);
+        act->attn = carve(c, N * Hd * A); act->lse = carve(c, N * cfg->n_heads * 4);
+        act->x_mid = carve(c, N * D * A); act->mid_norm = carve(c, N * D * A); act->rstd_post = carve(c, N * 4);
+        act->g = carve(c, N * F * A); act->u = carve(c, N * F * A); act->h = carve(c, N * F * A);
     }
     m->x_final = carve(c, N * D * A); m->xf = carve(c, N * D * A); m->rstd_final = carve(c, N * 4);
     m->tokens = carve(c, N * 4); m->targets = carve(c, N * 4); m->losses = carve(c, N * 4);
-    m->dx = carve(c, N * D * A); m->dD = carve(c, N * D * A); m->dxf = carve(c, N * D * A);
+    m->dx = carve(c, N * D * A); m->dnorm = carve(c, N * D * A); m->dxf = carve(c, N * D * A);
     m->dq = carve(c, N * Hd * A); m->dq_raw = carve(c, N * Hd * A); m->dattn = carve(c, N * Hd * A);
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
-    if (m->nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
-    m->rope_tab = carve(c, (size_t)m->T * (g->rope_dims / 2 + 1) * 2 * 4);
-    if (g->grid == GRID_STAGGERED && m->nW > 0)
-        m->crope_tab = carve(c, (size_t)m->nW * g->n_kv_heads * (g->rope_dims / 2 + 1) * 2 * 4);
+    if (nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
+    m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
+    if (m->dims.grid == GRID_STAGGERED && nW > 0)
+        m->crope_tab = carve(c, (size_t)nW * cfg->n_kv_heads * (cfg->rope_dims / 2 + 1) * 2 * 4);
 }
 
 Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
@@ -163,61 +169,58 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->max_batch = max_batch;
     m->T = T;
     if (tensor_table_build(&m->tt, cfg, err)) { free(m); return NULL; }
-    m->nW = config_n_windows(cfg, T);
-    if (cfg->attention == ATTN_COMPRESSED && m->nW == 0) {
+    m->dims = dims_of(cfg, T);
+    if (m->dims.compressed && m->dims.n_windows == 0) {
         set_err(err, "seq_len %d is shorter than one compression window (window %d)", T, cfg->window);
         tensor_table_free(&m->tt); free(m); return NULL;
     }
     m->T_max = T;
-    m->nW_max = m->nW;
-    m->tied_kv = cfg->kv_tied || cfg->compressor == COMPRESSOR_DEEPSEEK;
-    m->channels = cfg->gate == GATE_VECTOR ? cfg->head_dim : 1;
-    m->n_maps = config_n_maps(cfg);
-    if (cfg->attention == ATTN_COMPRESSED && cfg->grid == GRID_STAGGERED && cfg->n_kv_heads > 1 && !be->staggered_grid) {
+    m->nW_max = m->dims.n_windows;
+    if (m->dims.grid == GRID_STAGGERED && cfg->n_kv_heads > 1 && !be->staggered_grid) {
         set_err(err, "grid = staggered is not implemented on the %s backend yet; use run.device = cpu", be->name);
         tensor_table_free(&m->tt); free(m); return NULL;
     }
     /* Every arena size below is a size_t product: bound them all in double first so that none
      * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
-    double N = (double)max_batch * T, slots = (double)max_batch * m->nW * cfg->n_kv_heads * cfg->window;
+    double N = (double)max_batch * T, slots = (double)max_batch * m->dims.n_windows * cfg->n_kv_heads * cfg->window;
     double widths = (double)cfg->d_model + (double)cfg->n_heads * cfg->head_dim +
                     (double)cfg->n_kv_heads * cfg->head_dim + cfg->d_ff + cfg->n_heads + cfg->n_kv_heads;
-    double bound = 64.0 * ((double)cfg->n_layers + 1) * (N * widths + slots * (cfg->head_dim + m->channels) +
-                                                         (double)max_batch * m->nW * cfg->n_kv_heads * cfg->head_dim) +
+    double bound = 64.0 * ((double)cfg->n_layers + 1) * (N * widths + slots * (cfg->head_dim + m->dims.channels) +
+                                                         (double)max_batch * m->dims.n_windows * cfg->n_kv_heads * cfg->head_dim) +
                    64.0 * N * cfg->vocab_size + 64.0 * (double)T * cfg->rope_dims;
     if (max_batch < 1 || T < 1 || !(bound < 1152921504606846976.0)) {
         set_err(err, "activations for micro-batch %d x seq_len %d would exceed 2^60 bytes (%.3g); use a smaller "
                 "micro_batch, seq_len or model", max_batch, T, bound);
         tensor_table_free(&m->tt); free(m); return NULL;
     }
-    m->li = calloc(cfg->n_layers, sizeof(LayerIdx));
-    m->la = calloc(cfg->n_layers, sizeof(LayerActs));
-    if (!m->li || !m->la) {
+    m->layers = calloc(cfg->n_layers, sizeof(LayerTensors));
+    m->acts = calloc(cfg->n_layers, sizeof(LayerActs));
+    if (!m->layers || !m->acts) {
         set_err(err, "out of host memory for %d layers", cfg->n_layers);
-        free(m->li); free(m->la); tensor_table_free(&m->tt); free(m); return NULL;
+        free(m->layers); free(m->acts); tensor_table_free(&m->tt); free(m); return NULL;
     }
     const TensorTable *tt = &m->tt;
     for (int L = 0; L < cfg->n_layers; L++) {
-        LayerIdx *x = &m->li[L];
-        x->in_norm = idx(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
-        x->q = idx(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
-        x->k = idx(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
-        x->v = idx(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
-        x->o = idx(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
-        x->q_norm = idx(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
-        x->k_norm = idx(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
-        x->ck_norm = idx(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
-        x->sink = idx(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
-        x->post_norm = idx(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
-        x->gate = idx(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
-        x->up = idx(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
-        x->down = idx(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
+        LayerTensors *w = &m->layers[L];
+        w->in_norm = layer_tensor(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
+        w->q = layer_tensor(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
+        w->k = layer_tensor(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
+        w->v = layer_tensor(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
+        w->o = layer_tensor(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
+        w->q_norm = layer_tensor(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
+        w->k_norm = layer_tensor(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
+        w->ck_norm = layer_tensor(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
+        w->sink = layer_tensor(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
+        w->post_norm = layer_tensor(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
+        w->gate = layer_tensor(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
+        w->up = layer_tensor(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
+        w->down = layer_tensor(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
         for (int br = 0; br < 2; br++) {
             const char *b = br == 0 ? "k" : "v";
-            x->gate_w[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
-            x->gate_b[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
-            x->payload[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
-            x->pn[br] = idx(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
+            w->gate_w[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
+            w->gate_b[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
+            w->payload[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
+            w->pn[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
         }
     }
     m->emb = tensor_table_find(tt, "model.embed_tokens.weight");
@@ -252,14 +255,14 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
-            float *ctab = calloc((size_t)m->nW * G * half * 2, sizeof(float));
-            for (int j = 0; j < m->nW; j++)
+            float *ctab = calloc((size_t)m->dims.n_windows * G * half * 2, sizeof(float));
+            for (int j = 0; j < m->dims.n_windows; j++)
                 for (int g = 0; g < G; g++) {
-                    int pos = config_grid_offset(cfg, g) + j * cfg->stride;
+                    int pos = dims_grid_offset(&m->dims, g) + j * cfg->stride;
                     if (pos < T) memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2,
                                         sizeof(float) * half * 2);
                 }
-            be->upload(be->ctx, m->crope_tab, ctab, (size_t)m->nW * G * half * 2 * sizeof(float));
+            be->upload(be->ctx, m->crope_tab, ctab, (size_t)m->dims.n_windows * G * half * 2 * sizeof(float));
             free(ctab);
         }
         free(tab);
@@ -280,8 +283,8 @@ void model_free(Model *m) {
     free(m->host_losses);
     if (m->step_loss) m->be->free(m->be->ctx, m->step_loss);
     free(m->hook_rows);
-    free(m->li);
-    free(m->la);
+    free(m->layers);
+    free(m->acts);
     tensor_table_free(&m->tt);
     free(m);
 }
@@ -346,32 +349,32 @@ void model_init_params(Model *m, uint64_t seed) {
     model_params_updated(m);
 }
 
-/* working weight / master weight / gradient of tensor i (NULL when absent) */
-static const act_t *Wt(const Model *m, int i) {
+/* Tensor i of the table (NULL when i < 0: absent): its working weight (act_t, what the ops read),
+ * its fp32 master weight, its fp32 gradient. */
+static const act_t *weight(const Model *m, int i) {
     return i < 0 ? NULL : (const act_t *)((const char *)m->work + m->tt.t[i].offset * m->be->act_bytes);
 }
-static float *Pm(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
+static float *master(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
+static float *grad(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt.t[i].offset; }
 const ModelConfig *model_config(const Model *m) { return &m->cfg; }
 const Backend *model_backend(const Model *m) { return m->be; }
-const void *model_working_weight(const Model *m, int i) { return Wt(m, i); }
-const float *model_master_weight(const Model *m, int i) { return Pm(m, i); }
-static float *Gr(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt.t[i].offset; }
+const void *model_working_weight(const Model *m, int i) { return weight(m, i); }
+const float *model_master_weight(const Model *m, int i) { return master(m, i); }
 
 static AttnShape attn_shape(const Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
-                   .n_windows = m->nW, .window = c->window, .stride = c->stride, .n_local = c->n_local,
-                   .grid = c->attention == ATTN_COMPRESSED ? c->grid : GRID_ALIGNED};
-    s.visibility = config_visibility(c);
+                   .n_windows = m->dims.n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
+                   .visibility = m->dims.visibility, .grid = m->dims.grid};
     return s;
 }
 
 static CompShape comp_shape(const Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
-                   .window = c->window, .stride = c->stride, .n_windows = m->nW,
-                   .channels = m->channels, .n_maps = m->n_maps, .eps = (float)c->norm_eps, .grid = c->grid};
-    s.gate = c->gate == GATE_SCALAR ? GATEK_SCALAR : c->gate == GATE_VECTOR ? GATEK_VECTOR : GATEK_UNIFORM;
+                   .window = c->window, .stride = c->stride, .n_windows = m->dims.n_windows,
+                   .gate = c->gate, .channels = m->dims.channels, .n_maps = m->dims.n_maps, .eps = (float)c->norm_eps,
+                   .grid = m->dims.grid};
     return s;
 }
 
@@ -398,128 +401,131 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
  * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table). */
 static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
     const ModelConfig *c = &m->cfg;
+    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * m->nW * G, 1, d, r, m->nW * G, 1, inverse);
-    else m->be->rope(m->be->ctx, x, m->rope_tab, B * m->nW, G, d, r, m->nW, c->stride, inverse);
+    if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
+    else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
     const ModelConfig *c = &m->cfg;
+    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     const float eps = (float)c->norm_eps;
     const int r = c->rope_dims;
     AttnShape as = attn_shape(m, B);
     CompShape cs = comp_shape(m, B);
-    be->embedding_fwd(be->ctx, m->la[0].x_in, m->tokens, Wt(m, m->emb), N, D);
+    be->embedding_fwd(be->ctx, m->acts[0].x_in, m->tokens, weight(m, m->emb), N, D);
     for (int L = 0; L < c->n_layers; L++) {
-        const LayerIdx *x = &m->li[L];
-        LayerActs *a = &m->la[L];
-        be->rmsnorm_fwd(be->ctx, a->a, a->rstd_in, a->x_in, Wt(m, x->in_norm), N, D, eps);
+        const LayerTensors *w = &m->layers[L];
+        LayerActs *act = &m->acts[L];
+        be->rmsnorm_fwd(be->ctx, act->x_norm, act->rstd_in, act->x_in, weight(m, w->in_norm), N, D, eps);
         if (c->qk_norm) {
-            be->matmul_fwd(be->ctx, a->q_raw, a->a, Wt(m, x->q), N, H * d, D, 0);
-            be->matmul_fwd(be->ctx, a->k_raw, a->a, Wt(m, x->k), N, G * d, D, 0);
-            be->rmsnorm_fwd(be->ctx, a->q, a->rstd_q, a->q_raw, Wt(m, x->q_norm), N * H, d, eps);
-            be->rmsnorm_fwd(be->ctx, a->k, a->rstd_k, a->k_raw, Wt(m, x->k_norm), N * G, d, eps);
+            be->matmul_fwd(be->ctx, act->q_raw, act->x_norm, weight(m, w->q), N, H * d, D, 0);
+            be->matmul_fwd(be->ctx, act->k_raw, act->x_norm, weight(m, w->k), N, G * d, D, 0);
+            be->rmsnorm_fwd(be->ctx, act->q, act->rstd_q, act->q_raw, weight(m, w->q_norm), N * H, d, eps);
+            be->rmsnorm_fwd(be->ctx, act->k, act->rstd_k, act->k_raw, weight(m, w->k_norm), N * G, d, eps);
         } else {
-            be->matmul_fwd(be->ctx, a->q, a->a, Wt(m, x->q), N, H * d, D, 0);
-            be->matmul_fwd(be->ctx, a->k, a->a, Wt(m, x->k), N, G * d, D, 0);
+            be->matmul_fwd(be->ctx, act->q, act->x_norm, weight(m, w->q), N, H * d, D, 0);
+            be->matmul_fwd(be->ctx, act->k, act->x_norm, weight(m, w->k), N, G * d, D, 0);
         }
-        be->matmul_fwd(be->ctx, a->v, a->a, Wt(m, x->v), N, G * d, D, 0);
+        be->matmul_fwd(be->ctx, act->v, act->x_norm, weight(m, w->v), N, G * d, D, 0);
         if (r > 0) {
-            be->rope(be->ctx, a->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
-            be->rope(be->ctx, a->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
+            be->rope(be->ctx, act->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
+            be->rope(be->ctx, act->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
         }
         const act_t *cv = NULL;
-        if (m->nW > 0) {
-            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++)
-                be->compressor_fwd(be->ctx, &cs, a->entry[br], a->alpha[br], a->payload[br], a->pn_rstd[br], a->a,
-                                   Wt(m, x->gate_w[br]), Wt(m, x->gate_b[br]), Wt(m, x->payload[br]),
-                                   Wt(m, x->pn[br]));
-            size_t E = (size_t)B * m->nW * G * d;
-            if (c->qk_norm) be->rmsnorm_fwd(be->ctx, a->ck, a->rstd_ck, a->entry[0], Wt(m, x->ck_norm), B * m->nW * G, d, eps);
-            else be->copy(be->ctx, a->ck, a->entry[0], E * be->act_bytes);
-            if (r > 0) rope_entries(m, a->ck, B, 0);
-            cv = m->tied_kv ? a->ck : a->entry[1];
+        if (nW > 0) {
+            for (int br = 0; br < m->dims.branches; br++)
+                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], act->x_norm,
+                                   weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]),
+                                   weight(m, w->pn[br]));
+            size_t E = (size_t)B * nW * G * d;
+            if (c->qk_norm) be->rmsnorm_fwd(be->ctx, act->ck, act->rstd_ck, act->entry[0], weight(m, w->ck_norm), B * nW * G, d, eps);
+            else be->copy(be->ctx, act->ck, act->entry[0], E * be->act_bytes);
+            if (r > 0) rope_entries(m, act->ck, B, 0);
+            cv = m->dims.tied_kv ? act->ck : act->entry[1];
         }
-        be->attention_fwd(be->ctx, &as, a->attn, a->lse, a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
-        if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, a->attn, B);
-        act_t *x_next = L + 1 < c->n_layers ? m->la[L + 1].x_in : m->x_final;
-        be->copy(be->ctx, a->x_mid, a->x_in, (size_t)N * D * be->act_bytes);
-        be->matmul_fwd(be->ctx, a->x_mid, a->attn, Wt(m, x->o), N, D, H * d, 1);
-        be->rmsnorm_fwd(be->ctx, a->mn, a->rstd_post, a->x_mid, Wt(m, x->post_norm), N, D, eps);
-        be->matmul_fwd(be->ctx, a->g, a->mn, Wt(m, x->gate), N, F, D, 0);
-        be->matmul_fwd(be->ctx, a->u, a->mn, Wt(m, x->up), N, F, D, 0);
-        be->swiglu_fwd(be->ctx, a->h, a->g, a->u, (size_t)N * F);
-        be->copy(be->ctx, x_next, a->x_mid, (size_t)N * D * be->act_bytes);
-        be->matmul_fwd(be->ctx, x_next, a->h, Wt(m, x->down), N, D, F, 1);
+        be->attention_fwd(be->ctx, &as, act->attn, act->lse, act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
+        if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, act->attn, B);
+        act_t *x_next = L + 1 < c->n_layers ? m->acts[L + 1].x_in : m->x_final;
+        be->copy(be->ctx, act->x_mid, act->x_in, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(be->ctx, act->x_mid, act->attn, weight(m, w->o), N, D, H * d, 1);
+        be->rmsnorm_fwd(be->ctx, act->mid_norm, act->rstd_post, act->x_mid, weight(m, w->post_norm), N, D, eps);
+        be->matmul_fwd(be->ctx, act->g, act->mid_norm, weight(m, w->gate), N, F, D, 0);
+        be->matmul_fwd(be->ctx, act->u, act->mid_norm, weight(m, w->up), N, F, D, 0);
+        be->swiglu_fwd(be->ctx, act->h, act->g, act->u, (size_t)N * F);
+        be->copy(be->ctx, x_next, act->x_mid, (size_t)N * D * be->act_bytes);
+        be->matmul_fwd(be->ctx, x_next, act->h, weight(m, w->down), N, D, F, 1);
     }
-    be->rmsnorm_fwd(be->ctx, m->xf, m->rstd_final, m->x_final, Wt(m, m->final_norm), N, D, eps);
+    be->rmsnorm_fwd(be->ctx, m->xf, m->rstd_final, m->x_final, weight(m, m->final_norm), N, D, eps);
 }
 
 static void backward_layers(Model *m, int B) {
     const Backend *be = m->be;
     const ModelConfig *c = &m->cfg;
+    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     const int r = c->rope_dims;
     AttnShape as = attn_shape(m, B);
     CompShape cs = comp_shape(m, B);
     /* dx = d loss / d x_final */
-    be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, m->final_norm), m->dxf, m->x_final, Wt(m, m->final_norm), m->rstd_final, N, D, 0);
+    be->rmsnorm_bwd(be->ctx, m->dx, grad(m, m->final_norm), m->dxf, m->x_final, weight(m, m->final_norm), m->rstd_final, N, D, 0);
     for (int L = c->n_layers - 1; L >= 0; L--) {
-        const LayerIdx *x = &m->li[L];
-        LayerActs *a = &m->la[L];
+        const LayerTensors *w = &m->layers[L];
+        LayerActs *act = &m->acts[L];
         /* MLP: x_out = x_mid + down(h) */
-        be->matmul_bwd(be->ctx, m->dh, Gr(m, x->down), m->dx, a->h, Wt(m, x->down), N, D, F, 0);
-        be->swiglu_bwd(be->ctx, m->dg, m->du, m->dh, a->g, a->u, (size_t)N * F);
-        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->gate), m->dg, a->mn, Wt(m, x->gate), N, F, D, 0);
-        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->up), m->du, a->mn, Wt(m, x->up), N, F, D, 1);
-        be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, x->post_norm), m->dD, a->x_mid, Wt(m, x->post_norm), a->rstd_post, N, D, 1);
+        be->matmul_bwd(be->ctx, m->dh, grad(m, w->down), m->dx, act->h, weight(m, w->down), N, D, F, 0);
+        be->swiglu_bwd(be->ctx, m->dg, m->du, m->dh, act->g, act->u, (size_t)N * F);
+        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->gate), m->dg, act->mid_norm, weight(m, w->gate), N, F, D, 0);
+        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->up), m->du, act->mid_norm, weight(m, w->up), N, F, D, 1);
+        be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->post_norm), m->dnorm, act->x_mid, weight(m, w->post_norm), act->rstd_post, N, D, 1);
         /* attention: x_mid = x_in + o(attn) */
-        be->matmul_bwd(be->ctx, m->dattn, Gr(m, x->o), m->dx, a->attn, Wt(m, x->o), N, D, H * d, 0);
-        const act_t *cv = m->nW ? (m->tied_kv ? a->ck : a->entry[1]) : NULL;
-        be->attention_bwd(be->ctx, &as, m->dq, m->dk, m->dv, m->dck, m->dcv, Gr(m, x->sink), m->dattn, a->attn, a->lse,
-                          a->q, a->k, a->v, m->nW ? a->ck : NULL, cv, Pm(m, x->sink));
+        be->matmul_bwd(be->ctx, m->dattn, grad(m, w->o), m->dx, act->attn, weight(m, w->o), N, D, H * d, 0);
+        const act_t *cv = nW ? (m->dims.tied_kv ? act->ck : act->entry[1]) : NULL;
+        be->attention_bwd(be->ctx, &as, m->dq, m->dk, m->dv, m->dck, m->dcv, grad(m, w->sink), m->dattn, act->attn, act->lse,
+                          act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
         if (r > 0) {
             be->rope(be->ctx, m->dq, m->rope_tab, N, H, d, r, m->T, 1, 1);
             be->rope(be->ctx, m->dk, m->rope_tab, N, G, d, r, m->T, 1, 1);
         }
         act_t *dq = m->dq, *dk = m->dk;
         if (c->qk_norm) {
-            be->rmsnorm_bwd(be->ctx, m->dq_raw, Gr(m, x->q_norm), m->dq, a->q_raw, Wt(m, x->q_norm), a->rstd_q, N * H, d, 0);
-            be->rmsnorm_bwd(be->ctx, m->dk_raw, Gr(m, x->k_norm), m->dk, a->k_raw, Wt(m, x->k_norm), a->rstd_k, N * G, d, 0);
+            be->rmsnorm_bwd(be->ctx, m->dq_raw, grad(m, w->q_norm), m->dq, act->q_raw, weight(m, w->q_norm), act->rstd_q, N * H, d, 0);
+            be->rmsnorm_bwd(be->ctx, m->dk_raw, grad(m, w->k_norm), m->dk, act->k_raw, weight(m, w->k_norm), act->rstd_k, N * G, d, 0);
             dq = m->dq_raw;
             dk = m->dk_raw;
         }
-        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->q), dq, a->a, Wt(m, x->q), N, H * d, D, 0);
-        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->k), dk, a->a, Wt(m, x->k), N, G * d, D, 1);
-        be->matmul_bwd(be->ctx, m->dD, Gr(m, x->v), m->dv, a->a, Wt(m, x->v), N, G * d, D, 1);
-        if (m->nW > 0) {
-            size_t E = (size_t)B * m->nW * G * d;
-            if (m->tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
+        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->q), dq, act->x_norm, weight(m, w->q), N, H * d, D, 0);
+        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->k), dk, act->x_norm, weight(m, w->k), N, G * d, D, 1);
+        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->v), m->dv, act->x_norm, weight(m, w->v), N, G * d, D, 1);
+        if (nW > 0) {
+            size_t E = (size_t)B * nW * G * d;
+            if (m->dims.tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
             if (r > 0) rope_entries(m, m->dck, B, 1);
             const act_t *dentry_k = m->dck;
             if (c->qk_norm) {
-                be->rmsnorm_bwd(be->ctx, m->dentry, Gr(m, x->ck_norm), m->dck, a->entry[0], Wt(m, x->ck_norm), a->rstd_ck,
-                                B * m->nW * G, d, 0);
+                be->rmsnorm_bwd(be->ctx, m->dentry, grad(m, w->ck_norm), m->dck, act->entry[0], weight(m, w->ck_norm), act->rstd_ck,
+                                B * nW * G, d, 0);
                 dentry_k = m->dentry;
             }
-            for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
+            for (int br = 0; br < m->dims.branches; br++) {
                 const float *dalpha = NULL;
-                if (m->cov_lambda > 0 && cs.gate != GATEK_UNIFORM) {
-                    be->gate_coverage(be->ctx, &cs, a->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
+                if (m->cov_lambda > 0 && m->dims.gated) {
+                    be->gate_coverage(be->ctx, &cs, act->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
-                be->compressor_bwd(be->ctx, &cs, m->dD, Gr(m, x->gate_w[br]), Gr(m, x->gate_b[br]), Gr(m, x->payload[br]),
-                                   Gr(m, x->pn[br]), br == 0 ? dentry_k : m->dcv, a->alpha[br], a->payload[br],
-                                   a->pn_rstd[br], a->a, Wt(m, x->gate_w[br]), Wt(m, x->payload[br]), Wt(m, x->pn[br]),
-                                   dalpha);
+                be->compressor_bwd(be->ctx, &cs, m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]), grad(m, w->payload[br]),
+                                   grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br], act->payload[br],
+                                   act->pn_rstd[br], act->x_norm, weight(m, w->gate_w[br]), weight(m, w->payload[br]),
+                                   weight(m, w->pn[br]), dalpha);
             }
         }
-        be->rmsnorm_bwd(be->ctx, m->dx, Gr(m, x->in_norm), m->dD, a->x_in, Wt(m, x->in_norm), a->rstd_in, N, D, 1);
+        be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->in_norm), m->dnorm, act->x_in, weight(m, w->in_norm), act->rstd_in, N, D, 1);
     }
-    be->embedding_bwd(be->ctx, Gr(m, m->emb), m->tokens, m->dx, N, D);
+    be->embedding_bwd(be->ctx, grad(m, m->emb), m->tokens, m->dx, N, D);
 }
 
 /* keep_loss: the losses stay in backend memory, added to the step's sum (no host transfer). */
@@ -531,8 +537,8 @@ static double run_forward(Model *m, const int32_t *tokens, const int32_t *target
     forward_layers(m, B);
     if (!targets) return 0.0;
     be->upload(be->ctx, m->targets, targets, sizeof(int32_t) * N);
-    be->classifier(be->ctx, m->xf, Wt(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
-                   with_grad ? Gr(m, m->lm_head) : NULL, (float)loss_scale);
+    be->classifier(be->ctx, m->xf, weight(m, m->lm_head), m->targets, N, D, V, m->losses, with_grad ? m->dxf : NULL,
+                   with_grad ? grad(m, m->lm_head) : NULL, (float)loss_scale);
     if (with_grad) {
         m->cov_scale = loss_scale * m->T;
         backward_layers(m, B);
@@ -572,28 +578,29 @@ void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *position
     m->hook_positions = NULL;
     /* gather the B requested rows into dD, then one argmax call */
     for (int b = 0; b < B; b++)
-        be->copy(be->ctx, (char *)m->dD + (size_t)b * D * be->act_bytes,
+        be->copy(be->ctx, (char *)m->dnorm + (size_t)b * D * be->act_bytes,
                  (const char *)m->xf + ((size_t)b * m->T + positions[b]) * D * be->act_bytes, D * be->act_bytes);
     int32_t *dev_out = (int32_t *)m->targets;
-    be->logits_argmax(be->ctx, m->dD, Wt(m, m->lm_head), B, D, m->cfg.vocab_size, dev_out);
+    be->logits_argmax(be->ctx, m->dnorm, weight(m, m->lm_head), B, D, m->cfg.vocab_size, dev_out);
     be->download(be->ctx, out, dev_out, sizeof(int32_t) * B);
 }
 
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
-    if (m->nW == 0) return 0;
-    LayerActs *a = &m->la[layer];
-    const float *src = a->alpha[m->tied_kv ? 0 : branch];
-    m->be->download(m->be->ctx, out, src, sizeof(float) * (size_t)B * m->nW * m->cfg.n_kv_heads * m->cfg.window * m->channels);
-    return m->nW;
+    if (m->dims.n_windows == 0) return 0;
+    LayerActs *act = &m->acts[layer];
+    const float *src = act->alpha[m->dims.tied_kv ? 0 : branch];
+    m->be->download(m->be->ctx, out, src,
+                    sizeof(float) * (size_t)B * m->dims.n_windows * m->cfg.n_kv_heads * m->cfg.window * m->dims.channels);
+    return m->dims.n_windows;
 }
 
 /* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
  * kernels count them (model/visibility.h). */
-static long visible_keys(const ModelConfig *c, int T, int t, int g) {
-    if (c->attention == ATTN_FULL) return t + 1;
-    int o = config_grid_offset(c, g);
-    int n = vis_n_entries(t, c->window, c->stride, o, config_head_windows(c, T, g));
-    int lo = vis_raw_lo(config_visibility(c), t, n, c->window, c->stride, o, c->n_local);
+static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
+    if (!dims->compressed) return t + 1;
+    int o = dims_grid_offset(dims, g);
+    int n = vis_n_entries(t, c->window, c->stride, o, dims_head_windows(dims, g));
+    int lo = vis_raw_lo(dims->visibility, t, n, c->window, c->stride, o, c->n_local);
     return n + (t - lo + 1);
 }
 
@@ -602,19 +609,20 @@ static long visible_keys(const ModelConfig *c, int T, int t, int g) {
 double model_flops_per_token(const ModelConfig *c, int T) {
     double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, V = c->vocab_size;
     double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */
-    int heads = c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED ? c->n_kv_heads : 1;
+    const ModelDims dims = dims_of(c, T);
+    int heads = dims.grid == GRID_STAGGERED ? c->n_kv_heads : 1;
     double vis = 0;
     for (int g = 0; g < heads; g++)                                  /* mean over the KV heads' grids */
-        for (int t = 0; t < T; t++) vis += visible_keys(c, T, t, g);
+        for (int t = 0; t < T; t++) vis += visible_keys(c, &dims, t, g);
     vis /= heads;
     double attn = 2.0 * H * d * vis / T;                             /* QK and PV */
     double comp = 0;
-    if (c->attention == ATTN_COMPRESSED) {
+    if (dims.compressed) {
         double windows = 0;                                          /* (window, KV head) pairs */
-        for (int g = 0; g < c->n_kv_heads; g++) windows += config_head_windows(c, T, g);
-        double per_window = (double)c->window * D * (d + (c->gate == GATE_VECTOR ? d : c->gate == GATE_SCALAR ? 1 : 0));
-        int branches = (c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK) ? 1 : 2;
-        comp = branches * per_window * windows / T;
+        for (int g = 0; g < c->n_kv_heads; g++) windows += dims_head_windows(&dims, g);
+        /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
+        double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
+        comp = dims.branches * per_window * windows / T;
     }
     double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
     return 3.0 * fwd;
@@ -623,14 +631,14 @@ double model_flops_per_token(const ModelConfig *c, int T) {
 int model_set_gate_coverage(Model *m, double lambda, char *err) {
     const ModelConfig *c = &m->cfg;
     if (!(lambda >= 0) || !isfinite(lambda)) return set_err(err, "gate_coverage = %g; expected a finite lambda >= 0", lambda);
-    if (lambda > 0 && (m->nW == 0 || c->gate == GATE_UNIFORM))
+    if (lambda > 0 && (m->dims.n_windows == 0 || !m->dims.gated))
         return set_err(err, "gate_coverage > 0 needs compressed attention with scalar or vector gates");
     if (lambda > 0 && !m->be->gate_coverage)
         return set_err(err, "train.gate_coverage > 0 is not implemented on the %s backend yet; use run.device = cpu",
                        m->be->name);
     m->cov_lambda = lambda;
     if (lambda > 0 && !m->dalpha) {
-        size_t n = (size_t)m->max_batch * m->nW_max * c->n_kv_heads * c->window * m->channels;
+        size_t n = (size_t)m->max_batch * m->nW_max * c->n_kv_heads * c->window * m->dims.channels;
         m->dalpha = m->be->alloc(m->be->ctx, n * sizeof(float));
         m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
         m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
@@ -641,7 +649,7 @@ int model_set_gate_coverage(Model *m, double lambda, char *err) {
 
 double model_gate_coverage(Model *m, int B) {
     const ModelConfig *c = &m->cfg;
-    if (m->nW == 0 || c->gate == GATE_UNIFORM || !m->be->gate_coverage) return 0.0;
+    if (m->dims.n_windows == 0 || !m->dims.gated || !m->be->gate_coverage) return 0.0;
     if (!m->cov_seq) {
         char err[ERR_LEN];
         if (model_set_gate_coverage(m, m->cov_lambda, err)) return NAN;
@@ -653,8 +661,8 @@ double model_gate_coverage(Model *m, int B) {
     CompShape cs = comp_shape(m, B);
     double sum = 0.0;
     for (int L = 0; L < c->n_layers; L++)
-        for (int br = 0; br < (m->tied_kv ? 1 : 2); br++) {
-            m->be->gate_coverage(m->be->ctx, &cs, m->la[L].alpha[br], NULL, m->cov_seq, 0.0f);
+        for (int br = 0; br < m->dims.branches; br++) {
+            m->be->gate_coverage(m->be->ctx, &cs, m->acts[L].alpha[br], NULL, m->cov_seq, 0.0f);
             m->be->download(m->be->ctx, m->host_cov, m->cov_seq, sizeof(float) * B);
             for (int b = 0; b < B; b++) sum += m->host_cov[b];
         }
@@ -669,7 +677,7 @@ int model_set_seq_len(Model *m, int T, char *err) {
     if (T < 1 || T > m->T_max)
         return set_err(err, "sequence length %d: expected 1 <= T <= %d (the model's seq_len)", T, m->T_max);
     m->T = T;
-    m->nW = config_n_windows(&m->cfg, T);
+    m->dims = dims_of(&m->cfg, T);
     return 0;
 }
 

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/tensors.h"
+#include "model/dims.h"
 #include "common/errors.h"
 
 static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init, int ndim, const int64_t *shape,
@@ -69,12 +70,12 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
         }
         if (m->attention == ATTN_COMPRESSED) {
             int64_t W = m->window;
-            int64_t maps = config_n_maps(m);   /* W axis of gate weight and payload: W | 2 | 1 */
-            int64_t c = m->gate == GATE_VECTOR ? d : 1;
-            int tied = m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK;
-            for (int br = 0; br < (tied ? 1 : 2); br++) {
+            const ModelDims dims = dims_of(m, 0);
+            int64_t maps = dims.n_maps;   /* W axis of gate weight and payload: W | 2 | 1 */
+            int64_t c = dims.channels;
+            for (int br = 0; br < dims.branches; br++) {
                 const char *b = br == 0 ? "k" : "v";
-                if (m->gate != GATE_UNIFORM) {
+                if (dims.gated) {
                     ADD(L, 1, ZERO, "%s.%d.self_attn.compressor.%s_gate.weight", G, maps, c, D), p, L, b);
                     if (m->gate_bias)
                         ADD(L, 0, ZERO, "%s.%d.self_attn.compressor.%s_gate.bias", G, W, c), p, L, b);

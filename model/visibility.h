@@ -17,6 +17,7 @@
  * every formula reduces to the aligned one of section 2 exactly (integer arithmetic only). */
 #ifndef PHASELAB_VISIBILITY_H
 #define PHASELAB_VISIBILITY_H
+#include "model/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
 
 #if defined(__CUDACC__)
 #define VIS_FN __host__ __device__ static inline
@@ -29,12 +30,9 @@ enum { VIS_FULL = 0,     /* causal full attention: s <= t */
        VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
        VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
 
-/* Grid of the KV heads' windows (SPEC.md section 2b). */
-enum { VIS_GRID_ALIGNED = 0, VIS_GRID_STAGGERED = 1 };
-
 /* o_g: first position of KV head g's window grid. */
 VIS_FN int vis_grid_offset(int grid, int g, int S, int G) {
-    return grid == VIS_GRID_STAGGERED ? (int)(((long long)g * S) / G) : 0;
+    return grid == GRID_STAGGERED ? (int)(((long long)g * S) / G) : 0;
 }
 
 /* Windows of a head with grid offset o in a sequence of T tokens: #{j : o + jS + W - 1 <= T - 1}. */

@@ -4,6 +4,7 @@
 #include <string.h>
 #include "trainer/cache_report.h"
 #include "model/decode.h"
+#include "model/dims.h"
 #include "kernels/kernels.h"
 
 static size_t measure(const ModelConfig *mc, long context, size_t elem_bytes) {
@@ -31,8 +32,7 @@ int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int
             elem_bytes == 2 ? "bf16 (CUDA backend)" : "fp32 (CPU backend)", mc->n_layers, mc->n_kv_heads, mc->head_dim);
     if (compressed)
         fprintf(f, "; W%d/S%d, %s; entries + raw %s + last W inputs", mc->window, mc->stride,
-                (mc->kv_tied || mc->compressor == COMPRESSOR_DEEPSEEK) ? "tied K/V" : "K and V entries",
-                mc->local == LOCAL_TAIL ? "tail" : "window");
+                dims_of(mc, 0).tied_kv ? "tied K/V" : "K and V entries", config_local_names[mc->local]);
     fprintf(f, "):\n");
     fprintf(f, "  %9s  %-44s %-12s | %-12s %-12s | %s\n", "context",
             compressed ? "this model per layer (entries+raw+inputs)" : "this model per layer", "all layers",

@@ -8,6 +8,7 @@
 #include "trainer/comm.h"
 #include "common/errors.h"
 #include "model/model.h"
+#include "model/dims.h"
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
     gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
@@ -63,16 +64,17 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                         Comm *comm, int show_progress, EvalResult *res, char *err) {
     memset(res, 0, sizeof *res);
     const int P = residues, L = mc->n_layers, G = mc->n_kv_heads, W = mc->window;
-    const int c = mc->gate == GATE_VECTOR ? mc->head_dim : 1;
-    const int gates = mc->attention == ATTN_COMPRESSED;
-    const int nW = config_n_windows(mc, T);
+    const ModelDims dims = dims_of(mc, T);
+    const int c = dims.channels;
+    const int gates = dims.compressed;
+    const int nW = dims.n_windows;
     long n_val = val_set_n_windows(val);
     /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,
      * G windows per KV head (grid = staggered: each head's own window count, SPEC.md 2b)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
     size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G;
     int *head_windows = malloc(sizeof(int) * G);
-    for (int g = 0; g < G; g++) head_windows[g] = gates ? config_head_windows(mc, T, g) : 0;
+    for (int g = 0; g < G; g++) head_windows[g] = dims_head_windows(&dims, g);
     double *acc = calloc(n_acc, sizeof(double));
     double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
     double *gate_windows = sum_eff + n_eff;

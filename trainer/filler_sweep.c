@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "trainer/analysis_h5.h"
 #include "trainer/checkpoint.h"
+#include "trainer/probe_eval.h"
 
 typedef struct {
     char prompt[65536], text[65536], tokenizer[1024], a[256], b[256], filler[256];
@@ -333,7 +334,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     printf("filler sweep %s: prompt of %d tokens (%s), a = %d, b = %d, filler = %d, L = %d..%d\n", path, sp.n_prompt, sp.text_source,
            sp.a, sp.b, sp.filler, sp.L0, sp.L1);
     printf("%5s %5s %10s %10s %11s\n", "L", "L%S", "P(a)", "P(b)", "P(a)-P(b)");
-    int S = cfg->model.attention == ATTN_COMPRESSED ? cfg->model.stride : 8;
+    int S = probe_phase_fold(&cfg->model);   /* S, or 8 for full attention */
     for (int i = 0; i < n; i++)
         printf("%5d %5d %10.4f %10.4f %+11.4f\n", sp.L0 + i, (sp.L0 + i) % S, pa[i], pb[i], diff[i]);
     printf("periodogram of P(a)-P(b) over %d points: peak period %.2f (power %.4g); folded period %d (%.1f%% of the variance); "

@@ -172,21 +172,21 @@ char *hf_config_json(const ModelConfig *m, int T) {
     cJSON_AddNumberToObject(j, "phaselab_seq_len", T);
     if (!vanilla) {
         cJSON *p = cJSON_AddObjectToObject(j, "phaselab");
-        cJSON_AddStringToObject(p, "attention", m->attention == ATTN_FULL ? "full" : "compressed");
+        cJSON_AddStringToObject(p, "attention", config_attention_names[m->attention]);
         cJSON_AddNumberToObject(p, "window", m->window);
         cJSON_AddNumberToObject(p, "stride", m->stride);
-        cJSON_AddStringToObject(p, "gate", m->gate == GATE_SCALAR ? "scalar" : m->gate == GATE_VECTOR ? "vector" : "uniform");
+        cJSON_AddStringToObject(p, "gate", config_gate_names[m->gate]);
         cJSON_AddBoolToObject(p, "gate_bias", m->gate_bias);
         cJSON_AddBoolToObject(p, "kv_tied", m->kv_tied);
         cJSON_AddBoolToObject(p, "post_norm", m->post_norm);
         cJSON_AddBoolToObject(p, "qk_norm", m->qk_norm);
         cJSON_AddNumberToObject(p, "rope_dims", m->rope_dims);
-        cJSON_AddStringToObject(p, "local", m->local == LOCAL_TAIL ? "tail" : "window");
+        cJSON_AddStringToObject(p, "local", config_local_names[m->local]);
         cJSON_AddNumberToObject(p, "n_local", m->n_local);
-        cJSON_AddStringToObject(p, "compressor", m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek"
-                                                 : m->compressor == COMPRESSOR_SHARED ? "shared" : "paper");
+        cJSON_AddStringToObject(p, "compressor", config_compressor_names[m->compressor]);
         /* SPEC.md 2b: written only when not the default (aligned), so older readers see no change */
-        if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED) cJSON_AddStringToObject(p, "grid", "staggered");
+        if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED)
+            cJSON_AddStringToObject(p, "grid", config_grid_names[m->grid]);
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
     }
     char *s = cJSON_Print(j);

@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"
+#include "model/dims.h"
 #include "kernels/kernels.h"
 
 
@@ -35,22 +36,22 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
     if (tensor_table_build(&tt, &cfg->model, err)) return -1;
     const ModelConfig *m = &cfg->model;
     const int T = cfg->data.seq_len;
-    fprintf(f, "model: %s attention", m->attention == ATTN_FULL ? "full" : "compressed");
-    if (m->attention == ATTN_COMPRESSED)
+    const ModelDims dims = dims_of(m, T);
+    fprintf(f, "model: %s attention", config_attention_names[m->attention]);
+    if (dims.compressed)
         fprintf(f, " W%d/S%d (%s gate%s, %s%s%s, local %s, compressor %s%s)", m->window, m->stride,
-                m->gate == GATE_SCALAR ? "scalar" : m->gate == GATE_VECTOR ? "vector" : "uniform",
+                config_gate_names[m->gate],
                 m->gate_bias ? "" : " without bias",
-                (m->kv_tied || m->compressor == COMPRESSOR_DEEPSEEK) ? "tied K/V" : "separate K/V",
+                dims.tied_kv ? "tied K/V" : "separate K/V",
                 m->post_norm ? ", post-norm" : "", m->qk_norm ? "" : ", no QK-norm",
-                m->local == LOCAL_TAIL ? "tail" : "window",
-                m->compressor == COMPRESSOR_DEEPSEEK ? "deepseek" : m->compressor == COMPRESSOR_SHARED ? "shared" : "paper",
+                config_local_names[m->local], config_compressor_names[m->compressor],
                 m->attn_sink ? ", attention sink" : "");
-    if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED) {   /* SPEC.md 2b */
-        fprintf(f, "\n  staggered grid: KV head g's windows start at o_g =");
-        for (int g = 0; g < m->n_kv_heads && g < 16; g++) fprintf(f, "%s%d", g ? ", " : " ", config_grid_offset(m, g));
+    if (dims.grid == GRID_STAGGERED) {   /* SPEC.md 2b */
+        fprintf(f, "\n  %s grid: KV head g's windows start at o_g =", config_grid_names[dims.grid]);
+        for (int g = 0; g < m->n_kv_heads && g < 16; g++) fprintf(f, "%s%d", g ? ", " : " ", dims_grid_offset(&dims, g));
         if (m->n_kv_heads > 16) fprintf(f, ", ...");
-        fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, config_head_windows(m, T, m->n_kv_heads - 1),
-                config_head_windows(m, T, 0));
+        fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, dims_head_windows(&dims, m->n_kv_heads - 1),
+                dims_head_windows(&dims, 0));
     }
     if (cfg->train.gate_coverage > 0)
         fprintf(f, "\n  training objective: cross-entropy + gate_coverage %g * mean over sequences of "

@@ -26,13 +26,6 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_expf.h"
 
-/* grid offset o_g and window count nW_g of KV head g */
-static inline int head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
-static inline int head_windows(const CompShape *s, int g) {
-    int n = vis_n_windows(s->T, s->window, s->stride, head_offset(s, g));
-    return n < s->n_windows ? n : s->n_windows;
-}
-
 /* offsets into the [B,nW,G,W,X] buffers */
 static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
     return (((size_t)b * s->n_windows + j) * s->G + g) * s->window + i;
@@ -50,13 +43,13 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
             for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i), o = head_offset(s, g), nWg = head_windows(s, g);
+                int m = comp_map_index(s, i), o = comp_head_offset(s, g), nWg = comp_head_windows(s, g);
                 if (nWg <= 0) continue;
                 const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, d, D, 1.0f, rows, S * D,
                             payload_w + ((size_t)g * M + m) * d * D, D, 0.0f,
                             payload + slot(s, b, 0, g, i) * d, G * W * d);
-                if (s->gate != GATEK_UNIFORM)
+                if (s->gate != GATE_UNIFORM)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, c, D, 1.0f, rows, S * D,
                                 gate_w + ((size_t)g * M + m) * c * D, D, 0.0f,
                                 alpha + slot(s, b, 0, g, i) * c, G * W * c);
@@ -67,14 +60,14 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
                 float *al = alpha + slot(s, b, j, g, 0) * c;          /* [W, c] */
-                if (j >= head_windows(s, g)) {                         /* no such window for this head */
+                if (j >= comp_head_windows(s, g)) {                         /* no such window for this head */
                     memset(al, 0, sizeof(float) * W * c);
                     memset(payload + slot(s, b, j, g, 0) * d, 0, sizeof(float) * W * d);
                     memset(entry + (((size_t)b * nW + j) * G + g) * d, 0, sizeof(float) * d);
                     if (pn_rstd) for (int i = 0; i < W; i++) pn_rstd[slot(s, b, j, g, i)] = 0.0f;
                     continue;
                 }
-                if (s->gate == GATEK_UNIFORM) {
+                if (s->gate == GATE_UNIFORM) {
                     for (int x = 0; x < W * c; x++) al[x] = 1.0f / W;
                 } else {
                     if (gate_b)
@@ -118,13 +111,13 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
     if (nW == 0) return;
     size_t n_slots = (size_t)B * nW * G * W;
     float *dp = malloc(sizeof(float) * n_slots * d);                 /* d payload (raw) [B,nW,G,W,d] */
-    float *ds = s->gate != GATEK_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
+    float *ds = s->gate != GATE_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
     float *dpost_part = post_w ? calloc((size_t)B * nW * G * d, sizeof(float)) : NULL;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
-                if (j >= head_windows(s, g)) continue;                 /* no such window: never read */
+                if (j >= comp_head_windows(s, g)) continue;                 /* no such window: never read */
                 const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
                 const float *al = alpha + slot(s, b, j, g, 0) * c;
                 float dal[W * c > 0 ? W * c : 1];
@@ -171,7 +164,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         for (int b = 0; b < B; b++)
             for (int j = 0; j < nW; j++)
                 for (int g = 0; g < G; g++)
-                    if (j < head_windows(s, g))
+                    if (j < comp_head_windows(s, g))
                         for (int x = 0; x < W * c; x++) dgate_b[(size_t)g * W * c + x] += ds[slot(s, b, j, g, 0) * c + x];
     if (dpost_w) {
         for (size_t r = 0; r < (size_t)B * nW * G; r++)
@@ -181,7 +174,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
     for (int b = 0; b < B; b++)
         for (int g = 0; g < G; g++)
             for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i), o = head_offset(s, g), nWg = head_windows(s, g);
+                int m = comp_map_index(s, i), o = comp_head_offset(s, g), nWg = comp_head_windows(s, g);
                 if (nWg <= 0) continue;
                 const float *rows = a + ((size_t)b * T + o + i) * D;
                 float *drows = da + ((size_t)b * T + o + i) * D;

@@ -23,9 +23,7 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
         for (int i = 0; i < W; i++) gbar[i] = 0.0;
         long rows = 0;
         for (int g = 0; g < G; g++) {
-            int o = vis_grid_offset(s->grid, g, s->stride, G);
-            int nWg = vis_n_windows(s->T, W, s->stride, o);
-            if (nWg > nW) nWg = nW;
+            int nWg = comp_head_windows(s, g);
             rows += (long)nWg * c;
             for (int j = 0; j < nWg; j++) {
                 const float *al = alpha + b * per_b + (((size_t)j * G + g) * W) * c;   /* [W, c] */
@@ -47,9 +45,7 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
         for (int i = 0; i < W; i++)
             coef[i] = (float)(grad_scale * (log(gbar[i] > 1e-30 ? gbar[i] : 1e-30) + 1.0) / rows);
         for (int g = 0; g < G; g++) {
-            int o = vis_grid_offset(s->grid, g, s->stride, G);
-            int nWg = vis_n_windows(s->T, W, s->stride, o);
-            if (nWg > nW) nWg = nW;
+            int nWg = comp_head_windows(s, g);
             for (int j = 0; j < nWg; j++) {
                 float *d = da + (((size_t)j * G + g) * W) * c;
                 for (int i = 0; i < W; i++)

@@ -566,7 +566,7 @@ static int padded_dim(int d) {
 void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                       const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
-    if (s->grid != VIS_GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
+    if (s->grid != GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
         cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
@@ -589,7 +589,7 @@ void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk,
                       const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                       const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
-    if (s->grid != VIS_GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
+    if (s->grid != GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
         cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;

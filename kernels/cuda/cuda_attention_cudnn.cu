@@ -422,11 +422,11 @@ struct Entry {
 /* The state, made on first use (zero: not initialised). Aborts when host memory is out. */
 static CudnnState *state_of(BackendCtx *ctx) {
     if (!ctx->cudnn) {
-        CudnnState *S = (CudnnState *)calloc(1, sizeof *S);
+        CudnnState *state = (CudnnState *)calloc(1, sizeof *state);
         Entry *cache = (Entry *)calloc(MAX_ENTRIES, sizeof *cache);
-        if (!S || !cache) cu_fail(__FILE__, __LINE__, "calloc", "out of host memory for the cuDNN state");
-        S->cache = cache;
-        ctx->cudnn = S;
+        if (!state || !cache) cu_fail(__FILE__, __LINE__, "calloc", "out of host memory for the cuDNN state");
+        state->cache = cache;
+        ctx->cudnn = state;
     }
     return ctx->cudnn;
 }
@@ -448,10 +448,10 @@ static void unavailable(Entry *e, const char *reason) {
 /* Heuristics (mode A, then FALLBACK) -> first engine config that is not marked nondeterministic and
  * whose execution plan finalizes. NULL with why filled when there is none. */
 static cudnnBackendDescriptor_t make_plan(BackendCtx *ctx, Graph *g, int64_t *plan_ws, int64_t *engine_index, char *why, size_t why_n) {
-    cudnnBackendDescriptor_t og = g_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-    SET(g, og, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops);
-    SET(g, og, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &state_of(ctx)->handle);
-    g_finalize(g, og, "operation graph finalize");
+    cudnnBackendDescriptor_t op_graph = g_new(g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    SET(g, op_graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, g->n_ops, g->ops);
+    SET(g, op_graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &state_of(ctx)->handle);
+    g_finalize(g, op_graph, "operation graph finalize");
     if (!g_ok(g)) {
         char detail[160];
         last_error(detail, sizeof detail);
@@ -467,7 +467,7 @@ static cudnnBackendDescriptor_t make_plan(BackendCtx *ctx, Graph *g, int64_t *pl
         cudnnBackendDescriptor_t heur = g_new(g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "heuristics");
         if (!heur) break;
         cudnnStatus_t st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &og);
+                                                    CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &op_graph);
         if (st == CUDNN_STATUS_SUCCESS)
             st = cudnnBackendSetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &modes[m]);
         if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(heur);
@@ -555,11 +555,11 @@ static cudnnBackendDescriptor_t make_plan(BackendCtx *ctx, Graph *g, int64_t *pl
 
 /* forward graph, see the header comment */
 static void build_fwd_graph(Graph *g, const Entry *e) {
-    const int64_t B = e->B, T = e->T, H = e->H, G = e->G, D = e->d;
+    const int64_t B = e->B, T = e->T, H = e->H, G = e->G, d = e->d;
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
-    const Shape4 s_q = strided(B, H, T, D, T * H * D, D, H * D, 1);
-    const Shape4 s_kt = strided(B, G, D, T, T * G * D, D, 1, G * D);
-    const Shape4 s_kv = strided(B, G, T, D, T * G * D, D, G * D, 1);
+    const Shape4 s_q = strided(B, H, T, d, T * H * d, d, H * d, 1);
+    const Shape4 s_kt = strided(B, G, d, T, T * G * d, d, 1, G * d);
+    const Shape4 s_kv = strided(B, G, T, d, T * G * d, d, G * d, 1);
     const Shape4 s_row = packed(B, H, T, 1), s_tt = packed(B, H, T, T), s_1 = packed(1, 1, 1, 1);
 
     cudnnBackendDescriptor_t Q = g_tensor(g, UID_Q, BF, s_q, false, false);
@@ -594,14 +594,14 @@ static void build_fwd_graph(Graph *g, const Entry *e) {
 
 /* backward graph, see the header comment */
 static void build_bwd_graph(Graph *g, const Entry *e) {
-    const int64_t B = e->B, T = e->T, H = e->H, G = e->G, D = e->d;
+    const int64_t B = e->B, T = e->T, H = e->H, G = e->G, d = e->d;
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F = CUDNN_DATA_FLOAT;
-    const Shape4 s_q = strided(B, H, T, D, T * H * D, D, H * D, 1);
-    const Shape4 s_kt = strided(B, G, D, T, T * G * D, D, 1, G * D);   /* K^T and V^T */
-    const Shape4 s_kv = strided(B, G, T, D, T * G * D, D, G * D, 1);   /* dK, dV, K */
+    const Shape4 s_q = strided(B, H, T, d, T * H * d, d, H * d, 1);
+    const Shape4 s_kt = strided(B, G, d, T, T * G * d, d, 1, G * d);   /* K^T and V^T */
+    const Shape4 s_kv = strided(B, G, T, d, T * G * d, d, G * d, 1);   /* dK, dV, K */
     const Shape4 s_row = packed(B, H, T, 1), s_tt = packed(B, H, T, T), s_1 = packed(1, 1, 1, 1);
     const Shape4 s_tt_t = strided(B, H, T, T, H * T * T, T * T, 1, T);   /* [.., s, t] view of [.., t, s] */
-    const Shape4 s_hd = packed(B, H, T, D);
+    const Shape4 s_hd = packed(B, H, T, d);
 
     cudnnBackendDescriptor_t Q = g_tensor(g, UID_Q, BF, s_q, false, false);
     cudnnBackendDescriptor_t KT = g_tensor(g, UID_K, BF, s_kt, false, false);
@@ -620,9 +620,9 @@ static void build_bwd_graph(Graph *g, const Entry *e) {
     /* D = rowsum(dO o O) */
     cudnnBackendDescriptor_t DOO = g_virtual(g, F, s_hd);
     g_pointwise(g, CUDNN_POINTWISE_MUL, F, DO, O, NULL, DOO);
-    cudnnBackendDescriptor_t DR = g_virtual(g, F, s_row);
-    g_reduction(g, CUDNN_REDUCE_TENSOR_ADD, DOO, DR);
-    g_pointwise(g, CUDNN_POINTWISE_MUL, F, DR, ONE, NULL, SSUM);
+    cudnnBackendDescriptor_t D_ROWSUM = g_virtual(g, F, s_row);
+    g_reduction(g, CUDNN_REDUCE_TENSOR_ADD, DOO, D_ROWSUM);
+    g_pointwise(g, CUDNN_POINTWISE_MUL, F, D_ROWSUM, ONE, NULL, SSUM);
 
     /* P = exp(Q K^T * scale - lse), causal */
     cudnnBackendDescriptor_t S = g_virtual(g, F, s_tt);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "model/config.h"
+#include "model/dims.h"
 #include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -35,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (config_load(cfg, path, n_overrides, overrides, err) == 0) {
         char *text = config_to_string(cfg);
         free(text);
-        volatile int windows = config_n_windows(&cfg->model, cfg->data.seq_len);
+        volatile int windows = dims_of(&cfg->model, cfg->data.seq_len).n_windows;
         (void)windows;
     }
     free(cfg);

@@ -360,7 +360,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
     s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
     s.gate = cc->gate;
-    s.channels = cc->gate == GATEK_VECTOR ? cc->d : 1;
+    s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
     s.eps = 1e-6f;
     int c = s.channels, M = s.n_maps, W = s.window;
@@ -371,7 +371,7 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
           *hpw = hrand(npw, 1.0 / sqrt((double)s.D), 0), *hpost = hrand(s.d, 0.2, 1.0), *hde = hrand(ne, 1, 0),
           *hda = hrand(na, 0.1, 0), *hdgw = hrand(ngw, 0.1, 0), *hdgb = hrand(ngb, 0.1, 0), *hdpw = hrand(npw, 0.1, 0),
           *hdpost = hrand(s.d, 0.1, 0), *hz = calloc(nslot * (c > s.d ? c : s.d) + 1, sizeof(float));
-    int gated = cc->gate != GATEK_UNIFORM;
+    int gated = cc->gate != GATE_UNIFORM;
     Pair a = pa(ha, na), gw = gated ? pa(hgw, ngw) : pnull(), gb = gated && cc->bias ? pa(hgb, ngb) : pnull(),
          pw = pa(hpw, npw), post = cc->post ? pa(hpost, s.d) : pnull(), de = pa(hde, ne);
     Pair entry = pa(hz, ne), alpha = pf(hz, nslot * c), payload = pa(hz, nslot * s.d), pnr = pf(hz, nslot);
@@ -426,18 +426,18 @@ static void run_compressor_case(const CompCase *cc, int check_determinism) {
 
 static const CompCase COMP_CASES[] = {
     /* name                                B  T   D    G  d    W  S  gate            bias post maps */
-    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATEK_SCALAR,  1,   0,   0},
-    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATEK_SCALAR,  0,   0,   0},
-    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATEK_VECTOR,  1,   1,   0},
-    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATEK_VECTOR,  0,   0,   0},
-    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATEK_UNIFORM, 0,   1,   0},
-    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATEK_UNIFORM, 0,   0,   0},
-    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATEK_SCALAR,  1,   0,   1},
-    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATEK_VECTOR,  1,   1,   1},
-    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATEK_SCALAR,  1,   0,   0},
-    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATEK_SCALAR,  1,   0,   2},
-    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATEK_SCALAR,  0,   0,   2},
-    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATEK_VECTOR,  1,   1,   2},
+    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   0},
+    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0},
+    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   1,   0},
+    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATE_VECTOR,  0,   0,   0},
+    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATE_UNIFORM, 0,   1,   0},
+    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATE_UNIFORM, 0,   0,   0},
+    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   0,   1},
+    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   1,   1},
+    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATE_SCALAR,  1,   0,   0},
+    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2},
+    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2},
+    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2},
 };
 
 static void test_compressor(void) {
@@ -571,7 +571,7 @@ static void test_determinism(void) {
     free(tok); free(hd); free(r1); free(r2);
 
     /* compressor backward twice (overlapping windows: the fp32 accumulation path) */
-    CompCase cc = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATEK_SCALAR, 1, 0, 0};
+    CompCase cc = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0};
     run_compressor_case(&cc, 1);
 }
 
