@@ -485,6 +485,56 @@ static void run_optimizer(const ParityCase *pc) {
     free(hp); free(hg); free(hm); free(hv);
 }
 
+/* ---- the owned step (kernels/ops.def adamw_cast): 3 steps with a clip factor 0.73, the fp32
+ * master p m v (out) and the GPU's working copy, zero before the steps, against the CPU master
+ * (grad: 2^-8, bf16 rounding of the copy; the CPU's copy is the master itself); loss_accumulate of two micro-batches with
+ * ignored targets, in double (aux); n = shape[0] ---- */
+static void run_owned_step(const ParityCase *pc) {
+    const char *G = pc->group;
+    size_t n = (size_t)pc->shape[0];
+    float *hp = malloc(sizeof(float) * n), *hg = malloc(sizeof(float) * n), *hm = malloc(sizeof(float) * n),
+          *hv = malloc(sizeof(float) * n);
+    for (size_t i = 0; i < n; i++) {
+        hp[i] = (float)nrand(); hg[i] = (float)(0.1 * nrand()); hm[i] = (float)(0.01 * nrand());
+        hv[i] = (float)(1e-4 * urand());
+    }
+    float *zeros = calloc(n, sizeof(float));
+    Pair p = pf(hp, n), g = pf(hg, n), m = pf(hm, n), v = pf(hv, n), w = pa(zeros, n);   /* a stale copy fails */
+    free(zeros);
+    for (int step = 0; step < 3; step++) {
+        CPU->adamw_cast(CPU->ctx, p.c, NULL, g.c, m.c, v.c, n, 0.73f, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
+        GPU->adamw_cast(GPU->ctx, p.g, w.g, g.g, m.g, v.g, n, 0.73f, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.271f, 0.142625f);
+    }
+    cmp_f32(G, "adamw_cast p", p, n, pc->tol.out);
+    cmp_f32(G, "adamw_cast m", m, n, pc->tol.out);
+    cmp_f32(G, "adamw_cast v", v, n, pc->tol.out);
+    float *master = get_f32(CPU, p.c, n), *copy = get_act(GPU, w.g, n);
+    cmp(G, "adamw_cast working copy = the updated master", master, copy, n, pc->tol.grad);
+    free(master); free(copy);
+
+    const int rows = 7, cols = 301;
+    const size_t N = (size_t)rows * cols;
+    float *hl = malloc(sizeof(float) * N);
+    int32_t *ht = malloc(sizeof(int32_t) * N);
+    for (size_t i = 0; i < N; i++) { hl[i] = (float)(3.0 + urand()); ht[i] = (i % 13 == 5) ? -1 : (int32_t)(i % 100); }
+    Pair losses = pf(hl, N), targets = pi(ht, N);
+    double *acc_c = CPU->alloc(CPU->ctx, sizeof(double)), *acc_g = GPU->alloc(GPU->ctx, sizeof(double));
+    for (int mb = 0; mb < 2; mb++) {
+        CPU->loss_accumulate(CPU->ctx, acc_c, losses.c, targets.c, rows, cols);
+        GPU->loss_accumulate(GPU->ctx, acc_g, losses.g, targets.g, rows, cols);
+    }
+    double lc, lg;
+    CPU->synchronize(CPU->ctx); GPU->synchronize(GPU->ctx);
+    CPU->download(CPU->ctx, &lc, acc_c, sizeof lc);
+    GPU->download(GPU->ctx, &lg, acc_g, sizeof lg);
+    check(fabs(lc - lg) <= pc->tol.aux * fabs(lc) && lc > 0, "cuda_parity_optimizer: loss_accumulate (2 micro-batches)",
+          "cpu %.17g cuda %.17g", lc, lg);
+    CPU->free(CPU->ctx, acc_c); GPU->free(GPU->ctx, acc_g);
+    pfree(losses); pfree(targets); free(hl); free(ht);
+    pfree(p); pfree(g); pfree(m); pfree(v); pfree(w);
+    free(hp); free(hg); free(hm); free(hv);
+}
+
 /* ---- determinism: the attention backward twice on the GPU gives identical bits ---- */
 static void run_determinism_attention(const ParityCase *pc) {
     (void)pc;
@@ -608,6 +658,8 @@ static const ParityCase CASES[] = {
     DEC(0, "decode H4 G2 d64 entries10 ring16 wrapped sink"), DEC(1, "decode H2 G1 d128 raw3 only"),
     DEC(2, "decode H16 G8 d128 entries200 ring16 sink"), DEC(3, "decode H6 G3 d36 entries33 ring4 (unaligned)"),
     COV(0), COV(3), COV(7),
+    /* added with the owned optimizer step */
+    {"optimizer", "owned step n=100003", "adamw_cast loss_accumulate", TOL(1e-6, 1e-12, 4e-3, 0), run_owned_step, {100003}, NULL, 0},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
