@@ -22,7 +22,7 @@ void log_close(void) {
 
 void log_set_quiet(int quiet) { log_quiet = quiet; }
 
-void logf_(const char *fmt, ...) {
+void log_printf(const char *fmt, ...) {
     if (log_quiet) return;
     va_list ap;
     /* the run's log file first: after SIGTERM a launcher (mpirun) may already have closed the

@@ -5,7 +5,7 @@
 int log_open(const char *path, char *err);
 void log_close(void);
 void log_set_quiet(int quiet);     /* non-zero on ranks other than 0 */
-void logf_(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void log_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* An error line to stderr and the log file: "phaselab: ..." */
 void log_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* "1h02m03s" style durations */

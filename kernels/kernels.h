@@ -27,9 +27,9 @@
 typedef struct PhaselabAct act_t;
 
 /* Which raw tokens a query sees (VIS_FULL | VIS_WINDOW | VIS_TAIL) and the per-head window grid
- * (GRID_ALIGNED | GRID_STAGGERED): model/visibility.h, the one statement of the rule; it includes
- * model/variants.h, the variant enums shared with the config (GATE_*, GRID_*). */
-#include "model/visibility.h"
+ * (GRID_ALIGNED | GRID_STAGGERED): kernels/visibility.h, the one statement of the rule; it includes
+ * kernels/variants.h, the variant enums shared with the config (GATE_*, GRID_*). */
+#include "kernels/visibility.h"
 
 /* Shapes of one attention call. q [B,T,H,d], k,v [B,T,G,d], ck,cv [B,nW,G,d]. */
 typedef struct {
@@ -45,7 +45,7 @@ typedef struct {
 typedef struct {
     int B, T, D, G, d;
     int window, stride, n_windows;
-    int gate;         /* GATE_* (model/variants.h) */
+    int gate;         /* GATE_* (kernels/variants.h) */
     int channels;     /* c: 1 (scalar, uniform) or d (vector) */
     int n_maps;       /* W (paper), 2 (deepseek: offsets < S use map 0, the rest map 1), 1 (shared) */
     float eps;        /* post-norm epsilon */
@@ -59,7 +59,7 @@ static inline int map_index(int n_maps, int window, int stride, int i) {
     return n_maps == window ? i : n_maps == 1 ? 0 : (i < stride ? 0 : 1);
 }
 static inline int comp_map_index(const CompShape *s, int i) { return map_index(s->n_maps, s->window, s->stride, i); }
-/* Grid offset o_g and window count of KV head g in a compressor call (model/visibility.h): the
+/* Grid offset o_g and window count of KV head g in a compressor call (kernels/visibility.h): the
  * head's first vis_n_windows rows of the n_windows the buffers hold. */
 static inline int comp_head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
 static inline int comp_head_windows(const CompShape *s, int g) {

@@ -46,7 +46,7 @@ enum {
     F_HI_OPEN = 4,     /* value must be < hi (else <= hi) */
 };
 
-/* The words of each enum key, indexed by its value (model/variants.h); exported (model/config.h)
+/* The words of each enum key, indexed by its value (kernels/variants.h); exported (model/config.h)
  * so that every writer of a config name (summary, HF export, cache report) spells it from here. */
 const char *const config_attention_names[] = {"full", "compressed", NULL};             /* ATTN_* */
 const char *const config_gate_names[] = {"scalar", "vector", "uniform", NULL};         /* GATE_* */

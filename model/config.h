@@ -8,7 +8,7 @@
 #define PHASELAB_CONFIG_H
 #include <stdint.h>
 #include <stddef.h>
-#include "model/visibility.h"   /* includes model/variants.h: ATTN_* GATE_* LOCAL_* COMPRESSOR_* GRID_* */
+#include "kernels/visibility.h"   /* includes kernels/variants.h: ATTN_* GATE_* LOCAL_* COMPRESSOR_* GRID_* */
 
 typedef struct {
     int d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, vocab_size;
@@ -22,7 +22,7 @@ typedef struct {
     int local;               /* LOCAL_* */
     int n_local;
     int compressor;          /* COMPRESSOR_* */
-    int grid;                /* GRID_*: KV head g's windows start at o_g (model/visibility.h) */
+    int grid;                /* GRID_*: KV head g's windows start at o_g (kernels/visibility.h) */
     int attn_sink;
 } ModelConfig;
 
@@ -109,7 +109,7 @@ extern const char *const config_grid_names[];        /* GRID_* */
 
 /* Sizes derived from the config (windows, channels, maps, tied K/V, grid offsets): model/dims.h. */
 
-/* The raw-token visibility (VIS_*, model/visibility.h) of the config's attention. */
+/* The raw-token visibility (VIS_*, kernels/visibility.h) of the config's attention. */
 static inline int config_visibility(const ModelConfig *m) {
     return m->attention == ATTN_FULL ? VIS_FULL : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
 }

@@ -12,7 +12,7 @@
  *              gates, 1 for scalar and uniform
  *   n_maps     maps per branch along the W axis of gate weight and payload: W (paper), 2
  *              (deepseek: offsets < S use map 0, the rest map 1), 1 (shared)
- *   visibility VIS_* (model/visibility.h): which raw tokens a query sees
+ *   visibility VIS_* (kernels/visibility.h): which raw tokens a query sees
  *   grid       GRID_*: the KV heads' window grid (aligned for full attention: it has none)
  * and, per KV head g, dims_grid_offset (o_g) and dims_head_windows (vis_n_windows at o_g).
  * All integer arithmetic; T = 0 where only the T-free sizes are needed (n_windows is then 0). */

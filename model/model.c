@@ -15,7 +15,7 @@
  * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
  * norm. compressor = deepseek implies tied keys and values (SPEC.md: "keys and values tied").
  * Section 2b: compressor = shared has one gate and one payload map (n_maps = 1); grid = staggered
- * gives KV head g its own window grid starting at o_g (model/visibility.h): the buffers keep
+ * gives KV head g its own window grid starting at o_g (kernels/visibility.h): the buffers keep
  * nW = head 0's window count rows per head (a head's missing last rows stay zero) and the
  * compressed keys are rotated to o_g + jS with their own table (crope_tab [nW*G] positions);
  * the gate-coverage penalty (model_set_gate_coverage) adds its alpha-gradient to the
@@ -595,7 +595,7 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
 }
 
 /* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
- * kernels count them (model/visibility.h). */
+ * kernels count them (kernels/visibility.h). */
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
     if (!dims->compressed) return t + 1;
     int o = dims_grid_offset(dims, g);

@@ -131,7 +131,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
     NOTE(now->train.gate_coverage != then.train.gate_coverage, "train.gate_coverage: the training objective changes");
 #undef NOTE
-    if (notes[0]) logf_("resume: changed since the checkpoint:%s\n", notes);
+    if (notes[0]) log_printf("resume: changed since the checkpoint:%s\n", notes);
     return 0;
 }
 
@@ -150,7 +150,7 @@ static int run_evaluation(Trainer *tr, char *err) {
             if (r.loss_by_residue[i] > worst) { worst = r.loss_by_residue[i]; worst_r = i; }
             if (r.loss_by_residue[i] < best) { best = r.loss_by_residue[i]; best_r = i; }
         }
-        logf_("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
+        log_printf("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
               tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, now_seconds() - t0);
         int rc = 0;
         if (tr->metrics) {
@@ -175,7 +175,7 @@ static int run_evaluation(Trainer *tr, char *err) {
         free(sums);
         pr.fold = probe_phase_fold(&tr->cfg->model);
         probe_result_finalize(&pr);
-        logf_("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
+        log_printf("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
               "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
               pr.worst[1], pr.gap[1], now_seconds() - t0);
         if (tr->metrics &&
@@ -194,7 +194,7 @@ static int save_checkpoint(Trainer *tr, char *err) {
     if (checkpoint_save(tr->run_dir, &tr->st, tr->cfg, tr->model, &tr->opt, tr->comm, tr->code_version,
                         tr->cfg->checkpoint.keep, err))
         return -1;
-    logf_("checkpoint step %ld -> %s/checkpoints/step_%08ld (%.1fs)\n", tr->st.step, tr->run_dir, tr->st.step,
+    log_printf("checkpoint step %ld -> %s/checkpoints/step_%08ld (%.1fs)\n", tr->st.step, tr->run_dir, tr->st.step,
           now_seconds() - t0);
     return 0;
 }
@@ -221,7 +221,7 @@ static int setup(Trainer *tr, char *err) {
         set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not set up the run directory");
         return fail == 2 ? -2 : -1;
     }
-    logf_("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
+    log_printf("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
 
     long Bg = cfg->train.batch_tokens / T;
     if (Bg % comm->world) {
@@ -241,7 +241,7 @@ static int setup(Trainer *tr, char *err) {
         return -1;
     if (cfg->eval.probe[0] && probe_set_load(&tr->probe, cfg->eval.probe, (uint32_t)cfg->model.vocab_size, T, err))
         return -1;
-    logf_("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
+    log_printf("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
           (unsigned long long)train_loader_n_windows(tr->loader), T, train_loader_n_files(tr->loader),
           tr->val ? val_set_n_windows(tr->val) : 0L, tr->probe ? "probe set loaded" : "no probe set");
 
@@ -259,7 +259,7 @@ static int setup(Trainer *tr, char *err) {
                        cfg->train.weight_decay, cfg->train.grad_clip, err))
         return -1;
     tr->flops_per_token = model_flops_per_token(&cfg->model, T);
-    logf_("model: %zu parameters | %.4g FLOPs per token | micro-batch %d x %d | %ld accumulation steps per rank\n",
+    log_printf("model: %zu parameters | %.4g FLOPs per token | micro-batch %d x %d | %ld accumulation steps per rank\n",
           mt->n_params, tr->flops_per_token, tr->micro, T, (Bg / comm->world + tr->micro - 1) / tr->micro);
 
     memset(&tr->st, 0, sizeof tr->st);
@@ -271,12 +271,12 @@ static int setup(Trainer *tr, char *err) {
     if (found < 0) return -1;
     if (found) {
         if (!st.checksummed)
-            logf_("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
+            log_printf("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
                   "checked\n", ckpt);
         if (check_resume_config(cfg, ckpt, &st, data_fp, err)) return -2;
         if (checkpoint_load(ckpt, tr->model, &tr->opt, &st, err)) return -1;
         tr->st = st;
-        logf_("resumed from %s (step %ld, %ld tokens%s)\n", ckpt, st.step, st.tokens,
+        log_printf("resumed from %s (step %ld, %ld tokens%s)\n", ckpt, st.step, st.tokens,
               st.world_size != comm->world ? "; optimizer state re-sharded for the new world size" : "");
     } else {
         model_init_params(tr->model, cfg->train.seed);
@@ -350,7 +350,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     TestHooks hooks;
     hooks_init(&hooks, comm->rank);
     const uint64_t n_windows = train_loader_n_windows(tr.loader);
-    if (start_step >= cfg->train.steps) logf_("run already at step %ld of %ld: nothing to do\n", start_step, cfg->train.steps);
+    if (start_step >= cfg->train.steps) log_printf("run already at step %ld of %ld: nothing to do\n", start_step, cfg->train.steps);
 
     while (tr.st.step < cfg->train.steps) {
         const long step = tr.st.step;
@@ -402,7 +402,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         } else {
             tr.st.skipped_steps++;
             consecutive_bad++;
-            logf_("step %ld: non-finite %s (loss %g, grad norm %g): update skipped (%d in a row, %ld in total)\n",
+            log_printf("step %ld: non-finite %s (loss %g, grad norm %g): update skipped (%d in a row, %ld in total)\n",
                   tr.st.step, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm, consecutive_bad, tr.st.skipped_steps);
             if (consecutive_bad >= cfg->train.max_bad_steps) {
                 log_error("%d non-finite steps in a row (train.max_bad_steps = %d): stopping; the last checkpoint "
@@ -425,7 +425,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             format_duration(eta, et, sizeof et);
             char cov_text[48] = "";
             if (lambda > 0) snprintf(cov_text, sizeof cov_text, " | gate coverage %.4f", coverage);
-            logf_("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
+            log_printf("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
                   step_width, s, cfg->train.steps, loss, cov_text, lr, gnorm, tps, 100 * mfu, el, et);
             metrics_set_gate_coverage(tr.metrics, coverage);
             if (tr.metrics && metrics_log_train(tr.metrics, s, tr.st.tokens, loss, lr, gnorm, tps, mfu, err)) {
@@ -445,14 +445,14 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             last_ckpt = s;
         }
         if (sig) {
-            logf_("signal %d: stopped after step %ld with a checkpoint; run the same command to resume\n", sig, s);
+            log_printf("signal %d: stopped after step %ld with a checkpoint; run the same command to resume\n", sig, s);
             break;
         }
     }
     if (exit_code == 0 && tr.st.step >= cfg->train.steps && start_step < cfg->train.steps) {
         char el[32];
         format_duration(now_seconds() - t_start, el, sizeof el);
-        logf_("done: %ld steps, %ld tokens in %s; run directory %s\n", tr.st.step, tr.st.tokens, el, tr.run_dir);
+        log_printf("done: %ld steps, %ld tokens in %s; run directory %s\n", tr.st.step, tr.st.tokens, el, tr.run_dir);
     }
     free(buf); free(tok); free(tgt);
     if (hooks.trace) fclose(hooks.trace);

@@ -1,7 +1,7 @@
 /* Attention on the CPU: full causal, or the paper's compressed attention (SPEC.md section 2).
  *
  * A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 aligned, staggered
- * floor(g S / G)) sees (model/visibility.h states the rule once)
+ * floor(g S / G)) sees (kernels/visibility.h states the rule once)
  *   compressed entries j < nvis(t), nvis(t) = #{ j : o_g + jS + W - 1 <= t }  (none for full)
  *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
  *                                tail: lo = e_t + 1, e_t = o_g + (nvis-1)S + W - 1 (or -1)

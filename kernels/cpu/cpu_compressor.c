@@ -1,7 +1,7 @@
 /* The chunked KV compressor on the CPU, one branch (key or value) per call (SPEC.md section 2).
  *
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
- * nW_g = nW for the aligned grid, staggered: model/visibility.h). For offset i (map m = i;
+ * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). For offset i (map m = i;
  * deepseek: m = 0 for i < S else 1; shared: m = 0), with a_p the normed input row of position p:
  *   gate logit   s_{j,i}   = Z_{g,m} a_{o_g+jS+i} + b_{g,i}  [c]   (c = 1 scalar, d vector)
  *   weights      alpha_{j,.} = softmax_i s_{j,.}  (per channel)     (uniform: 1/W)

@@ -48,7 +48,7 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_majo
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 
 /* ---- visibility ---- */
-/* The rule itself lives in model/visibility.h; these kernels run the aligned grid (o_g = 0):
+/* The rule itself lives in kernels/visibility.h; these kernels run the aligned grid (o_g = 0):
  * grid = staggered is refused by cu_attention_fwd/bwd before any launch. */
 __device__ __forceinline__ int att_nvis(const AttnShape &s, int t) {
     return vis_n_entries(t, s.window, s.stride, 0, s.n_windows);

@@ -4,9 +4,9 @@
  * index of its word in config_K_names[], model/config.h) and what the kernels read from their
  * shapes (CompShape.gate, AttnShape.grid, kernels/kernels.h): the same names from the INI to the
  * kernels. Header-only and free of code, so that C, nvcc and the CUDA emulator (g++) include it
- * alike (through model/visibility.h, the kernels' one other model/ header).
+ * alike (through kernels/visibility.h, the kernels' one other model/ header).
  *
- * Not mirrored here on purpose: VIS_FULL | VIS_WINDOW | VIS_TAIL (model/visibility.h) is the
+ * Not mirrored here on purpose: VIS_FULL | VIS_WINDOW | VIS_TAIL (kernels/visibility.h) is the
  * raw-token visibility a query has, derived from two keys (attention x local, config_visibility),
  * not a config key of its own. */
 #ifndef PHASELAB_VARIANTS_H

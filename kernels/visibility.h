@@ -17,7 +17,7 @@
  * every formula reduces to the aligned one of section 2 exactly (integer arithmetic only). */
 #ifndef PHASELAB_VISIBILITY_H
 #define PHASELAB_VISIBILITY_H
-#include "model/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
+#include "kernels/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
 
 #if defined(__CUDACC__)
 #define VIS_FN __host__ __device__ static inline
