@@ -1,9 +1,10 @@
 /* Attention on the CUDA backend: full causal, or the paper's compressed attention over
  * compressed entries plus raw tokens (SPEC.md section 2; kernels/cpu/cpu_attention.c is the
- * reference). A query at position t (head h, KV head g = h / (H/G)) sees
- *   compressed entries j < nvis(t), nvis(t) = #{ j < nW : jS + W - 1 <= t }
+ * reference). A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 for
+ * grid = aligned, floor(g S / G) for staggered, SPEC.md 2b) sees
+ *   compressed entries j < nvis(t), nvis(t) = #{ j < nW : o_g + jS + W - 1 <= t }
  *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
- *                                tail: lo = e_t + 1, e_t = (nvis-1)S + W - 1 (or -1)
+ *                                tail: lo = e_t + 1, e_t = o_g + (nvis-1)S + W - 1 (or -1)
  * with one softmax over the union, scale 1/sqrt(d), and optionally a sink logit per head in the
  * denominator: lse = log(exp(sink_h) + sum_x exp(z_x)).
  *
@@ -48,13 +49,15 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_majo
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 
 /* ---- visibility ---- */
-/* The rule itself lives in kernels/visibility.h; these kernels run the aligned grid (o_g = 0):
- * grid = staggered is refused by cu_attention_fwd/bwd before any launch. */
-__device__ __forceinline__ int att_nvis(const AttnShape &s, int t) {
-    return vis_n_entries(t, s.window, s.stride, 0, s.n_windows);
+/* The rule itself lives in kernels/visibility.h; every call names the KV head g, whose grid
+ * offset o_g (0 aligned; staggered floor(g S / G)) shifts its windows. Rows j >= nW_g of a
+ * staggered head's entries are never visible (their windows would end past T - 1). */
+__device__ __forceinline__ int att_off(const AttnShape &s, int g) { return vis_grid_offset(s.grid, g, s.stride, s.G); }
+__device__ __forceinline__ int att_nvis(const AttnShape &s, int g, int t) {
+    return vis_n_entries(t, s.window, s.stride, att_off(s, g), s.n_windows);
 }
-__device__ __forceinline__ int att_lo(const AttnShape &s, int t, int nvis) {
-    return vis_raw_lo(s.visibility, t, nvis, s.window, s.stride, 0, s.n_local);
+__device__ __forceinline__ int att_lo(const AttnShape &s, int g, int t, int nvis) {
+    return vis_raw_lo(s.visibility, t, nvis, s.window, s.stride, att_off(s, g), s.n_local);
 }
 
 /* ---- shared-memory carving ---- */
@@ -93,9 +96,9 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, long long 
  * to its last query, then the raw range [lo(t0), t_last]. */
 struct KeyTiles {
     int ncomp, raw_lo, n_ctiles, n_rtiles, t_last;
-    __device__ KeyTiles(const AttnShape &s, int t0, int t_last_) : t_last(t_last_) {
-        ncomp = att_nvis(s, t_last);
-        raw_lo = att_lo(s, t0, att_nvis(s, t0));
+    __device__ KeyTiles(const AttnShape &s, int g, int t0, int t_last_) : t_last(t_last_) {
+        ncomp = att_nvis(s, g, t_last);
+        raw_lo = att_lo(s, g, t0, att_nvis(s, g, t0));
         n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
         n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
     }
@@ -215,11 +218,11 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const int nv = att_nvis(s, t);
-    const int lo = att_lo(s, t, nv);
+    const int nv = att_nvis(s, g, t);
+    const int lo = att_lo(s, g, t, nv);
     float m = -INFINITY, l = 0.0f;
 
-    const KeyTiles kt(s, t0, t_last);
+    const KeyTiles kt(s, g, t0, t_last);
 
     for (int tile = 0; tile < kt.count(); tile++) {
         const bool comp = kt.comp(tile);
@@ -347,12 +350,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const int nv = att_nvis(s, t);
-    const int lo = att_lo(s, t, nv);
+    const int nv = att_nvis(s, g, t);
+    const int lo = att_lo(s, g, t, nv);
     const float L_t = tvalid ? lse[((size_t)b * T + t) * H + h] : 0.0f;
     const float D_t = tvalid ? Dv[((size_t)b * T + t) * H + h] : 0.0f;
 
-    const KeyTiles kt(s, t0, t_last);
+    const KeyTiles kt(s, g, t0, t_last);
 
     FragC dqacc[DP / 16];
     #pragma unroll
@@ -429,12 +432,14 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     const int k_last = k0 + nkeys - 1;
 
     /* queries that can see some key of this tile: [q_lo, q_hi] */
+    /* (KV head g's grid offset o and window count nWg; entries j >= nWg: q_lo > T - 1, no query) */
+    const int o = att_off(s, g), nWg = min(nW, vis_n_windows(T, W, S, o));
     int q_lo, q_hi = T - 1;
     if (comp) {
-        q_lo = vis_first_query_of_entry(k0, W, S, 0);
+        q_lo = vis_first_query_of_entry(k0, W, S, o);
     } else {
         q_lo = k0;
-        q_hi = vis_last_query_of_raw(s.visibility, k_last, T, W, S, 0, s.n_local, nW);
+        q_hi = vis_last_query_of_raw(s.visibility, k_last, T, W, S, o, s.n_local, nWg);
     }
 
     const bf16 *ksrc = comp ? ck + (((size_t)b * nW + k0) * G + g) * d : k + (((size_t)b * T + k0) * G + g) * d;
@@ -463,9 +468,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
                 size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
                 lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
                 D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
-                int nvq = att_nvis(s, tq);
+                int nvq = att_nvis(s, g, tq);
                 nv_s[threadIdx.x] = ok ? nvq : 0;
-                lo_s[threadIdx.x] = ok ? att_lo(s, tq, nvq) : 0x7fffffff;
+                lo_s[threadIdx.x] = ok ? att_lo(s, g, tq, nvq) : 0x7fffffff;
             }
             __syncthreads();
             /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
@@ -566,8 +571,6 @@ static int padded_dim(int d) {
 void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *lse, const act_t *q, const act_t *k,
                       const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
-    if (s->grid != GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
-        cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
     /* full causal attention without a sink: cuDNN's fused attention when it takes the shape */
@@ -589,8 +592,6 @@ void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk,
                       const act_t *q, const act_t *k, const act_t *v, const act_t *ck,
                       const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
-    if (s->grid != GRID_ALIGNED && s->n_windows > 0 && s->G > 1)
-        cu_fail(__FILE__, __LINE__, "attention", "grid = staggered is not implemented by the CUDA attention kernels");
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
     if (sh.n_windows > 0 && (!dck || !dcv)) {   /* entries are visible but their gradient is not wanted */

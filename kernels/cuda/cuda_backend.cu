@@ -382,7 +382,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->name = "cuda";
     b->act_bytes = sizeof(bf16);
     b->peak_flops = peak_for(&prop, device);
-    b->staggered_grid = 0;
+    b->staggered_grid = 1;
     b->device = device;
     b->ctx = ctx;
     b->collectives = cu_collectives;

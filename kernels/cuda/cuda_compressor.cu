@@ -1,10 +1,12 @@
 /* The chunked KV compressor on the CUDA backend, one branch (key or value) per call
  * (SPEC.md section 2; the CPU version in kernels/cpu/cpu_compressor.c is the reference).
  *
- * Window j covers positions jS .. jS+W-1 (j < nW). For KV head g, offset i, map m = map(i):
- *   gate logit  s_{j,i} = Z_{g,m} a_{jS+i} + b_{g,i}   [c]      alpha = softmax_i s (per channel)
- *   payload     p_{j,i} = C_{g,m} a_{jS+i}             [d]      (+ optional post RMSNorm)
+ * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; grid = aligned:
+ * o_g = 0, nW_g = nW; staggered: o_g = floor(g S / G), kernels/visibility.h). For offset i, map m = map(i):
+ *   gate logit  s_{j,i} = Z_{g,m} a_{o_g+jS+i} + b_{g,i}   [c]      alpha = softmax_i s (per channel)
+ *   payload     p_{j,i} = C_{g,m} a_{o_g+jS+i}             [d]      (+ optional post RMSNorm)
  *   entry       E_j     = sum_i alpha_{j,i} * p'_{j,i}
+ * Rows j >= nW_g of a head (staggered only) do not exist: entry, payload, alpha, pn_rstd are 0.
  *
  * Projections. The gate and payload maps of every KV head are packed, per map m, into one
  * bf16 matrix Wcat_m [NP, D] (rows g*(c+d) + [0,c): Z_{g,m}; g*(c+d) + c + [0,d): C_{g,m};
@@ -13,6 +15,9 @@
  *   cat[b, i] [nW, NP] = A_i @ Wcat_{m(i)}^T
  * is one GEMM, and all offsets of a sequence are ONE strided-batched cuBLASLt call (deepseek:
  * one per half, the weight stride is 0). The output is fp32 so that the gate logits are exact.
+ * Staggered grids (G > 1): the heads read different rows, so every GEMM is issued once per head
+ * g over its own column block [g(c+d), (g+1)(c+d)) of Wcat and cat, its rows a_{o_g+jS+i} and
+ * its nW_g windows (a "slice"); the aligned grid is one slice of all NP columns.
  * Pooling (softmax over offsets, post-norm, weighted sum) runs one warp per (b, j, g).
  *
  * Backward, from dE_j (one warp per (b, j, g)):
@@ -30,47 +35,65 @@
 
 #define POOL_MAXK 8   /* d <= 256: lanes hold channels lane + 32k, k < 8 */
 
-typedef struct {               /* CompShape plus the layout of the packed gate|payload rows */
-    int B, T, D, G, d, window, stride, n_windows, channels, n_maps;
-    int gate_channels;         /* cg: channels (0 for uniform gates: no gate rows) */
-    int head_cols;             /* Rg = cg + d: gate then payload columns of one KV head */
-    int cat_cols;              /* NP = G * Rg rounded up to 8: a row of Wcat / cat */
+typedef struct {
+    int B, T, D, G, d, W, S, nW, c, cg, M, Rg, NP, grid;
 } CompDims;
 
-static CompDims comp_dims_of(const CompShape *s) {
+static CompDims dims_of(const CompShape *s) {
     CompDims q;
-    q.B = s->B; q.T = s->T; q.D = s->D; q.G = s->G; q.d = s->d; q.window = s->window; q.stride = s->stride;
-    q.n_windows = s->n_windows; q.channels = s->channels; q.n_maps = s->n_maps;
-    q.gate_channels = s->gate == GATE_UNIFORM ? 0 : s->channels;
-    q.head_cols = q.gate_channels + q.d;
-    q.cat_cols = (q.G * q.head_cols + 7) / 8 * 8;
+    q.B = s->B; q.T = s->T; q.D = s->D; q.G = s->G; q.d = s->d; q.W = s->window; q.S = s->stride;
+    q.nW = s->n_windows; q.c = s->channels; q.M = s->n_maps;
+    q.cg = s->gate == GATE_UNIFORM ? 0 : s->channels;
+    q.Rg = q.cg + q.d;
+    q.NP = (q.G * q.Rg + 7) / 8 * 8;
+    q.grid = q.G > 1 ? s->grid : GRID_ALIGNED;   /* G = 1: o_0 = 0, the aligned grid exactly */
     return q;
 }
 
+/* window count nW_g of KV head g (nW for the aligned grid) */
+__host__ __device__ static inline int head_windows(const CompDims &q, int g) {
+    if (q.grid == GRID_ALIGNED) return q.nW;
+    int n = vis_n_windows(q.T, q.W, q.S, vis_grid_offset(q.grid, g, q.S, q.G));
+    return n < q.nW ? n : q.nW;
+}
+
+/* A slice of the projection GEMMs: rows a_{o + jS + i} for j < nw, packed columns [col0, col0 + ncol). */
+typedef struct { int o, nw, col0, ncol; } CompSlice;
+static int comp_slices(const CompDims &q, CompSlice *sl) {   /* sl has room for G entries */
+    if (q.grid == GRID_ALIGNED) { sl[0].o = 0; sl[0].nw = q.nW; sl[0].col0 = 0; sl[0].ncol = q.NP; return 1; }
+    int n = 0;
+    for (int g = 0; g < q.G; g++) {
+        CompSlice x;
+        x.o = vis_grid_offset(q.grid, g, q.S, q.G); x.nw = head_windows(q, g); x.col0 = g * q.Rg; x.ncol = q.Rg;
+        if (x.nw > 0) sl[n++] = x;
+    }
+    return n;
+}
+
 /* map of offset i: paper i; deepseek 0 for i < S else 1; shared (SPEC.md 2b) 0 (comp_map_index) */
-static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.window, q.stride, i); }
+static int map_of(const CompDims &q, int i) { return map_index(q.M, q.W, q.S, i); }   /* kernels/kernels.h: the rule */
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
 __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
-    size_t total = (size_t)q.n_maps * q.cat_cols * q.D;
+    size_t total = (size_t)q.M * q.NP * q.D;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         int k = (int)(idx % q.D);
         size_t rowi = idx / q.D;
-        int row = (int)(rowi % q.cat_cols), m = (int)(rowi / q.cat_cols);
+        int row = (int)(rowi % q.NP), m = (int)(rowi / q.NP);
         bf16 v = __float2bfloat16(0.0f);
-        if (row < q.G * q.head_cols) {
-            int g = row / q.head_cols, x = row % q.head_cols;
-            if (x < q.gate_channels) v = gate_w[(((size_t)g * q.n_maps + m) * q.channels + x) * q.D + k];
-            else v = payload_w[(((size_t)g * q.n_maps + m) * q.d + (x - q.gate_channels)) * q.D + k];
+        if (row < q.G * q.Rg) {
+            int g = row / q.Rg, x = row % q.Rg;
+            if (x < q.cg) v = gate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k];
+            else v = payload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k];
         }
         wcat[idx] = v;
     }
 }
 
 static bf16 *pack_weights(BackendCtx *ctx, const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
-    size_t n = (size_t)q.n_maps * q.cat_cols * q.D;
+    size_t n = (size_t)q.M * q.NP * q.D;
     bf16 *wcat = (bf16 *)cu_workspace(ctx, WS_COMP_W, n * sizeof(bf16));
-    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(wcat, q.gate_channels ? gate_w : NULL, payload_w, q);
+    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(wcat, q.cg ? gate_w : NULL, payload_w, q);
     CU_LAUNCH();
     return wcat;
 }
@@ -79,20 +102,27 @@ static bf16 *pack_weights(BackendCtx *ctx, const CompDims &q, const bf16 *gate_w
 __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, float *pn_rstd, const float *cat,
                                      const bf16 *gate_b, const bf16 *post_w, int uniform, float eps, CompDims q) {
     int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    int n_items = q.B * q.n_windows * q.G;
+    int n_items = q.B * q.nW * q.G;
     if (wid >= n_items) return;
-    int g = wid % q.G, j = (wid / q.G) % q.n_windows, b = wid / (q.G * q.n_windows);
-    size_t slot0 = (size_t)wid * q.window;                   /* ((b*nW + j)*G + g) * W */
-    const int W = q.window, c = q.channels, d = q.d;
+    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
+    size_t slot0 = (size_t)wid * q.W;                   /* ((b*nW + j)*G + g) * W */
+    const int W = q.W, c = q.c, d = q.d;
     /* gate weights alpha [W, c] */
     float *al = alpha + slot0 * c;
+    if (j >= head_windows(q, g)) {                      /* no such window for this head: zeros */
+        for (int x = lane; x < W * c; x += 32) al[x] = 0.0f;
+        for (int x = lane; x < W * d; x += 32) payload[slot0 * d + x] = __float2bfloat16(0.0f);
+        for (int x = lane; x < d; x += 32) entry[(size_t)wid * d + x] = __float2bfloat16(0.0f);
+        if (pn_rstd) for (int x = lane; x < W; x += 32) pn_rstd[slot0 + x] = 0.0f;
+        return;
+    }
     if (uniform) {
         for (int x = lane; x < W * c; x += 32) al[x] = 1.0f / W;
     } else {
         for (int ch = lane; ch < c; ch += 32) {
             float mx = -INFINITY;
             for (int i = 0; i < W; i++) {
-                float sv = cat[(((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + ch];
+                float sv = cat[(((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + ch];
                 if (gate_b) sv += bf(gate_b[((size_t)g * W + i) * c + ch]);
                 al[i * c + ch] = sv;
                 mx = fmaxf(mx, sv);
@@ -108,7 +138,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
     #pragma unroll
     for (int k = 0; k < POOL_MAXK; k++) acc[k] = 0.0f;
     for (int i = 0; i < W; i++) {
-        const float *src = cat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + q.gate_channels;
+        const float *src = cat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + q.cg;
         bf16 *pdst = payload + (slot0 + i) * d;
         float pv[POOL_MAXK];
         float ss = 0.0f;
@@ -151,37 +181,40 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
 void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                        const act_t *a_, const act_t *gate_w, const act_t *gate_b,
                        const act_t *payload_w, const act_t *post_w) {
-    CompDims q = comp_dims_of(s);
-    const int W = q.window, S = q.stride, nW = q.n_windows, NP = q.cat_cols;   /* the header's symbols */
-    if (nW <= 0) return;
-    if (s->grid != GRID_ALIGNED && s->G > 1)   /* G = 1: o_0 = 0, the aligned grid exactly */
-        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
+    CompDims q = dims_of(s);
+    if (q.nW <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
-    float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * W * nW * NP * sizeof(float));
-    for (int b = 0; b < q.B; b++) {
-        if (q.n_maps == W) {   /* every offset its own map: one batched GEMM over all offsets */
-            cu_gemm(ctx, 0, 1, nW, NP, q.D, a + (size_t)b * q.T * q.D, S * q.D, q.D, wcat, q.D,
-                    (long long)NP * q.D, cat + (size_t)b * W * nW * NP, NP, (long long)nW * NP,
-                    1, 1.0f, 0.0f, W);
-        } else if (q.n_maps == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
-            cu_gemm(ctx, 0, 1, nW, NP, q.D, a + (size_t)b * q.T * q.D, S * q.D, q.D, wcat, q.D, 0,
-                    cat + (size_t)b * W * nW * NP, NP, (long long)nW * NP, 1, 1.0f, 0.0f, W);
-        } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
-            for (int half = 0; half < 2; half++) {
-                int i0 = half ? S : 0, ni = half ? W - S : S;
-                if (ni <= 0) continue;
-                cu_gemm(ctx, 0, 1, nW, NP, q.D, a + ((size_t)b * q.T + i0) * q.D, S * q.D, q.D,
-                        wcat + (size_t)half * NP * q.D, q.D, 0,
-                        cat + ((size_t)b * W + i0) * nW * NP, NP, (long long)nW * NP, 1, 1.0f, 0.0f, ni);
+    float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.W * q.nW * q.NP * sizeof(float));
+    CompSlice sl[64];
+    if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
+    const int ns = comp_slices(q, sl);
+    for (int b = 0; b < q.B; b++)
+        for (int x = 0; x < ns; x++) {
+            const CompSlice &z = sl[x];
+            const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;     /* rows a_{o+jS+i}: lda S*D, offset i: +D */
+            float *C = cat + (size_t)b * q.W * q.nW * q.NP + z.col0;
+            if (q.M == q.W) {   /* every offset its own map: one batched GEMM over all offsets */
+                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.S * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D,
+                        (long long)q.NP * q.D, C, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
+            } else if (q.M == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
+                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.S * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D, 0,
+                        C, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
+            } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
+                for (int half = 0; half < 2; half++) {
+                    int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
+                    if (ni <= 0) continue;
+                    cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A + (size_t)i0 * q.D, q.S * q.D, q.D,
+                            wcat + ((size_t)half * q.NP + z.col0) * q.D, q.D, 0,
+                            C + (size_t)i0 * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, ni);
+                }
             }
         }
-    }
-    int items = q.B * nW * q.G;
+    int items = q.B * q.nW * q.G;
     CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(
-        (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.gate_channels ? (const bf16 *)gate_b : NULL,
-        (const bf16 *)post_w, q.gate_channels == 0, s->eps, q);
+        (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.cg ? (const bf16 *)gate_b : NULL,
+        (const bf16 *)post_w, q.cg == 0, s->eps, q);
     CU_LAUNCH();
 }
 
@@ -192,12 +225,17 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
                                      const bf16 *payload, const float *pn_rstd, const bf16 *post_w,
                                      const float *dalpha_extra, CompDims q) {
     int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    int n_items = q.B * q.n_windows * q.G;
+    int n_items = q.B * q.nW * q.G;
     if (wid >= n_items) return;
-    int g = wid % q.G, j = (wid / q.G) % q.n_windows, b = wid / (q.G * q.n_windows);
-    size_t slot0 = (size_t)wid * q.window;
-    const int W = q.window, c = q.channels, d = q.d;
-    const bool gated = q.gate_channels > 0;
+    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
+    size_t slot0 = (size_t)wid * q.W;
+    const int W = q.W, c = q.c, d = q.d;
+    const bool gated = q.cg > 0;
+    if (j >= head_windows(q, g)) {   /* no such window (staggered): zero partials, never read in dcat */
+        if (gated) for (int x = lane; x < W * c; x += 32) ds32[slot0 * c + x] = 0.0f;
+        if (dpost) for (int x = lane; x < d; x += 32) dpost[(size_t)wid * d + x] = 0.0f;
+        return;
+    }
     const float *al = alpha + slot0 * c;
     float de[POOL_MAXK], pw[POOL_MAXK], dpw[POOL_MAXK], sumad[POOL_MAXK];
     #pragma unroll
@@ -212,7 +250,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     for (int i = 0; i < W; i++) {
         const bf16 *p = payload + (slot0 + i) * d;
         float rs = post_w ? pn_rstd[slot0 + i] : 1.0f;
-        bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+        bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
         float pv[POOL_MAXK], dq[POOL_MAXK];
         float dal_s = 0.0f, dot = 0.0f;
         #pragma unroll
@@ -252,14 +290,14 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
                     dpw[k] += dq[k] * pv[k] * rs;
                     dp = rs * (dq[k] * pw[k] - pv[k] * rs * dot);
                 }
-                dst[q.gate_channels + x] = tobf(dp);
+                dst[q.cg + x] = tobf(dp);
             }
         }
     }
     if (gated) {
         __syncwarp();
         for (int i = 0; i < W; i++) {
-            bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+            bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
             if (c == 1) {
                 if (lane == 0) {
                     float dsv = al[i] * (ds32[slot0 + i] - sumad_scalar);
@@ -290,15 +328,15 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
 
 /* dgate_w [G,M,c,D] += dW rows g*Rg + [0,c); dpayload_w [G,M,d,D] += rows g*Rg + c + [0,d) */
 __global__ void comp_unpack_kernel(float *dgate_w, float *dpayload_w, const float *dw, CompDims q) {
-    size_t total = (size_t)q.n_maps * q.G * q.head_cols * q.D;
+    size_t total = (size_t)q.M * q.G * q.Rg * q.D;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         int k = (int)(idx % q.D);
         size_t rowi = idx / q.D;
-        int row = (int)(rowi % (q.G * q.head_cols)), m = (int)(rowi / (q.G * q.head_cols));
-        int g = row / q.head_cols, x = row % q.head_cols;
-        float v = dw[((size_t)m * q.cat_cols + row) * q.D + k];
-        if (x < q.gate_channels) { if (dgate_w) dgate_w[(((size_t)g * q.n_maps + m) * q.channels + x) * q.D + k] += v; }
-        else if (dpayload_w) dpayload_w[(((size_t)g * q.n_maps + m) * q.d + (x - q.gate_channels)) * q.D + k] += v;
+        int row = (int)(rowi % (q.G * q.Rg)), m = (int)(rowi / (q.G * q.Rg));
+        int g = row / q.Rg, x = row % q.Rg;
+        float v = dw[((size_t)m * q.NP + row) * q.D + k];
+        if (x < q.cg) { if (dgate_w) dgate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k] += v; }
+        else if (dpayload_w) dpayload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k] += v;
     }
 }
 
@@ -311,54 +349,59 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a_, const act_t *gate_w,
                        const act_t *payload_w, const act_t *post_w, const float *dalpha_extra) {
-    if (s->grid != GRID_ALIGNED && s->G > 1)
-        cu_fail(__FILE__, __LINE__, "compressor", "grid = staggered is not implemented on CUDA");
-    CompDims q = comp_dims_of(s);
-    const int W = q.window, S = q.stride, nW = q.n_windows, NP = q.cat_cols;   /* the header's symbols */
-    if (nW <= 0) return;
+    CompDims q = dims_of(s);
+    if (q.nW <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *da = (bf16 *)da_;
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
-    size_t n_cat = (size_t)q.B * W * nW * NP;
+    size_t n_cat = (size_t)q.B * q.W * q.nW * q.NP;
     bf16 *dcat = (bf16 *)cu_workspace(ctx, WS_COMP_DCAT, n_cat * sizeof(bf16));
-    if (NP != q.G * q.head_cols) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
-    size_t n_slots = (size_t)q.B * nW * q.G * W;
-    float *ds32 = q.gate_channels ? (float *)cu_workspace(ctx, WS_COMP_DS, n_slots * q.channels * sizeof(float)) : NULL;
-    float *dpost = post_w ? (float *)cu_workspace(ctx, WS_COMP_DPOST, (size_t)q.B * nW * q.G * q.d * sizeof(float)) : NULL;
-    int items = q.B * nW * q.G;
+    if (q.NP != q.G * q.Rg) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
+    size_t n_slots = (size_t)q.B * q.nW * q.G * q.W;
+    float *ds32 = q.cg ? (float *)cu_workspace(ctx, WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
+    float *dpost = post_w ? (float *)cu_workspace(ctx, WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
+    int items = q.B * q.nW * q.G;
     CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
-                                                                   q.gate_channels ? dalpha_extra : NULL, q);
+                                                                   q.cg ? dalpha_extra : NULL, q);
     CU_LAUNCH();
-    if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * nW, q.G * W * q.channels);
-    if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * nW * q.G, q.d);
+    if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
+    CompSlice sl[64];
+    if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
+    const int ns = comp_slices(q, sl);
+    if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.nW * q.G, q.d);
 
     /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
     if (dpayload_w || dgate_w) {
-        size_t n_dw = (size_t)q.n_maps * NP * q.D;
+        size_t n_dw = (size_t)q.M * q.NP * q.D;
         float *dw = (float *)cu_workspace(ctx, WS_COMP_DW, n_dw * sizeof(float));
         CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
-        for (int b = 0; b < q.B; b++) {
-            if (q.n_maps == W) {
-                cu_gemm(ctx, 1, 0, NP, q.D, nW, dcat + (size_t)b * W * nW * NP, NP, (long long)nW * NP,
-                        a + (size_t)b * q.T * q.D, S * q.D, q.D, dw, q.D, (long long)NP * q.D, 1, 1.0f, 1.0f, W);
-            } else {
-                for (int i = 0; i < W; i++)
-                    cu_gemm(ctx, 1, 0, NP, q.D, nW, dcat + ((size_t)b * W + i) * nW * NP, NP, 0,
-                            a + ((size_t)b * q.T + i) * q.D, S * q.D, 0, dw + (size_t)map_of(q, i) * NP * q.D, q.D, 0,
-                            1, 1.0f, 1.0f, 1);
+        for (int b = 0; b < q.B; b++)
+            for (int x = 0; x < ns; x++) {
+                const CompSlice &z = sl[x];
+                const bf16 *dC = dcat + (size_t)b * q.W * q.nW * q.NP + z.col0;
+                const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;
+                if (q.M == q.W) {
+                    cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC, q.NP, (long long)q.nW * q.NP,
+                            A, q.S * q.D, q.D, dw + (size_t)z.col0 * q.D, q.D, (long long)q.NP * q.D, 1, 1.0f, 1.0f, q.W);
+                } else {
+                    for (int i = 0; i < q.W; i++)
+                        cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC + (size_t)i * q.nW * q.NP, q.NP, 0,
+                                A + (size_t)i * q.D, q.S * q.D, 0,
+                                dw + ((size_t)map_of(q, i) * q.NP + z.col0) * q.D, q.D, 0, 1, 1.0f, 1.0f, 1);
+                }
             }
-        }
-        size_t n_un = (size_t)q.n_maps * q.G * q.head_cols * q.D;
+        size_t n_un = (size_t)q.M * q.G * q.Rg * q.D;
         CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, ctx->stream)(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
     }
 
-    /* input gradient: da rows jS+i += dcat[b,i] [nW, NP] @ Wcat_m [NP, D]; offsets in [kS, kS+S)
-     * touch disjoint rows and go in one batched call; groups run in order. */
+    /* input gradient: da rows o+jS+i += dcat[b,i] [nW, cols] @ Wcat_m [cols, D]; offsets in [kS, kS+S)
+     * touch disjoint rows and go in one batched call; groups (and slices) run in order. */
     if (da) {
-        bool direct = W <= S;   /* no overlap: every row gets at most one contribution */
+        /* no overlap: every row gets at most one contribution (staggered heads overlap each other) */
+        bool direct = q.W <= q.S && ns == 1 && q.grid == GRID_ALIGNED;
         float *da32 = NULL;
         size_t n_da = (size_t)q.B * q.T * q.D;
         if (!direct) {
@@ -366,20 +409,23 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
             CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), ctx->stream));
         }
         for (int b = 0; b < q.B; b++)
-            for (int i0 = 0; i0 < W; i0 += S) {
-                int ni = W - i0 < S ? W - i0 : S;
-                int m0 = map_of(q, i0);
-                long long sB = q.n_maps == W ? (long long)NP * q.D : 0;
-                if (q.n_maps != W && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
-                const bf16 *A = dcat + ((size_t)b * W + i0) * nW * NP;
-                const bf16 *Bm = wcat + (size_t)m0 * NP * q.D;
-                if (direct)
-                    cu_gemm(ctx, 0, 0, nW, q.D, NP, A, NP, (long long)nW * NP, Bm, q.D, sB,
-                            da + ((size_t)b * q.T + i0) * q.D, S * q.D, q.D, 0, 1.0f, 1.0f, ni);
-                else
-                    cu_gemm(ctx, 0, 0, nW, q.D, NP, A, NP, (long long)nW * NP, Bm, q.D, sB,
-                            da32 + ((size_t)b * q.T + i0) * q.D, S * q.D, q.D, 1, 1.0f, 1.0f, ni);
-            }
+            for (int x = 0; x < ns; x++)
+                for (int i0 = 0; i0 < q.W; i0 += q.S) {
+                    const CompSlice &z = sl[x];
+                    int ni = q.W - i0 < q.S ? q.W - i0 : q.S;
+                    int m0 = map_of(q, i0);
+                    long long sB = q.M == q.W ? (long long)q.NP * q.D : 0;
+                    if (q.M != q.W && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
+                    const bf16 *A = dcat + ((size_t)b * q.W + i0) * q.nW * q.NP + z.col0;
+                    const bf16 *Bm = wcat + ((size_t)m0 * q.NP + z.col0) * q.D;
+                    size_t row0 = (size_t)b * q.T + z.o + i0;
+                    if (direct)
+                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                                da + row0 * q.D, q.S * q.D, q.D, 0, 1.0f, 1.0f, ni);
+                    else
+                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
+                                da32 + row0 * q.D, q.S * q.D, q.D, 1, 1.0f, 1.0f, ni);
+                }
         if (!direct) {
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
             CU_LAUNCH();
@@ -388,11 +434,12 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
 }
 
 /* ---------------- gate-coverage penalty (SPEC.md 2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
- * Aligned grid only (staggered grids with G > 1 are refused above), so every (window, head) pair
- * exists: n = nW * G * c rows per sequence.
+ * Only the (window, head) pairs that exist count: n = c * sum_g nW_g rows per sequence (aligned:
+ * nW * G * c). Absent windows (j >= nW_g, staggered grids) have alpha = 0 (the forward writes
+ * zeros), so they add nothing to the sums, and their dalpha is 0.
  *   sums[b, i] = sum over j, g, ch of alpha[b, j, g, i, ch]   (one block per (b, i), fixed-order tree)
  *   gbar = sums / n;  per_seq[b] = ln W - H(gbar) (double);  coef[b, i] = grad_scale (ln gbar_i + 1) / n
- *   dalpha[b, j, g, i, ch] = coef[b, i] */
+ *   dalpha[b, j, g, i, ch] = coef[b, i]  (j < nW_g), else 0 */
 #define COV_THREADS 256
 __global__ void __launch_bounds__(COV_THREADS) cov_sum_kernel(float *sums, const float *alpha, int rows, int W, int c) {
     __shared__ float sh[COV_THREADS];
@@ -424,28 +471,31 @@ __global__ void cov_finish_kernel(float *coef, float *per_seq, const float *sums
     per_seq[b] = (float)(log((double)W) - h);
 }
 
-__global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, int W, int c, size_t per_b) {
+__global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, int W, int c, size_t per_b, CompDims q) {
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         size_t b = idx / per_b;
         int i = (int)((idx / c) % W);
-        dalpha[idx] = coef[b * W + i];
+        size_t jg = (idx % per_b) / ((size_t)W * c);      /* j * G + g */
+        int g = (int)(jg % q.G), j = (int)(jg / q.G);
+        dalpha[idx] = j < head_windows(q, g) ? coef[b * W + i] : 0.0f;
     }
 }
 
 void cu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
-    if (s->grid != GRID_ALIGNED && s->G > 1)
-        cu_fail(__FILE__, __LINE__, "gate coverage", "grid = staggered is not implemented on CUDA");
     const int B = s->B, W = s->window, c = s->channels, rows = s->n_windows * s->G;
     if (B <= 0 || W <= 0) return;
+    CompDims q = dims_of(s);
+    long n_exist = 0;                                  /* rows that exist: sum_g nW_g */
+    for (int g = 0; g < q.G; g++) n_exist += q.nW > 0 ? head_windows(q, g) : 0;
     float *sums = (float *)cu_workspace(ctx, WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
     CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, ctx->stream)(sums, alpha, rows, W, c);
     CU_LAUNCH();
     CU_KERNEL(cov_finish_kernel, (B + 63) / 64, 64, 0, ctx->stream)(dalpha ? coef : NULL, per_seq, sums, B, W,
-                                                                   (long)rows * c, grad_scale);
+                                                                   n_exist * c, grad_scale);
     CU_LAUNCH();
     if (dalpha) {
         size_t per_b = (size_t)rows * W * c, total = (size_t)B * per_b;
-        CU_KERNEL(cov_fill_kernel, cu_blocks(total, 256), 256, 0, ctx->stream)(dalpha, coef, total, W, c, per_b);
+        CU_KERNEL(cov_fill_kernel, cu_blocks(total, 256), 256, 0, ctx->stream)(dalpha, coef, total, W, c, per_b, q);
         CU_LAUNCH();
     }
 }

@@ -2,6 +2,7 @@
 # One prepared GPU check for a machine with an NVIDIA GPU (sized for one H100/H200, < 8 minutes):
 #   test_cuda_parity        op-by-op parity against the CPU backend (cuDNN and custom attention)
 #   test_cuda_model_parity  whole-model forward/backward parity, every SPEC.md variant
+#   test_cuda_staggered     grid = staggered with G > 1 (SPEC.md 2b): ops and whole model vs the CPU
 #   test_cuda_decode        incremental decoding with the KV cache vs the CPU full forward
 #   test_cuda_eval_length   a batch at the prompt's own length vs padded to T (issue 18)
 #   cudnn_graph_check       cuDNN fused attention vs the custom kernels, determinism, timings
@@ -44,7 +45,7 @@ else
   echo "== build ($(nproc) cores)"
   B=build
   if ! timeout 240 make -j"$(nproc)" CUDA_ARCHS="${CUDA_ARCHS:-90}" $B/libphaselab.a $B/tests/gpu/test_cuda_parity \
-       $B/tests/gpu/test_cuda_model_parity $B/tests/gpu/test_cuda_decode $B/tests/gpu/test_cuda_eval_length $B/tests/gpu/bench_cuda $B/tests/gpu/cudnn_graph_check > "$LOG/build.log" 2>&1; then
+       $B/tests/gpu/test_cuda_model_parity $B/tests/gpu/test_cuda_staggered $B/tests/gpu/test_cuda_decode $B/tests/gpu/test_cuda_eval_length $B/tests/gpu/bench_cuda $B/tests/gpu/cudnn_graph_check > "$LOG/build.log" 2>&1; then
     echo "BUILD FAILED (log: $LOG/build.log)"; grep -E "error|Error" "$LOG/build.log" | head -30; exit 1
   fi
   BIN=$B/tests/gpu
@@ -66,6 +67,7 @@ run() {  # name timeout command...
 }
 run cuda_parity 120 "$BIN/test_cuda_parity"
 run cuda_model_parity 60 "$BIN/test_cuda_model_parity"
+run cuda_staggered 60 "$BIN/test_cuda_staggered"
 run cuda_decode 60 "$BIN/test_cuda_decode"
 run cuda_eval_length 60 "$BIN/test_cuda_eval_length"
 run cudnn_attention 90 env PHASELAB_CUDNN_ATTN_VERBOSE=1 "$BIN/cudnn_graph_check"

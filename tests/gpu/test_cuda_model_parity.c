@@ -156,16 +156,7 @@ int main(void) {
         model_free(mc);
         model_free(mg);
     }
-    /* SPEC.md 2b: staggered grids with G > 1 are not implemented on CUDA yet: refused with one line */
-    {
-        ModelConfig cfg = tu_tiny_config();
-        v_comp(&cfg);
-        cfg.grid = GRID_STAGGERED;                    /* G = 2 */
-        Model *mg = model_create(&cfg, gpu, B, T, err);
-        check(mg == NULL && strstr(err, "staggered") && strstr(err, "cpu"), "cuda refuses grid = staggered with G > 1",
-              "%s", mg ? "model built" : err);
-        model_free(mg);
-    }
+    /* staggered grids with G > 1: tests/gpu/test_cuda_staggered.c */
     return check_exit_code();
 }
 #endif
