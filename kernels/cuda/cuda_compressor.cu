@@ -35,65 +35,69 @@
 
 #define POOL_MAXK 8   /* d <= 256: lanes hold channels lane + 32k, k < 8 */
 
-typedef struct {
-    int B, T, D, G, d, W, S, nW, c, cg, M, Rg, NP, grid;
+typedef struct {               /* CompShape plus the layout of the packed gate|payload rows */
+    int B, T, D, G, d, window, stride, n_windows, channels, n_maps;
+    int gate_channels;         /* cg: channels (0 for uniform gates: no gate rows) */
+    int head_cols;             /* Rg = cg + d: gate then payload columns of one KV head */
+    int cat_cols;              /* NP = G * Rg rounded up to 8: a row of Wcat / cat */
+    int grid;                  /* GRID_ALIGNED | GRID_STAGGERED (G = 1: aligned) */
 } CompDims;
 
-static CompDims dims_of(const CompShape *s) {
+static CompDims comp_dims_of(const CompShape *s) {
     CompDims q;
-    q.B = s->B; q.T = s->T; q.D = s->D; q.G = s->G; q.d = s->d; q.W = s->window; q.S = s->stride;
-    q.nW = s->n_windows; q.c = s->channels; q.M = s->n_maps;
-    q.cg = s->gate == GATE_UNIFORM ? 0 : s->channels;
-    q.Rg = q.cg + q.d;
-    q.NP = (q.G * q.Rg + 7) / 8 * 8;
+    q.B = s->B; q.T = s->T; q.D = s->D; q.G = s->G; q.d = s->d; q.window = s->window; q.stride = s->stride;
+    q.n_windows = s->n_windows; q.channels = s->channels; q.n_maps = s->n_maps;
+    q.gate_channels = s->gate == GATE_UNIFORM ? 0 : s->channels;
+    q.head_cols = q.gate_channels + q.d;
+    q.cat_cols = (q.G * q.head_cols + 7) / 8 * 8;
     q.grid = q.G > 1 ? s->grid : GRID_ALIGNED;   /* G = 1: o_0 = 0, the aligned grid exactly */
     return q;
 }
 
 /* window count nW_g of KV head g (nW for the aligned grid) */
 __host__ __device__ static inline int head_windows(const CompDims &q, int g) {
-    if (q.grid == GRID_ALIGNED) return q.nW;
-    int n = vis_n_windows(q.T, q.W, q.S, vis_grid_offset(q.grid, g, q.S, q.G));
-    return n < q.nW ? n : q.nW;
+    if (q.grid == GRID_ALIGNED) return q.n_windows;
+    int n = vis_n_windows(q.T, q.window, q.stride, vis_grid_offset(q.grid, g, q.stride, q.G));
+    return n < q.n_windows ? n : q.n_windows;
 }
 
 /* A slice of the projection GEMMs: rows a_{o + jS + i} for j < nw, packed columns [col0, col0 + ncol). */
 typedef struct { int o, nw, col0, ncol; } CompSlice;
 static int comp_slices(const CompDims &q, CompSlice *sl) {   /* sl has room for G entries */
-    if (q.grid == GRID_ALIGNED) { sl[0].o = 0; sl[0].nw = q.nW; sl[0].col0 = 0; sl[0].ncol = q.NP; return 1; }
+    if (q.grid == GRID_ALIGNED) { sl[0].o = 0; sl[0].nw = q.n_windows; sl[0].col0 = 0; sl[0].ncol = q.cat_cols; return 1; }
     int n = 0;
     for (int g = 0; g < q.G; g++) {
         CompSlice x;
-        x.o = vis_grid_offset(q.grid, g, q.S, q.G); x.nw = head_windows(q, g); x.col0 = g * q.Rg; x.ncol = q.Rg;
+        x.o = vis_grid_offset(q.grid, g, q.stride, q.G); x.nw = head_windows(q, g); x.col0 = g * q.head_cols; x.ncol = q.head_cols;
         if (x.nw > 0) sl[n++] = x;
     }
     return n;
 }
 
 /* map of offset i: paper i; deepseek 0 for i < S else 1; shared (SPEC.md 2b) 0 (comp_map_index) */
-static int map_of(const CompDims &q, int i) { return map_index(q.M, q.W, q.S, i); }   /* kernels/kernels.h: the rule */
+static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.window, q.stride, i); }   /* kernels/kernels.h: the rule */
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
 __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
-    size_t total = (size_t)q.M * q.NP * q.D;
+    size_t total = (size_t)q.n_maps * q.cat_cols * q.D;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         int k = (int)(idx % q.D);
         size_t rowi = idx / q.D;
-        int row = (int)(rowi % q.NP), m = (int)(rowi / q.NP);
+        int row = (int)(rowi % q.cat_cols), m = (int)(rowi / q.cat_cols);
         bf16 v = __float2bfloat16(0.0f);
-        if (row < q.G * q.Rg) {
-            int g = row / q.Rg, x = row % q.Rg;
-            if (x < q.cg) v = gate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k];
-            else v = payload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k];
+        if (row < q.G * q.head_cols) {
+            int g = row / q.head_cols, x = row % q.head_cols;
+            if (x < q.gate_channels) v = gate_w[(((size_t)g * q.n_maps + m) * q.channels + x) * q.D + k];
+            else v = payload_w[(((size_t)g * q.n_maps + m) * q.d + (x - q.gate_channels)) * q.D + k];
         }
         wcat[idx] = v;
     }
 }
 
 static bf16 *pack_weights(BackendCtx *ctx, const CompDims &q, const bf16 *gate_w, const bf16 *payload_w) {
-    size_t n = (size_t)q.M * q.NP * q.D;
+    size_t n = (size_t)q.n_maps * q.cat_cols * q.D;
     bf16 *wcat = (bf16 *)cu_workspace(ctx, WS_COMP_W, n * sizeof(bf16));
-    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(wcat, q.cg ? gate_w : NULL, payload_w, q);
+    CU_KERNEL(comp_pack_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(wcat, q.gate_channels ? gate_w : NULL, payload_w, q);
     CU_LAUNCH();
     return wcat;
 }
@@ -102,11 +106,11 @@ static bf16 *pack_weights(BackendCtx *ctx, const CompDims &q, const bf16 *gate_w
 __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, float *pn_rstd, const float *cat,
                                      const bf16 *gate_b, const bf16 *post_w, int uniform, float eps, CompDims q) {
     int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    int n_items = q.B * q.nW * q.G;
+    int n_items = q.B * q.n_windows * q.G;
     if (wid >= n_items) return;
-    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
-    size_t slot0 = (size_t)wid * q.W;                   /* ((b*nW + j)*G + g) * W */
-    const int W = q.W, c = q.c, d = q.d;
+    int g = wid % q.G, j = (wid / q.G) % q.n_windows, b = wid / (q.G * q.n_windows);
+    size_t slot0 = (size_t)wid * q.window;                   /* ((b*nW + j)*G + g) * W */
+    const int W = q.window, c = q.channels, d = q.d;
     /* gate weights alpha [W, c] */
     float *al = alpha + slot0 * c;
     if (j >= head_windows(q, g)) {                      /* no such window for this head: zeros */
@@ -122,7 +126,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
         for (int ch = lane; ch < c; ch += 32) {
             float mx = -INFINITY;
             for (int i = 0; i < W; i++) {
-                float sv = cat[(((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + ch];
+                float sv = cat[(((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + ch];
                 if (gate_b) sv += bf(gate_b[((size_t)g * W + i) * c + ch]);
                 al[i * c + ch] = sv;
                 mx = fmaxf(mx, sv);
@@ -138,7 +142,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
     #pragma unroll
     for (int k = 0; k < POOL_MAXK; k++) acc[k] = 0.0f;
     for (int i = 0; i < W; i++) {
-        const float *src = cat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg + q.cg;
+        const float *src = cat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + q.gate_channels;
         bf16 *pdst = payload + (slot0 + i) * d;
         float pv[POOL_MAXK];
         float ss = 0.0f;
@@ -181,12 +185,12 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
 void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float *alpha, act_t *payload, float *pn_rstd,
                        const act_t *a_, const act_t *gate_w, const act_t *gate_b,
                        const act_t *payload_w, const act_t *post_w) {
-    CompDims q = dims_of(s);
-    if (q.nW <= 0) return;
+    CompDims q = comp_dims_of(s);
+    if (q.n_windows <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
-    float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.W * q.nW * q.NP * sizeof(float));
+    float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.window * q.n_windows * q.cat_cols * sizeof(float));
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
     const int ns = comp_slices(q, sl);
@@ -194,27 +198,27 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
         for (int x = 0; x < ns; x++) {
             const CompSlice &z = sl[x];
             const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;     /* rows a_{o+jS+i}: lda S*D, offset i: +D */
-            float *C = cat + (size_t)b * q.W * q.nW * q.NP + z.col0;
-            if (q.M == q.W) {   /* every offset its own map: one batched GEMM over all offsets */
-                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.S * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D,
-                        (long long)q.NP * q.D, C, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
-            } else if (q.M == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
-                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.S * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D, 0,
-                        C, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, q.W);
+            float *C = cat + (size_t)b * q.window * q.n_windows * q.cat_cols + z.col0;
+            if (q.n_maps == q.window) {   /* every offset its own map: one batched GEMM over all offsets */
+                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D,
+                        (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, q.window);
+            } else if (q.n_maps == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
+                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D, 0,
+                        C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, q.window);
             } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
                 for (int half = 0; half < 2; half++) {
-                    int i0 = half ? q.S : 0, ni = half ? q.W - q.S : q.S;
+                    int i0 = half ? q.stride : 0, ni = half ? q.window - q.stride : q.stride;
                     if (ni <= 0) continue;
-                    cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A + (size_t)i0 * q.D, q.S * q.D, q.D,
-                            wcat + ((size_t)half * q.NP + z.col0) * q.D, q.D, 0,
-                            C + (size_t)i0 * q.nW * q.NP, q.NP, (long long)q.nW * q.NP, 1, 1.0f, 0.0f, ni);
+                    cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A + (size_t)i0 * q.D, q.stride * q.D, q.D,
+                            wcat + ((size_t)half * q.cat_cols + z.col0) * q.D, q.D, 0,
+                            C + (size_t)i0 * q.n_windows * q.cat_cols, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, ni);
                 }
             }
         }
-    int items = q.B * q.nW * q.G;
+    int items = q.B * q.n_windows * q.G;
     CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(
-        (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.cg ? (const bf16 *)gate_b : NULL,
-        (const bf16 *)post_w, q.cg == 0, s->eps, q);
+        (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.gate_channels ? (const bf16 *)gate_b : NULL,
+        (const bf16 *)post_w, q.gate_channels == 0, s->eps, q);
     CU_LAUNCH();
 }
 
@@ -225,12 +229,12 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
                                      const bf16 *payload, const float *pn_rstd, const bf16 *post_w,
                                      const float *dalpha_extra, CompDims q) {
     int wid = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x & 31;
-    int n_items = q.B * q.nW * q.G;
+    int n_items = q.B * q.n_windows * q.G;
     if (wid >= n_items) return;
-    int g = wid % q.G, j = (wid / q.G) % q.nW, b = wid / (q.G * q.nW);
-    size_t slot0 = (size_t)wid * q.W;
-    const int W = q.W, c = q.c, d = q.d;
-    const bool gated = q.cg > 0;
+    int g = wid % q.G, j = (wid / q.G) % q.n_windows, b = wid / (q.G * q.n_windows);
+    size_t slot0 = (size_t)wid * q.window;
+    const int W = q.window, c = q.channels, d = q.d;
+    const bool gated = q.gate_channels > 0;
     if (j >= head_windows(q, g)) {   /* no such window (staggered): zero partials, never read in dcat */
         if (gated) for (int x = lane; x < W * c; x += 32) ds32[slot0 * c + x] = 0.0f;
         if (dpost) for (int x = lane; x < d; x += 32) dpost[(size_t)wid * d + x] = 0.0f;
@@ -250,7 +254,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     for (int i = 0; i < W; i++) {
         const bf16 *p = payload + (slot0 + i) * d;
         float rs = post_w ? pn_rstd[slot0 + i] : 1.0f;
-        bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
+        bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
         float pv[POOL_MAXK], dq[POOL_MAXK];
         float dal_s = 0.0f, dot = 0.0f;
         #pragma unroll
@@ -290,14 +294,14 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
                     dpw[k] += dq[k] * pv[k] * rs;
                     dp = rs * (dq[k] * pw[k] - pv[k] * rs * dot);
                 }
-                dst[q.cg + x] = tobf(dp);
+                dst[q.gate_channels + x] = tobf(dp);
             }
         }
     }
     if (gated) {
         __syncwarp();
         for (int i = 0; i < W; i++) {
-            bf16 *dst = dcat + (((size_t)b * W + i) * q.nW + j) * q.NP + g * q.Rg;
+            bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
             if (c == 1) {
                 if (lane == 0) {
                     float dsv = al[i] * (ds32[slot0 + i] - sumad_scalar);
@@ -328,15 +332,15 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
 
 /* dgate_w [G,M,c,D] += dW rows g*Rg + [0,c); dpayload_w [G,M,d,D] += rows g*Rg + c + [0,d) */
 __global__ void comp_unpack_kernel(float *dgate_w, float *dpayload_w, const float *dw, CompDims q) {
-    size_t total = (size_t)q.M * q.G * q.Rg * q.D;
+    size_t total = (size_t)q.n_maps * q.G * q.head_cols * q.D;
     for (size_t idx = blockIdx.x * (size_t)blockDim.x + threadIdx.x; idx < total; idx += (size_t)gridDim.x * blockDim.x) {
         int k = (int)(idx % q.D);
         size_t rowi = idx / q.D;
-        int row = (int)(rowi % (q.G * q.Rg)), m = (int)(rowi / (q.G * q.Rg));
-        int g = row / q.Rg, x = row % q.Rg;
-        float v = dw[((size_t)m * q.NP + row) * q.D + k];
-        if (x < q.cg) { if (dgate_w) dgate_w[(((size_t)g * q.M + m) * q.c + x) * q.D + k] += v; }
-        else if (dpayload_w) dpayload_w[(((size_t)g * q.M + m) * q.d + (x - q.cg)) * q.D + k] += v;
+        int row = (int)(rowi % (q.G * q.head_cols)), m = (int)(rowi / (q.G * q.head_cols));
+        int g = row / q.head_cols, x = row % q.head_cols;
+        float v = dw[((size_t)m * q.cat_cols + row) * q.D + k];
+        if (x < q.gate_channels) { if (dgate_w) dgate_w[(((size_t)g * q.n_maps + m) * q.channels + x) * q.D + k] += v; }
+        else if (dpayload_w) dpayload_w[(((size_t)g * q.n_maps + m) * q.d + (x - q.gate_channels)) * q.D + k] += v;
     }
 }
 
@@ -349,50 +353,50 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                        float *dpost_w, const act_t *dentry, const float *alpha, const act_t *payload,
                        const float *pn_rstd, const act_t *a_, const act_t *gate_w,
                        const act_t *payload_w, const act_t *post_w, const float *dalpha_extra) {
-    CompDims q = dims_of(s);
-    if (q.nW <= 0) return;
+    CompDims q = comp_dims_of(s);
+    if (q.n_windows <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *da = (bf16 *)da_;
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
-    size_t n_cat = (size_t)q.B * q.W * q.nW * q.NP;
+    size_t n_cat = (size_t)q.B * q.window * q.n_windows * q.cat_cols;
     bf16 *dcat = (bf16 *)cu_workspace(ctx, WS_COMP_DCAT, n_cat * sizeof(bf16));
-    if (q.NP != q.G * q.Rg) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
-    size_t n_slots = (size_t)q.B * q.nW * q.G * q.W;
-    float *ds32 = q.cg ? (float *)cu_workspace(ctx, WS_COMP_DS, n_slots * q.c * sizeof(float)) : NULL;
-    float *dpost = post_w ? (float *)cu_workspace(ctx, WS_COMP_DPOST, (size_t)q.B * q.nW * q.G * q.d * sizeof(float)) : NULL;
-    int items = q.B * q.nW * q.G;
+    if (q.cat_cols != q.G * q.head_cols) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
+    size_t n_slots = (size_t)q.B * q.n_windows * q.G * q.window;
+    float *ds32 = q.gate_channels ? (float *)cu_workspace(ctx, WS_COMP_DS, n_slots * q.channels * sizeof(float)) : NULL;
+    float *dpost = post_w ? (float *)cu_workspace(ctx, WS_COMP_DPOST, (size_t)q.B * q.n_windows * q.G * q.d * sizeof(float)) : NULL;
+    int items = q.B * q.n_windows * q.G;
     CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
-                                                                   q.cg ? dalpha_extra : NULL, q);
+                                                                   q.gate_channels ? dalpha_extra : NULL, q);
     CU_LAUNCH();
-    if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.nW, q.G * q.W * q.c);
+    if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.n_windows, q.G * q.window * q.channels);
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
     const int ns = comp_slices(q, sl);
-    if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.nW * q.G, q.d);
+    if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.n_windows * q.G, q.d);
 
     /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
     if (dpayload_w || dgate_w) {
-        size_t n_dw = (size_t)q.M * q.NP * q.D;
+        size_t n_dw = (size_t)q.n_maps * q.cat_cols * q.D;
         float *dw = (float *)cu_workspace(ctx, WS_COMP_DW, n_dw * sizeof(float));
         CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
         for (int b = 0; b < q.B; b++)
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
-                const bf16 *dC = dcat + (size_t)b * q.W * q.nW * q.NP + z.col0;
+                const bf16 *dC = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols + z.col0;
                 const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;
-                if (q.M == q.W) {
-                    cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC, q.NP, (long long)q.nW * q.NP,
-                            A, q.S * q.D, q.D, dw + (size_t)z.col0 * q.D, q.D, (long long)q.NP * q.D, 1, 1.0f, 1.0f, q.W);
+                if (q.n_maps == q.window) {
+                    cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols,
+                            A, q.stride * q.D, q.D, dw + (size_t)z.col0 * q.D, q.D, (long long)q.cat_cols * q.D, 1, 1.0f, 1.0f, q.window);
                 } else {
-                    for (int i = 0; i < q.W; i++)
-                        cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC + (size_t)i * q.nW * q.NP, q.NP, 0,
-                                A + (size_t)i * q.D, q.S * q.D, 0,
-                                dw + ((size_t)map_of(q, i) * q.NP + z.col0) * q.D, q.D, 0, 1, 1.0f, 1.0f, 1);
+                    for (int i = 0; i < q.window; i++)
+                        cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC + (size_t)i * q.n_windows * q.cat_cols, q.cat_cols, 0,
+                                A + (size_t)i * q.D, q.stride * q.D, 0,
+                                dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0, 1, 1.0f, 1.0f, 1);
                 }
             }
-        size_t n_un = (size_t)q.M * q.G * q.Rg * q.D;
+        size_t n_un = (size_t)q.n_maps * q.G * q.head_cols * q.D;
         CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, ctx->stream)(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
     }
@@ -401,7 +405,7 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
      * touch disjoint rows and go in one batched call; groups (and slices) run in order. */
     if (da) {
         /* no overlap: every row gets at most one contribution (staggered heads overlap each other) */
-        bool direct = q.W <= q.S && ns == 1 && q.grid == GRID_ALIGNED;
+        bool direct = q.window <= q.stride && ns == 1 && q.grid == GRID_ALIGNED;
         float *da32 = NULL;
         size_t n_da = (size_t)q.B * q.T * q.D;
         if (!direct) {
@@ -410,21 +414,21 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
         }
         for (int b = 0; b < q.B; b++)
             for (int x = 0; x < ns; x++)
-                for (int i0 = 0; i0 < q.W; i0 += q.S) {
+                for (int i0 = 0; i0 < q.window; i0 += q.stride) {
                     const CompSlice &z = sl[x];
-                    int ni = q.W - i0 < q.S ? q.W - i0 : q.S;
+                    int ni = q.window - i0 < q.stride ? q.window - i0 : q.stride;
                     int m0 = map_of(q, i0);
-                    long long sB = q.M == q.W ? (long long)q.NP * q.D : 0;
-                    if (q.M != q.W && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
-                    const bf16 *A = dcat + ((size_t)b * q.W + i0) * q.nW * q.NP + z.col0;
-                    const bf16 *Bm = wcat + ((size_t)m0 * q.NP + z.col0) * q.D;
+                    long long sB = q.n_maps == q.window ? (long long)q.cat_cols * q.D : 0;
+                    if (q.n_maps != q.window && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
+                    const bf16 *A = dcat + ((size_t)b * q.window + i0) * q.n_windows * q.cat_cols + z.col0;
+                    const bf16 *Bm = wcat + ((size_t)m0 * q.cat_cols + z.col0) * q.D;
                     size_t row0 = (size_t)b * q.T + z.o + i0;
                     if (direct)
-                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
-                                da + row0 * q.D, q.S * q.D, q.D, 0, 1.0f, 1.0f, ni);
+                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
+                                da + row0 * q.D, q.stride * q.D, q.D, 0, 1.0f, 1.0f, ni);
                     else
-                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.NP, (long long)q.nW * q.NP, Bm, q.D, sB,
-                                da32 + row0 * q.D, q.S * q.D, q.D, 1, 1.0f, 1.0f, ni);
+                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
+                                da32 + row0 * q.D, q.stride * q.D, q.D, 1, 1.0f, 1.0f, ni);
                 }
         if (!direct) {
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
@@ -484,9 +488,9 @@ __global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, 
 void cu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
     const int B = s->B, W = s->window, c = s->channels, rows = s->n_windows * s->G;
     if (B <= 0 || W <= 0) return;
-    CompDims q = dims_of(s);
+    CompDims q = comp_dims_of(s);
     long n_exist = 0;                                  /* rows that exist: sum_g nW_g */
-    for (int g = 0; g < q.G; g++) n_exist += q.nW > 0 ? head_windows(q, g) : 0;
+    for (int g = 0; g < q.G; g++) n_exist += q.n_windows > 0 ? head_windows(q, g) : 0;
     float *sums = (float *)cu_workspace(ctx, WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
     CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, ctx->stream)(sums, alpha, rows, W, c);
     CU_LAUNCH();
