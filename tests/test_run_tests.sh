@@ -39,8 +39,11 @@ grep -q "^failing programs: $FB/test_fail $FB/test_hang\$" <<<"$out" && echo "ok
   || echo "not ok - $T: the run took ${took}s with TEST_TIMEOUT=2"
 sleep 1
 child=$(cat "$S/child.pid" 2>/dev/null)
-# gone, or a zombie nobody reaped yet (its parent was killed; in a container PID 1 may not reap)
-if [ -n "$child" ] && { ! kill -0 "$child" 2>/dev/null || [ "$(ps -o stat= -p "$child" 2>/dev/null | cut -c1)" = Z ]; }; then echo "ok - $T: the hanging program's own child is stopped too"
+# gone, or a zombie nobody reaped yet (its parent was killed; in a container or chroot PID 1 may
+# not reap). The state is read from /proc/PID/stat (the field after the command's parenthesis):
+# a minimal system (the fresh-machine chroot) has no ps.
+child_state() { sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1; }
+if [ -n "$child" ] && { ! kill -0 "$child" 2>/dev/null || [ "$(child_state "$child")" = Z ]; }; then echo "ok - $T: the hanging program's own child is stopped too"
 else echo "not ok - $T: the hanging program's child (pid '$child') survived the time limit"; kill "$child" 2>/dev/null; fi
 
 out=$(run test_pass 2>&1); rc=$?
