@@ -67,15 +67,32 @@ static inline int comp_head_windows(const CompShape *s, int g) {
     return n < s->n_windows ? n : s->n_windows;
 }
 
-/* Shapes of one decode attention call (model/decode.c): ONE query position, H heads, against a
- * cache of n_entries compressed entries (slots 0..n_entries-1 of ck, cv [entry_cap, G, d]) and
- * n_raw raw tokens held in a ring of ring_cap slots (k, v [ring_cap, G, d]) starting at slot
- * raw_first and wrapping around (slot (raw_first + x) % ring_cap, x < n_raw). */
+/* Shapes of one decode attention call (model/decode.c): ONE query position t, H heads, against a
+ * cache of compressed entries (ck, cv [n_windows, G, d]: slot (j, g) holds entry j of KV head g)
+ * and raw tokens in a ring of ring_cap slots (k, v [ring_cap, G, d]: position p in slot
+ * p % ring_cap). What KV head g shows the query is the visibility rule of kernels/visibility.h
+ * for that head's grid (decode_head_view): its first n_entries entries, then its raw tokens
+ * lo..t (n_raw of them, from ring slot raw_first, wrapping). With grid = staggered heads differ
+ * in both (SPEC.md 2b); on the aligned grid every head sees the same slots. */
 typedef struct {
     int H, G, d;
-    int n_entries;
-    int ring_cap, raw_first, n_raw;
+    int t;                           /* the query position */
+    int window, stride, n_windows;   /* entry slots per head (n_windows = 0: no compressed entries) */
+    int grid;                        /* GRID_* */
+    int visibility, n_local;         /* VIS_*, raw window length for VIS_WINDOW */
+    int ring_cap;                    /* raw slots (>= 1) */
 } DecodeAttnShape;
+
+/* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
+ * n_raw raw tokens starting at ring slot raw_first (kernels/visibility.h; host and device). */
+VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
+    const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
+    const int n = s->n_windows > 0 ? vis_n_entries(s->t, s->window, s->stride, o, s->n_windows) : 0;
+    const int lo = vis_raw_lo(s->visibility, s->t, n, s->window, s->stride, o, s->n_local);
+    *n_entries = n;
+    *n_raw = s->t - lo + 1;
+    *raw_first = s->ring_cap > 0 ? lo % s->ring_cap : 0;
+}
 
 /* A backend is an interface (the ops of kernels/ops.def) plus a context: everything an op
  * needs besides its arguments (CPU: the thread count; CUDA: the device, stream, cuBLASLt handle

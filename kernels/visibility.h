@@ -77,6 +77,18 @@ VIS_FN int vis_last_query_of_raw(int visibility, int k, int T, int W, int S, int
     return hi;
 }
 
+/* Incremental decoding (model/decode.c), the same rule seen one position at a time:
+ * the window of a head with grid offset o that completes at t (t = o + jS + W - 1), or -1 ... */
+VIS_FN int vis_entry_closing_at(int t, int W, int S, int o) {
+    int x = t - o - W + 1;
+    return x >= 0 && x % S == 0 ? x / S : -1;
+}
+/* ... and the most raw tokens a query of that head sees with local = tail: before its first
+ * window t + 1 <= o + W - 1 tokens (at t = o + W - 1 the window closes), after it t - e_t <= S - 1. */
+VIS_FN int vis_tail_max_raw(int W, int S, int o) {
+    return o + W - 1 > S - 1 ? o + W - 1 : S - 1;
+}
+
 /* Phase of position t for a head with grid offset o: (t - o) mod S, in 0..S-1. */
 VIS_FN int vis_phase(int t, int S, int o) {
     int r = (t - o) % S;

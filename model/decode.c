@@ -4,17 +4,22 @@
  * One step at position t, per layer (the same math as model/model.c's forward, one row):
  *   a = RMSNorm_in(x);  q = RoPE(qnorm(Wq a), t);  k = RoPE(knorm(Wk a), t);  v = Wv a
  *   raw ring:   k, v -> slot t % ring_cap           (skipped when ring_cap = 0)
- *   compressed: a -> input slot t % W; when t = jS + W - 1 (window j completes):
- *               E^B = compressor_fwd over the W inputs a_{jS..jS+W-1} in offset order (one
- *               window, T = W: the training kernel itself), Khat_j = RoPE(cknorm(E^K), jS) and
- *               Vhat_j = E^V (or Khat_j when tied) -> entry slot j.  Entries are never rewritten.
- *   attention over entries 0..n_entries-1 (every stored entry is complete, hence visible) and
- *   the visible raw tokens: window [max(0, t-n_local+1), t]; tail (e_t, t] with
- *   e_t = (n_entries-1)S + W - 1 (or -1); full [0, t].
+ *   compressed: a -> input slot t % W; for each KV head g whose window j completes at t
+ *               (t = o_g + jS + W - 1, o_g its grid offset, kernels/visibility.h; aligned grid:
+ *               o_g = 0, every head at once):
+ *               E^B_g = compressor_fwd over the W inputs a_{t-W+1..t} in offset order (one
+ *               window, T = W: the training kernel itself, on the heads that complete at t: a
+ *               run of consecutive heads with equal o_g, their slice of the weights),
+ *               Khat_{j,g} = RoPE(cknorm(E^K_g), o_g + jS) and Vhat_{j,g} = E^V_g (or Khat when
+ *               tied) -> entry slot (j, g).  Entries are never rewritten.
+ *   attention_decode: head g sees its complete entries and its visible raw tokens (window
+ *   [max(0, t-n_local+1), t]; tail (e_t, t] with e_t the end of head g's last complete window, or
+ *   -1; full [0, t]), the op asks kernels/visibility.h per head (decode_head_view).
  *   x += Wo attn;  x += W_down(silu(W_gate m) * W_up m), m = RMSNorm_post(x)
  * logits = RMSNorm_final(x) @ E_out^T (a [1, V] matmul, downloaded as fp32).
- * The tail ring holds at most max(W-1, S-1) tokens: after the first window t - e_t <= S - 1,
- * before it t + 1 <= W - 1 (at t = W - 1 the window closes and covers everything). */
+ * The tail ring holds the most raw tokens any head sees, max over g of max(o_g + W - 1, S - 1)
+ * (vis_tail_max_raw; aligned: max(W-1, S-1)). With grid = staggered, heads 1..G-1 may have one
+ * window fewer than head 0 at a given context: their last entry slot is then never written. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,10 +38,16 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
     if (c->attention == ATTN_FULL) {
         o->ring_cap = (int)context;
     } else {
-        const int W = c->window, S = c->stride;
-        o->entry_cap = context >= W ? (int)((context - W) / S + 1) : 0;
+        const int W = c->window, S = c->stride, G = c->n_kv_heads;
+        const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
+        o->entry_cap = vis_n_windows(ctx, W, S, vis_grid_offset(c->grid, 0, S, G));   /* head 0: the most */
+        o->ring_cap = c->local == LOCAL_TAIL ? 0 : c->n_local;
+        for (int g = 0; g < G; g++) {
+            const int og = vis_grid_offset(c->grid, g, S, G);
+            o->head_entries += vis_n_windows(ctx, W, S, og);
+            if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
+        }
         o->value_entries = !dims_of(c, 0).tied_kv;
-        o->ring_cap = c->local == LOCAL_TAIL ? (W > S ? W : S) - 1 : c->n_local;
         o->input_rows = W;
     }
     o->entry_bytes = (size_t)o->entry_cap * Gd * e * (1 + o->value_entries);
@@ -61,7 +72,7 @@ struct Decoder {
     struct Model *m;
     const ModelConfig *c;
     const Backend *be;
-    int max_context, pos, n_entries;
+    int max_context, pos;
     ModelDims dims;            /* T-free sizes of the config (model/dims.h): tied_kv, channels, n_maps */
     DecodeCacheLayout lay;
     LayerCache *lc;
@@ -76,6 +87,8 @@ struct Decoder {
     float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
     float *rstd;               /* [max(H, G, 1)] */
     float *rope_tab;           /* [max_context, r/2, 2] */
+    float *crope_tab;          /* grid = staggered, G > 1: [entry_cap * G, r/2, 2], row j*G + g at
+                                  o_g + jS (the prefill's entries, as model/model.c's crope_tab) */
     int32_t *tok;              /* [1] */
 };
 
@@ -134,13 +147,6 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         return NULL;
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
-    if (c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED && c->n_kv_heads > 1) {
-        /* the cache below keeps one window grid for all KV heads (SPEC.md 2b's per-head grids
-         * would need per-head entry counts and RoPE positions): refused, not approximated */
-        set_err(err, "incremental decoding with grid = staggered (%d KV heads) is not implemented yet; "
-                "score with --eval without --decode", c->n_kv_heads);
-        return NULL;
-    }
     Decoder *dec = calloc(1, sizeof *dec);
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
     dec->dims = dims_of(c, 0);
@@ -203,6 +209,21 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         if (dec->rope_tab) {
             float *tab = rope_table(max_context, c->rope_dims, c->rope_theta);
             be->upload(be->ctx, dec->rope_tab, tab, tab_bytes);
+            const int half = c->rope_dims / 2, nE = dec->lay.entry_cap;
+            if (c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED && G > 1 && nE > 0) {
+                size_t cbytes = (size_t)nE * G * half * 2 * sizeof(float);
+                dec->crope_tab = take(be, cbytes, sb, &fail);
+                float *ctab = calloc((size_t)nE * G * half * 2, sizeof(float));
+                for (int j = 0; j < nE && ctab; j++)
+                    for (int g = 0; g < (int)G; g++) {
+                        int pos = vis_grid_offset(c->grid, g, c->stride, (int)G) + j * c->stride;
+                        if (pos < max_context)
+                            memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2, sizeof(float) * half * 2);
+                    }
+                if (dec->crope_tab && ctab) be->upload(be->ctx, dec->crope_tab, ctab, cbytes);
+                if (!ctab) fail = 1;
+                free(ctab);
+            }
             free(tab);
         }
     }
@@ -221,14 +242,14 @@ void decoder_free(Decoder *dec) {
     if (dec->lc) cache_release(dec->lc, dec->c->n_layers, be);
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
-                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
+                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->crope_tab};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
     free(dec);
 }
 
-void decoder_reset(Decoder *dec) { dec->pos = 0; dec->n_entries = 0; }
+void decoder_reset(Decoder *dec) { dec->pos = 0; }
 int decoder_position(const Decoder *dec) { return dec->pos; }
 int decoder_max_context(const Decoder *dec) { return dec->max_context; }
 size_t decoder_cache_bytes(const Decoder *dec) { return dec->cache_bytes; }
@@ -242,32 +263,58 @@ static const float *rope_at(const Decoder *dec, int p) {
     return dec->rope_tab + (size_t)p * (dec->c->rope_dims / 2) * 2;
 }
 
-/* Window j has just completed at position t: its entry goes to slot j of every layer's cache. */
-static void write_entry(Decoder *dec, int L, int j) {
+/* The weights of KV heads g0.. of a [G, ...] tensor whose head slice has per_head elements. */
+static const act_t *head_slice(const Decoder *dec, int i, int g0, size_t per_head) {
+    return i < 0 ? NULL : (const act_t *)((const char *)Wt(dec, i) + (size_t)g0 * per_head * dec->be->act_bytes);
+}
+
+/* KV heads g0 .. g0+ng-1 (one grid offset o) have just completed their window j at position t =
+ * o + jS + W - 1: their entries go to slots (j, g0..) of layer L's cache. The aligned grid is the
+ * call with g0 = 0, ng = G, o = 0. */
+static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o) {
     const Backend *be = dec->be;
     const ModelConfig *c = dec->c;
     const DecIdx *x = &dec->li[L];
     LayerCache *lc = &dec->lc[L];
     const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
-    const size_t e = be->act_bytes, Gd = (size_t)G * d;
-    /* the window's inputs in offset order: slot (jS + i) % W */
+    const int M = dec->dims.n_maps, ch = dec->dims.channels;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d, nd = (size_t)ng * d;
+    /* the window's inputs a_{t-W+1..t} in offset order: slot (t - W + 1 + i) % W */
+    const size_t p0 = (size_t)(t - W + 1);
     const act_t *win = lc->inputs;
-    if ((size_t)j * S % W != 0) {
+    if (p0 % W != 0) {
         for (int i = 0; i < W; i++)
-            be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, ((size_t)j * S + i) % W, D, e), D * e);
+            be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, (p0 + i) % W, D, e), D * e);
         win = dec->win;
     }
-    CompShape cs = {.B = 1, .T = W, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = 1,
-                    .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = (float)c->norm_eps};
+    CompShape cs = {.B = 1, .T = W, .D = D, .G = ng, .d = d, .window = W, .stride = S, .n_windows = 1,
+                    .channels = ch, .n_maps = M, .eps = (float)c->norm_eps};
     cs.gate = c->gate;
     for (int br = 0; br < dec->dims.branches; br++)
-        be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win, Wt(dec, x->gate_w[br]),
-                           Wt(dec, x->gate_b[br]), Wt(dec, x->payload[br]), Wt(dec, x->pn[br]));
-    act_t *ck = row(lc->ck, j, Gd, e);
-    if (c->qk_norm) be->rmsnorm_fwd(be->ctx, ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), G, d, (float)c->norm_eps);
-    else be->copy(be->ctx, ck, dec->entry[0], Gd * e);
-    if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, j * S), 1, G, d, c->rope_dims, 1, 1, 0);
-    if (lc->cv) be->copy(be->ctx, row(lc->cv, j, Gd, e), dec->entry[1], Gd * e);
+        be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win,
+                           head_slice(dec, x->gate_w[br], g0, (size_t)M * ch * D), head_slice(dec, x->gate_b[br], g0, (size_t)W * ch),
+                           head_slice(dec, x->payload[br], g0, (size_t)M * d * D), Wt(dec, x->pn[br]));
+    act_t *ck = (act_t *)((char *)row(lc->ck, j, Gd, e) + (size_t)g0 * d * e);
+    if (c->qk_norm) be->rmsnorm_fwd(be->ctx, ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), ng, d, (float)c->norm_eps);
+    else be->copy(be->ctx, ck, dec->entry[0], nd * e);
+    if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, o + j * S), 1, ng, d, c->rope_dims, 1, 1, 0);
+    if (lc->cv) be->copy(be->ctx, (char *)row(lc->cv, j, Gd, e) + (size_t)g0 * d * e, dec->entry[1], nd * e);
+}
+
+/* Every KV head whose window completes at t (kernels/visibility.h), in runs of consecutive heads
+ * with one grid offset: one compressor call per run (aligned grid: one run of all G heads, or
+ * none). Staggered offsets o_g = floor(gS/G) are non-decreasing in g, so heads that share an
+ * offset are adjacent. */
+static void write_completed(Decoder *dec, int L, int t) {
+    const ModelConfig *c = dec->c;
+    const int W = c->window, S = c->stride, G = c->n_kv_heads;
+    for (int g0 = 0; g0 < G;) {
+        const int o = vis_grid_offset(c->grid, g0, S, G), j = vis_entry_closing_at(t, W, S, o);
+        int g1 = g0 + 1;
+        while (g1 < G && vis_grid_offset(c->grid, g1, S, G) == o) g1++;
+        if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o);
+        g0 = g1;
+    }
 }
 
 int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
@@ -283,8 +330,6 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d;
     const int compressed = c->attention == ATTN_COMPRESSED;
-    const int closes = compressed && t >= W - 1 && (t - W + 1) % S == 0;   /* window j completes at t */
-    const int j_new = closes ? (t - W + 1) / S : -1;
     be->upload(be->ctx, dec->tok, &token, sizeof token);
     be->embedding_fwd(be->ctx, dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
     for (int L = 0; L < c->n_layers; L++) {
@@ -312,12 +357,11 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         }
         if (compressed) {
             be->copy(be->ctx, row(lc->inputs, t % W, D, e), dec->a, D * e);
-            if (closes) write_entry(dec, L, j_new);
+            write_completed(dec, L, t);
         }
-        int n_entries = closes ? j_new + 1 : dec->n_entries;
-        int lo = vis_raw_lo(config_visibility(c), t, n_entries, W, S, 0, c->n_local);
-        DecodeAttnShape as = {.H = H, .G = G, .d = d, .n_entries = n_entries, .ring_cap = R > 0 ? R : 1,
-                              .raw_first = R > 0 ? lo % R : 0, .n_raw = t - lo + 1};
+        DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
+                              .n_windows = compressed ? dec->lay.entry_cap : 0, .grid = compressed ? c->grid : GRID_ALIGNED,
+                              .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
         be->copy(be->ctx, dec->x_mid, dec->x, D * e);
@@ -329,7 +373,6 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         be->copy(be->ctx, dec->x, dec->x_mid, D * e);
         be->matmul_fwd(be->ctx, dec->x, dec->h, Wt(dec, x->down), 1, D, F, 1);
     }
-    if (closes) dec->n_entries = j_new + 1;
     dec->pos++;
     if (logits) {
         be->rmsnorm_fwd(be->ctx, dec->xf, dec->rstd, dec->x, Wt(dec, dec->final_norm), 1, D, eps);
@@ -363,7 +406,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
     const int compressed = c->attention == ATTN_COMPRESSED;
-    const int nW = compressed && n >= W ? (n - W) / S + 1 : 0;
+    const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
     size_t scratch = 0;
     int fail = 0;
     act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
@@ -386,11 +429,14 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     be->upload(be->ctx, tok, tokens, N * 4);
     be->embedding_fwd(be->ctx, x, tok, Wt(dec, dec->emb), n, D);
+    const int grid = compressed ? c->grid : GRID_ALIGNED;
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
     as.visibility = config_visibility(c);
+    as.grid = grid;
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                     .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = eps};
     cs.gate = c->gate;
+    cs.grid = grid;
     for (int L = 0; L < c->n_layers; L++) {
         const DecIdx *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
@@ -417,7 +463,9 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
-            if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
+            if (r > 0 && dec->crope_tab)   /* entry (j, g) of a staggered grid sits at o_g + jS */
+                be->rope(be->ctx, lc->ck, dec->crope_tab, nW * G, 1, d, r, nW * G, 1, 0);
+            else if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
         }
         be->attention_fwd(be->ctx, &as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
                           model_master_weight(dec->m, ix->sink));
@@ -437,7 +485,6 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
         be->matmul_fwd(be->ctx, x, h, Wt(dec, ix->down), n, D, F, 1);
     }
     dec->pos = n;
-    dec->n_entries = nW;
     if (logits) {
         be->rmsnorm_fwd(be->ctx, dec->xf, dec->rstd, row(x, N - 1, D, e), Wt(dec, dec->final_norm), 1, D, eps);
         be->matmul_fwd(be->ctx, dec->logits, dec->xf, Wt(dec, dec->lm_head), 1, c->vocab_size, D, 0);

@@ -1,9 +1,11 @@
 /* Incremental decoding with a real KV cache (SPEC.md sections 1-2 run the way they are deployed):
  * one token at a time, each layer keeping
- *   - the compressed entries Khat_j (after cknorm + RoPE at jS) and Vhat_j (absent when K/V are
- *     tied), each written ONCE, when its window completes (position jS + W - 1 arrives);
+ *   - the compressed entries Khat_j (after cknorm + RoPE at o_g + jS) and Vhat_j (absent when K/V
+ *     are tied), each written ONCE, when its window completes (position o_g + jS + W - 1 arrives;
+ *     o_g = 0 on the aligned grid, floor(gS/G) for KV head g with grid = staggered, SPEC.md 2b);
  *   - a ring buffer of raw keys/values: the last n_local tokens (local = window) or the current
- *     tail e_t < s <= t (local = tail; at most max(W, S) - 1 tokens); full attention keeps every
+ *     tail e_t < s <= t (local = tail, e_t per KV head; at most max(W, S) - 1 tokens on the aligned
+ *     grid, up to o_g more with staggered grids); full attention keeps every
  *     token (ring = the whole context);
  *   - the last W normalized inputs a_p (compressed only): the compressor of window j runs on
  *     a_{jS..jS+W-1} when the window completes, with the same kernel as training (so the entry
@@ -26,9 +28,14 @@ typedef struct Decoder Decoder;
 /* The cache of one layer for a context of `context` tokens, elements of elem_bytes bytes. */
 typedef struct {
     long context;
-    int entry_cap;          /* compressed entries: n_windows(context) (0 for full attention) */
+    int entry_cap;          /* entry slots per KV head: KV head 0's n_windows(context), the most any
+                               head has (0 for full attention) */
+    long head_entries;      /* entries the KV heads have at the full context, summed over the heads:
+                               G * entry_cap on the aligned grid; grid = staggered: heads with one
+                               window fewer leave their last slot unused (allocated, never written) */
     int value_entries;      /* 1 when entries carry their own values (not tied), else 0 */
-    int ring_cap;           /* raw K/V slots: n_local | max(W,S)-1 | context (full) */
+    int ring_cap;           /* raw K/V slots: n_local | the most raw tokens a tail query of any head
+                               sees, max_g max(o_g + W - 1, S - 1) (aligned: max(W,S)-1) | context (full) */
     int input_rows;         /* normalized inputs kept: W (compressed), 0 (full) */
     size_t entry_bytes;     /* entry_cap * G * d * elem * (1 + value_entries) */
     size_t raw_bytes;       /* 2 * ring_cap * G * d * elem */

@@ -9,7 +9,10 @@
  *     the sequence so far (model_argmax_at);
  *   - decoding past the model's seq_len equals the forward of a model built for the longer T;
  *   - the cache bytes measured from the allocations equal the formula, and the formula's figures
- *     for the Qwen3-0.6B shape equal numbers worked out by hand here. */
+ *     for the Qwen3-0.6B shape (and a staggered layout) equal numbers worked out by hand here.
+ * grid = staggered (SPEC.md 2b) with G = 2 and 4 KV heads, local = window and tail, S < W and
+ * S = W, tied K/V, vector gates, post-norm, sink, shared compressor: every check above against the
+ * full forward (which has each head's own grid); G = 1 staggered equals aligned bit for bit. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -43,6 +46,22 @@ static void v_overlap_tail_vec(ModelConfig *c) { v_overlap(c); c->local = LOCAL_
 static void v_shared(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_shared_tail_vector(ModelConfig *c) { v_shared(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; }
 static void v_deepseek_sink_tail(ModelConfig *c) { v_deepseek(c); c->attn_sink = 1; c->local = LOCAL_TAIL; }
+/* grid = staggered (SPEC.md 2b): KV head g's windows start at o_g = floor(gS/G). tu_tiny_config has
+ * H = 4 query heads; G = 4 puts one query head on each KV head. */
+static void v_stag(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; }                        /* G2 W4 S4: o = 0, 2 */
+static void v_stag_tail(ModelConfig *c) { v_stag(c); c->local = LOCAL_TAIL; }
+static void v_stag_g4(ModelConfig *c) { v_stag(c); c->n_kv_heads = 4; }                             /* o = 0, 1, 2, 3 */
+static void v_stag_g4_tail(ModelConfig *c) { v_stag_g4(c); c->local = LOCAL_TAIL; }
+static void v_stag_g4_s2(ModelConfig *c) { v_stag_g4(c); c->window = 4; c->stride = 2; }            /* S < W: o = 0, 0, 1, 1 */
+static void v_stag_g4_s2_tail_vec_tied(ModelConfig *c) {
+    v_stag_g4_s2(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->kv_tied = 1;
+}
+static void v_stag_w5s3_tail_vec(ModelConfig *c) {                                                  /* G2: o = 0, 1 */
+    v_stag(c); c->window = 5; c->stride = 3; c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1;
+}
+static void v_stag_tied_sink(ModelConfig *c) { v_stag(c); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_stag_g4_shared_tail(ModelConfig *c) { v_stag_g4_tail(c); c->compressor = COMPRESSOR_SHARED; }
+static void v_stag_g1(ModelConfig *c) { v_kv1(c); c->grid = GRID_STAGGERED; }                      /* = aligned */
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
@@ -53,6 +72,11 @@ static const Variant variants[] = {
     {"w2s3_tail", v_w2s3_tail}, {"w1s1_tail", v_w1s1_tail}, {"kv1_untied", v_kv1},
     {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"deepseek_sink_tail", v_deepseek_sink_tail},
     {"shared", v_shared}, {"shared_tail_vector", v_shared_tail_vector},
+    {"staggered_g2", v_stag}, {"staggered_g2_tail", v_stag_tail}, {"staggered_g4", v_stag_g4},
+    {"staggered_g4_tail", v_stag_g4_tail}, {"staggered_g4_w4s2", v_stag_g4_s2},
+    {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_s2_tail_vec_tied}, {"staggered_g2_w5s3_tail_vector_postnorm", v_stag_w5s3_tail_vec},
+    {"staggered_g2_tied_sink", v_stag_tied_sink}, {"staggered_g4_shared_tail", v_stag_g4_shared_tail},
+    {"staggered_g1", v_stag_g1},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */
@@ -169,7 +193,7 @@ int main(void) {
         decoder_free(dec);
 
         /* past the training length: a model built for T2 = 2T is the reference */
-        if (vi % 4 == 3 || !strcmp(vn, "tail") || !strcmp(vn, "full")) {
+        if (vi % 4 == 3 || !strcmp(vn, "tail") || !strcmp(vn, "full") || !strcmp(vn, "staggered_g4_tail")) {
             const int T2 = 2 * T;
             Model *m2 = model_create(&cfg, be, 1, T2, err);
             float *params = malloc(sizeof(float) * model_tensors(m)->n_floats);
@@ -212,5 +236,52 @@ int main(void) {
     decode_cache_layout(&q3, 32768, 2, &lc);
     check(lc.layer_bytes == (16u << 20) + (64u << 10) + (16u << 10) && lc.entry_cap == 4096,
           "decode: Qwen3-0.6B W8/S8 cache at 32K", "per layer %zu (%d entries)", lc.layer_bytes, lc.entry_cap);
+
+    /* staggered cache layout, worked by hand: G 4, W4/S4, tail, 40 tokens: o_g = 0, 1, 2, 3;
+     * windows per head (40 - o - 4) / 4 + 1 = 10, 9, 9, 9 -> 37 entries in 10 x 4 slots; the tail
+     * ring holds the most raw tokens a head sees: head 3 before its first window (t = 5: 0..5) = 6. */
+    ModelConfig st = tu_tiny_config();
+    v_stag_g4_tail(&st);
+    DecodeCacheLayout ls;
+    decode_cache_layout(&st, 40, 4, &ls);
+    check(ls.entry_cap == 10 && ls.head_entries == 37 && ls.ring_cap == 6, "decode: staggered G4 W4/S4 tail layout at 40 tokens",
+          "entry_cap %d (want 10), head_entries %ld (want 37), ring_cap %d (want 6)", ls.entry_cap, ls.head_entries, ls.ring_cap);
+    st.local = LOCAL_WINDOW;
+    decode_cache_layout(&st, 40, 4, &ls);
+    check(ls.ring_cap == st.n_local && ls.head_entries == 37, "decode: staggered G4 local = window keeps the n_local ring",
+          "ring_cap %d (want %d), head_entries %ld", ls.ring_cap, st.n_local, ls.head_entries);
+    v_comp(&st); st.grid = GRID_ALIGNED; st.local = LOCAL_TAIL;
+    decode_cache_layout(&st, 40, 4, &ls);
+    check(ls.entry_cap == 10 && ls.head_entries == 40 && ls.ring_cap == 3, "decode: aligned G4 W4/S4 tail layout at 40 tokens",
+          "entry_cap %d, head_entries %ld, ring_cap %d (want 10, 40, 3)", ls.entry_cap, ls.head_entries, ls.ring_cap);
+
+    /* G = 1: staggered decodes bit for bit as aligned (o_0 = 0), same parameters and tokens */
+    {
+        ModelConfig ca = tu_tiny_config(), cs;
+        v_kv1(&ca);
+        ca.local = LOCAL_TAIL;
+        cs = ca;
+        cs.grid = GRID_STAGGERED;
+        Model *ma = model_create(&ca, be, 1, T, err), *ms = model_create(&cs, be, 1, T, err);
+        int same = 0;
+        if (ma && ms) {
+            tu_random_params(ma, 77, 0.4);
+            float *params = malloc(sizeof(float) * model_tensors(ma)->n_floats);
+            model_download_params(ma, params);
+            model_upload_params(ms, params);
+            int32_t tok[T];
+            tu_random_tokens(tok, T, V, 78);
+            float *la = malloc(sizeof(float) * T * V), *lb = malloc(sizeof(float) * T * V);
+            Decoder *da = decoder_create(ma, T, err), *ds = decoder_create(ms, T, err);
+            int rc = !da || !ds;
+            for (int t = 0; t < T && !rc; t++)
+                rc = decoder_step(da, tok[t], la + (size_t)t * V, err) || decoder_step(ds, tok[t], lb + (size_t)t * V, err);
+            same = !rc && memcmp(la, lb, sizeof(float) * T * V) == 0;
+            decoder_free(da); decoder_free(ds);
+            free(params); free(la); free(lb);
+        }
+        check(same, "decode: grid = staggered with 1 KV head decodes bit for bit as aligned (tail)", "%s", err);
+        model_free(ma); model_free(ms);
+    }
     return check_failures ? 1 : 0;
 }

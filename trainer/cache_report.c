@@ -58,6 +58,16 @@ int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int
                 a.total_bytes ? (double)b.total_bytes / a.total_bytes : 0.0,
                 ok ? "" : "  MEASURED != FORMULA");
     }
+    if (n > 0 && compressed && mc->grid == GRID_STAGGERED && mc->n_kv_heads > 1) {
+        /* SPEC.md 2b: KV head g's windows start at o_g, so it may have one window fewer than head 0;
+         * the cache keeps head 0's count of slots for every head (the bytes above) */
+        DecodeCacheLayout a;
+        decode_cache_layout(mc, contexts[n - 1], elem_bytes, &a);
+        fprintf(f, "  (grid = staggered: KV head g's windows start at floor(g*%d/%d); at %ld tokens the heads have %ld entries "
+                "in %d x %d slots (a head with one window fewer leaves its last slot unused)%s)\n", mc->stride, mc->n_kv_heads,
+                contexts[n - 1], a.head_entries, a.entry_cap, mc->n_kv_heads,
+                mc->local == LOCAL_TAIL ? "; the tail ring holds the most raw tokens any head sees, max_g max(o_g + W - 1, S - 1)" : "");
+    }
     if (elem_bytes == 2) fprintf(f, "  (the CPU backend stores fp32 activations: twice these figures)\n");
     fprintf(f, "  (every figure measured from the decoder's allocation calls on a counting backend %s the formula)\n",
             mismatch ? "DIFFERS FROM" : "equals");

@@ -254,10 +254,12 @@ int cmd_generate(int argc, char **argv) {
     cache_human_bytes((double)fl.total_bytes, f, 32);
     cache_human_bytes((double)decoder_scratch_bytes(dec), g, 32);
     fprintf(stderr, "KV cache (%s, %zu-byte elements), measured from the allocations: %zu B = %s per layer, %s in %d layers "
-            "[formula: %d entries %s + %d raw slots %s + %d inputs %s = %zu B per layer, %s]; full attention at %d "
-            "tokens: %s (%.1fx); scratch + RoPE table %s\n",
-            be->name, be->act_bytes, decoder_cache_bytes(dec) / mc->n_layers, a, b, mc->n_layers, lay->entry_cap, c,
-            lay->ring_cap, d, lay->input_rows, e,
+            "[formula: %d entry slots x %d KV heads (%ld entries%s) %s + %d raw slots %s + %d inputs %s = %zu B per layer, %s]; "
+            "full attention at %d tokens: %s (%.1fx); scratch + RoPE table %s\n",
+            be->name, be->act_bytes, decoder_cache_bytes(dec) / mc->n_layers, a, b, mc->n_layers, lay->entry_cap, mc->n_kv_heads,
+            lay->head_entries,
+            lay->head_entries < (long)lay->entry_cap * mc->n_kv_heads ? ": grid = staggered, heads with one window fewer leave a slot unused" : "",
+            c, lay->ring_cap, d, lay->input_rows, e,
             lay->layer_bytes, decoder_cache_bytes(dec) == lay->total_bytes ? "equal" : "DIFFERENT", ctx, f,
             decoder_cache_bytes(dec) ? (double)fl.total_bytes / decoder_cache_bytes(dec) : 0.0, g);
 

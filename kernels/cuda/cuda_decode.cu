@@ -1,10 +1,11 @@
-/* Decode attention on the CUDA backend: one query position against a KV cache (model/decode.c),
- * the same math as kernels/cpu/cpu_decode.c:
+/* Decode attention on the CUDA backend: one query position t against a KV cache (model/decode.c),
+ * the same math as kernels/cpu/cpu_decode.c (n_entries, raw_first, n_raw of KV head g from
+ * decode_head_view, the visibility rule of that head's grid):
  *   keys x = 0..n_entries-1: compressed entries ck[x, g] / cv[x, g];
  *   then x = n_entries..nk-1: raw ring slots (raw_first + x - n_entries) % ring_cap of k / v;
  *   z_x = q_h . key_x / sqrt(d),  Z = exp(sink_h) + sum_x exp(z_x),  out_h = sum_x exp(z_x) value_x / Z.
  * One block of DEC_THREADS threads per query head h (KV head g = h / (H/G)). The scores live in a
- * workspace [H, nk] (fp32); max and sum are block-tree reductions of fixed shape and the output
+ * workspace [H, nk_max] (fp32; nk_max the most keys any head sees); max and sum are block-tree reductions of fixed shape and the output
  * dims are summed over x in index order by one thread each, so the result is deterministic.
  * Three phases separated by __syncthreads: scores + max, exp + sum, weighted values. */
 #include <math.h>
@@ -12,18 +13,21 @@
 
 #define DEC_THREADS 128
 
-__global__ void __launch_bounds__(DEC_THREADS) attention_decode_kernel(int H, int G, int d, int ne, int nr, int ring_cap,
-                                                                       int raw_first, bf16 *out, const bf16 *q,
+__global__ void __launch_bounds__(DEC_THREADS) attention_decode_kernel(DecodeAttnShape s, int nk_max, bf16 *out, const bf16 *q,
                                                                        const bf16 *ck, const bf16 *cv, const bf16 *k,
                                                                        const bf16 *v, const float *sink, float *zbuf) {
     CU_DYNAMIC_SMEM(smem);
+    const int H = s.H, G = s.G, d = s.d, ring_cap = s.ring_cap;
     float *qs = (float *)smem;            /* [d] the query, fp32 */
     float *red = qs + d;                  /* [DEC_THREADS] reduction tree */
-    const int h = blockIdx.x, tid = threadIdx.x, g = h / (H / G), nk = ne + nr;
+    const int h = blockIdx.x, tid = threadIdx.x, g = h / (H / G);
+    int ne, raw_first, nr;
+    decode_head_view(&s, g, &ne, &raw_first, &nr);
+    const int nk = ne + nr;
     const float scale = 1.0f / sqrtf((float)d);
     for (int i = tid; i < d; i += DEC_THREADS) qs[i] = bf(q[(size_t)h * d + i]);
     __syncthreads();
-    float *z = zbuf + (size_t)h * nk;
+    float *z = zbuf + (size_t)h * nk_max;
     float mx = -INFINITY;
     for (int x = tid; x < nk; x += DEC_THREADS) {
         const bf16 *key = x < ne ? ck + ((size_t)x * G + g) * d : k + ((size_t)((raw_first + x - ne) % ring_cap) * G + g) * d;
@@ -67,12 +71,17 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_decode_kernel(int H, in
 
 void cu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out, const act_t *q, const act_t *ck, const act_t *cv,
                          const act_t *k, const act_t *v, const float *sink) {
-    const int nk = s->n_entries + s->n_raw;
+    int nk = 0;
+    for (int g = 0; g < s->G; g++) {
+        int ne, first, nr;
+        decode_head_view(s, g, &ne, &first, &nr);
+        if (ne + nr > nk) nk = ne + nr;
+    }
     if (nk <= 0 || s->H <= 0) return;
     float *z = (float *)cu_workspace(ctx, WS_DEC, (size_t)s->H * nk * sizeof(float));
     size_t smem = (size_t)(s->d + DEC_THREADS) * sizeof(float);
     CU_KERNEL(attention_decode_kernel, s->H, DEC_THREADS, smem, ctx->stream)(
-        s->H, s->G, s->d, s->n_entries, s->n_raw, s->ring_cap, s->raw_first, (bf16 *)out, (const bf16 *)q,
+        *s, nk, (bf16 *)out, (const bf16 *)q,
         (const bf16 *)ck, (const bf16 *)cv, (const bf16 *)k, (const bf16 *)v, sink, z);
     CU_LAUNCH();
 }

@@ -1,6 +1,7 @@
 /* Incremental decoding (model/decode.c) on the CUDA backend against the full-sequence forward of
  * the CPU backend (fp32), for full attention and the compressed-attention variants of SPEC.md
- * section 2: the same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
+ * section 2 and grid = staggered of section 2b (per-head entries, RoPE positions and tails): the
+ * same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
  * and sinks N(0, 1)) and tokens; the CUDA decoder is fed token by token and its logits at every
  * position are compared with the CPU forward's (final-norm output @ E_out^T on the host); the same
  * after a chunked prefill of 13 tokens (decoder_prefill_chunk: the training forward's kernels).
@@ -34,12 +35,21 @@ static void v_deepseek(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_D
 static void v_overlap_tail_vec(ModelConfig *c) { v_comp(c); c->window = 4; c->stride = 2; c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
 static void v_w5s3(ModelConfig *c) { v_comp(c); c->window = 5; c->stride = 3; }
 static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
+/* grid = staggered (SPEC.md 2b): per-head entry counts, RoPE positions o_g + jS and tails */
+static void v_stag_tail_sink(ModelConfig *c) { v_tail_sink(c); c->grid = GRID_STAGGERED; }          /* G2 W4/S4: o = 0, 2 */
+static void v_stag_g4_w4s2_tail_vec_tied(ModelConfig *c) {                                          /* o = 0, 0, 1, 1 */
+    v_comp(c); c->grid = GRID_STAGGERED; c->n_kv_heads = 4; c->window = 4; c->stride = 2; c->local = LOCAL_TAIL;
+    c->gate = GATE_VECTOR; c->kv_tied = 1;
+}
+static void v_stag_g4(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; c->n_kv_heads = 4; }   /* o = 0, 1, 2, 3 */
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_kv1_sink_untied", v_full_kv1_sink}, {"scalar", v_comp},
     {"vector_postnorm", v_vector_post}, {"uniform", v_uniform}, {"nobias_kvtied", v_nobias_tied},
     {"no_qk_norm_rope4", v_noqk_rope4}, {"rope0", v_rope0}, {"tail_sink", v_tail_sink}, {"deepseek", v_deepseek},
     {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"w5s3", v_w5s3}, {"kv1_untied", v_kv1},
+    {"staggered_g2_tail_sink", v_stag_tail_sink}, {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_w4s2_tail_vec_tied},
+    {"staggered_g4", v_stag_g4},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 

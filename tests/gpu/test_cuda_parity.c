@@ -251,20 +251,28 @@ static const AttCase ATT_CASES[] = {
     {"full T=77 H6 G3 d36 (unaligned)",   2, 77,  6, 3, 36,  8, 8, VIS_FULL,   16,  0,   0},
 };
 
-/* ---- decode attention: out [H,d] for one query over n_entries entries + n_raw ring slots (out) ---- */
-typedef struct { int H, G, d, n_entries, ring_cap, raw_first, n_raw, sink; } DecCase;
+/* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
+ * ring slots (decode_head_view: kernels/visibility.h per head; staggered grids differ per head).
+ * Rows 0-3 are the rows of the old shape (n_entries, ring_cap, raw_first, n_raw given directly)
+ * with the same buffer sizes and visible slots: 10/16/5/16, 0/8/0/3, 200/16/9/12, 33/4/3/4. ---- */
+typedef struct { int H, G, d, t, W, S, nW, grid, vis, n_local, ring_cap, sink; } DecCase;
 static const DecCase DEC_CASES[] = {
-    /* H   G  d    entries ring first raw sink */
-    {4,  2, 64,  10,  16, 5, 16, 1},   /* ring full and wrapping */
-    {2,  1, 128, 0,   8,  0, 3,  0},   /* raw tokens only */
-    {16, 8, 128, 200, 16, 9, 12, 1},   /* many entries, GQA groups of 2 */
-    {6,  3, 36,  33,  4,  3, 4,  0},   /* unaligned head size */
+    /* H   G  d    t     W  S  nW   grid            vis         n_local ring sink */
+    {4,  2, 64,  52,   4, 4, 10,  GRID_ALIGNED,   VIS_WINDOW, 16,     16,  1},   /* 10 entries, ring full from slot 5 */
+    {2,  1, 128, 2,    8, 8, 0,   GRID_ALIGNED,   VIS_WINDOW, 8,      8,   0},   /* raw tokens only */
+    {16, 8, 128, 1604, 8, 8, 200, GRID_ALIGNED,   VIS_WINDOW, 12,     16,  1},   /* many entries, GQA groups of 2, 12 raw from slot 9 */
+    {6,  3, 36,  150,  4, 4, 33,  GRID_ALIGNED,   VIS_WINDOW, 4,      4,   0},   /* unaligned head size */
+    {16, 8, 64,  1605, 8, 8, 200, GRID_STAGGERED, VIS_TAIL,   0,      14,  1},   /* per-head entries and tails */
+    {8,  4, 32,  9,    4, 2, 12,  GRID_STAGGERED, VIS_TAIL,   0,      4,   0},   /* S < W, o = 0, 0, 1, 1 */
+    {6,  3, 36,  77,   5, 3, 30,  GRID_STAGGERED, VIS_WINDOW, 6,      6,   1},   /* per-head entries, one raw window */
 };
 
 static void run_attention_decode(const ParityCase *pc) {
     const DecCase *dc = pc->arg;
-    DecodeAttnShape s = {dc->H, dc->G, dc->d, dc->n_entries, dc->ring_cap, dc->raw_first, dc->n_raw};
-    size_t nq = (size_t)s.H * s.d, nc = (size_t)(s.n_entries ? s.n_entries : 1) * s.G * s.d,
+    DecodeAttnShape s = {.H = dc->H, .G = dc->G, .d = dc->d, .t = dc->t, .window = dc->W, .stride = dc->S,
+                         .n_windows = dc->nW, .grid = dc->grid, .visibility = dc->vis, .n_local = dc->n_local,
+                         .ring_cap = dc->ring_cap};
+    size_t nq = (size_t)s.H * s.d, nc = (size_t)(s.n_windows ? s.n_windows : 1) * s.G * s.d,
            nr = (size_t)s.ring_cap * s.G * s.d;
     float *hq = hrand(nq, 1, 0), *hck = hrand(nc, 1, 0), *hcv = hrand(nc, 1, 0), *hk = hrand(nr, 1, 0),
           *hv = hrand(nr, 1, 0), *hs = hrand(s.H, 1, 0);
@@ -660,6 +668,9 @@ static const ParityCase CASES[] = {
     COV(0), COV(3), COV(7),
     /* added with the owned optimizer step */
     {"optimizer", "owned step n=100003", "adamw_cast loss_accumulate", TOL(1e-6, 1e-12, 4e-3, 0), run_owned_step, {100003}, NULL, 0},
+    /* added with staggered decoding (per-head views of the cache) */
+    DEC(4, "decode H16 G8 d64 staggered tail sink"), DEC(5, "decode H8 G4 d32 staggered W4/S2 tail"),
+    DEC(6, "decode H6 G3 d36 staggered W5/S3 window sink"),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
