@@ -6,7 +6,9 @@
   rolled by d along the W axis with numpy in model.safetensors (np.roll, not the code under
   test); delta = 0 and delta = W give the unmodified results; `all` stores the prediction
   A_0((phi - delta) mod S) computed here from the clean curve;
-- knockout and the default calibration set run and store [L, G, 2, P] maps;
+- knockout and the default calibration set run and store [L, G, 2, P] maps; with grid = staggered
+  the map folded by phase uses each KV head's own phase (t_K - o_g) mod S (checked against o_g and
+  phases worked out by hand, and against a fold of the stored per-residue accuracies);
 - bad input (full attention, W != S, delta out of range, a KV head that does not exist, a
   calibration set equal to the evaluated one, a probe for another T or vocabulary, a bad sweep
   file, unknown layers) gives one line naming the flag or file, exit 2, and writes nothing;
@@ -191,6 +193,54 @@ if os.path.exists(ko_h5):
     check(default in (b"gate_cycle_000", "gate_cycle_000"), "root default is the newest group", f"{default}")
 else:
     check(False, "knockout file written", "")
+
+# per-head phase (SPEC.md 2b: the phase of t for KV head g is (t - o_g) mod S, o_g = floor(g S / G)):
+# a staggered W4/S4 model with 2 KV heads has o = 0, 2, so residue r is phase r mod 4 on head 0
+# and (r - 2) mod 4 on head 1 (worked by hand here, not with the code under test); the aligned
+# model has o = 0, 0. rel_change_phase must be the knocked-out head's own fold of acc and acc_clean.
+ck_stag = train("w4s4_staggered", tu.TINY, 20, ["model.grid=staggered"])
+for name, ckpt, want_off in (("aligned", ck, [0, 0]), ("staggered", ck_stag, [0, 2])):
+    kh5 = os.path.join(d, f"ko_{name}.h5")
+    rc, out = tu.run(["--eval", ckpt, "--probe", probe, "--knockout", "all", "--calib", calib, "--out", kh5])
+    check(rc == 0, f"--knockout all on the {name} grid runs", out[-300:])
+    if rc != 0:
+        continue
+    g, attrs = h5_last(kh5, "knockout")
+    want_phase = np.array([[(r - o) % 4 for r in range(24)] for o in want_off])
+    check(list(g["grid_offset"]) == want_off, f"knockout {name}: grid_offset = {want_off}", f"{g['grid_offset']}")
+    check(np.array_equal(g["phase_of_residue"], want_phase), f"knockout {name}: phase_of_residue[g, r] = (r - o_g) mod 4",
+          f"{g['phase_of_residue']}")
+    # the fold by the head's own phase, from the stored per-residue accuracies (equal prompts per residue)
+    acc, clean, relp = g["acc"], g["acc_clean"], g["rel_change_phase"]      # [L,G,2,P], [2,P], [L,G,2,S]
+    want = np.full(relp.shape, np.nan)
+    for l in range(acc.shape[0]):
+        for h in range(acc.shape[1]):
+            for p in range(2):
+                for s in range(4):
+                    sel = want_phase[h] == s
+                    a, c = acc[l, h, p, sel].mean(), clean[p, sel].mean()
+                    if np.isfinite(a) and np.isfinite(c) and c > 0:
+                        want[l, h, p, s] = 100 * (a - c) / c
+    fin = np.isfinite(want)
+    check(np.array_equal(fin, np.isfinite(relp)) and np.allclose(relp[fin], want[fin], atol=1e-9),
+          f"knockout {name}: rel_change_phase is each head's own fold ({int(fin.sum())} finite cells)", f"{relp} vs {want}")
+    if name == "staggered":
+        check("(t_K - o_g) mod 4" in out, "knockout staggered: the table says it folds by the head's own phase", out[-600:])
+        # tools/report labels each row with the head's o_g (its own formula from the grid, SPEC.md 2b)
+        shutil.copy(kh5, os.path.join(ckpt, "analysis.h5"))
+        with h5py.File(os.path.join(ckpt, "analysis.h5"), "a") as f:   # the untrained model scores 0: give the maps values to draw
+            grp = f[sorted(k for k in f if k.startswith("knockout_"))[-1]]
+            for k in ("rel_change_mean", "rel_change_phase"):
+                grp[k][...] = np.arange(grp[k].size, dtype=float).reshape(grp[k].shape) - 5.0
+        rep_s = os.path.join(d, "report_staggered")
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(d, "w4s4_staggered"),
+                            "--out", rep_s], capture_output=True, text=True)
+        md = open(os.path.join(rep_s, "analysis.md")).read() if os.path.exists(os.path.join(rep_s, "analysis.md")) else ""
+        check(p.returncode == 0 and "| 0:1 (o=2) |" in md and "| 1:0 (o=0) |" in md and "(t_K - o_g) mod 4" in md
+              and "differ from SPEC" not in p.stderr,
+              "report: the staggered knockout table labels head g's rows with o_g = floor(g S / G) and its own phase",
+              p.stderr[-300:] + md[:600])
+        os.remove(os.path.join(ckpt, "analysis.h5"))
 
 # needle set: scored by plain --eval, stored as a probe group with layout needle
 nd_h5 = os.path.join(d, "needle.h5")

@@ -106,6 +106,26 @@ int main(void) {
         for (int s = 0; s < 8; s++) ok = ok && fc[s] == s + (s + 8) + (s + 16) && ft[s] == 300;
         check(ok, "fold_by_phase sums residues r = s mod S", "");
         check(fold_by_phase(c, t, 24, 7, fc, ft) == -1, "fold_by_phase refuses S not dividing P", "");
+        /* a staggered head with o = 3 (SPEC.md 2b: phase (t - o) mod S): phase s holds the residues
+         * r = s + 3 (mod 8), i.e. (s + 3) % 8, +8, +16 */
+        ok = fold_by_head_phase(c, t, 24, 8, 3, fc, ft) == 0;
+        for (int s = 0; s < 8; s++) ok = ok && fc[s] == 3 * ((s + 3) % 8) + 24 && ft[s] == 300;
+        check(ok, "fold_by_head_phase with grid offset 3 puts residue r in phase (r - 3) mod S", "phase 0 has %ld, want %d", fc[0], 33);
+        /* G = 2, S = 4, P = 24, o_1 = 2: residue 0 is phase 2 of head 1, residue 2 its phase 0 */
+        long one0[24] = {0}, tot[24];
+        for (int r = 0; r < 24; r++) tot[r] = 1;
+        one0[0] = 1;
+        long f4[4], t4[4];
+        ok = fold_by_head_phase(one0, tot, 24, 4, 2, f4, t4) == 0 && f4[2] == 1 && f4[0] == 0 && f4[1] == 0 && f4[3] == 0 && t4[0] == 6;
+        check(ok, "fold_by_head_phase: G 2, S 4, head 1 (o = 2): residue 0 is its phase 2", "phases %ld %ld %ld %ld", f4[0], f4[1], f4[2], f4[3]);
+        int map[24];
+        ok = head_phase_map(24, 4, 2, map) == 0;
+        for (int r = 0; r < 24; r++) ok = ok && map[r] == (r + 2) % 4;   /* (r - 2) mod 4, by hand */
+        check(ok, "head_phase_map: G 2, S 4, o = 2: r -> (r - 2) mod 4", "map[0] %d", map[0]);
+        check(head_phase_map(24, 7, 0, map) == -1, "head_phase_map refuses S not dividing P", "");
+        int bad[24] = {0};
+        bad[5] = 4;
+        check(fold_by_phase_map(c, t, 24, 4, bad, f4, t4) == -1, "fold_by_phase_map refuses a phase outside 0..S-1", "");
     }
     /* --- the probe table carries the tests --- */
     {

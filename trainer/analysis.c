@@ -9,11 +9,14 @@
  * Gate cycling: the clean model (delta = 0) is evaluated once; its accuracies folded by phase
  * A_0(phi) give the paper's prediction A_delta(r) ~ A_0((r - delta) mod S) for each residue r
  * (phi = r mod S; the prediction of a residue is the clean accuracy of the phase it is moved
- * from). Choice where the issue is ambiguous: --gate-cycle takes 0..W (W is a full roll, the
+ * from). Gate cycling rolls every head's gates, so its curves are not per head: folded by KV
+ * head 0's grid (o_0 = 0, t_K mod S), as the plain probe's acc_phase. Choice where the issue is ambiguous: --gate-cycle takes 0..W (W is a full roll, the
  * identity, accepted so that delta = W can be checked against delta = 0); `all` is 0..S-1.
  *
  * Knockout: relative change 100 (A_ko(r) - A_clean(r)) / A_clean(r) per residue, per phase
- * (the same on the counts folded by phase) and of the mean over residues; NaN where the clean
+ * (the same on the counts folded by phase: the knocked-out KV head g's own phase (t_K - o_g) mod S,
+ * SPEC.md 2b, o_g = 0 on the aligned grid; stored with grid_offset [G] and phase_of_residue
+ * [G, P]) and of the mean over residues; NaN where the clean
  * accuracy is 0. Default calibration set: PROBE with ".bin" replaced by ".calib.bin" when that
  * file exists, otherwise one built by tools/make-probe (found beside ./train) with the probe's
  * recorded builder options and seed + 1 into a temporary file (synthetic vocabulary only: a
@@ -194,10 +197,13 @@ static int eval_val(Ctx *c, ValSet *val, double *mean, double *out) {
     return 0;
 }
 
-/* Accuracy (percent) of the counts folded by phase: out [S]; NaN where a phase has no prompts. */
-static void fold_acc(const ProbeResult *pr, int p, int S, double *out) {
+/* Accuracy (percent) of the counts folded by a phase map phase_of [P] (head_phase_map: the phase
+ * (t_K - o) mod S of a KV head with grid offset o, SPEC.md 2b; NULL: t_K mod S, the aligned grid
+ * and head 0): out [S]; NaN where a phase has no prompts. */
+static void fold_acc(const ProbeResult *pr, int p, int S, const int *phase_of, double *out) {
     long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
-    if (fold_by_phase(pr->correct[p], pr->total[p], pr->residues, S, fc, ft)) {
+    if (phase_of ? fold_by_phase_map(pr->correct[p], pr->total[p], pr->residues, S, phase_of, fc, ft)
+                 : fold_by_phase(pr->correct[p], pr->total[p], pr->residues, S, fc, ft)) {
         for (int s = 0; s < S; s++) out[s] = NAN;
         return;
     }
@@ -220,7 +226,12 @@ static double pearson(const double *x, const double *y, int n) {
     return (sxx > 0 && syy > 0) ? sxy / sqrt(sxx * syy) : NAN;
 }
 
-static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int S) {
+/* Not per head (the probe's accuracy, gate cycling): folded by KV head 0's grid, o_0 = 0, which is
+ * t_K mod S on every grid. */
+#define PHASE_AXIS_MODEL "phase t_K mod S of the target key (KV head 0's grid: with grid = staggered the other heads' phases differ)"
+#define PHASE_AXIS_HEAD "phase (t_K - o_g) mod S of the target key on the knocked-out KV head g's own grid (SPEC.md 2b; o_g = 0 on the aligned grid)"
+
+static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int S, const char *phase_label) {
     long proto[PROBE_N_PROTOCOLS] = {0, 1}, res[PROBE_MAX_RESIDUES], ph[PROBE_MAX_RESIDUES];
     for (int r = 0; r < P; r++) res[r] = r;
     for (int s = 0; s < S; s++) ph[s] = s;
@@ -229,7 +240,7 @@ static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int
     ah5_attr_long(h, "phase_period", S);
     ah5_axis_long(h, "protocol", proto, PROBE_N_PROTOCOLS, "probe protocol: 0 = pp (prefix padding), 1 = ip (in-sequence padding)");
     ah5_axis_long(h, "residue", res, P, "residue t_K mod P of the target key");
-    ah5_axis_long(h, "phase", ph, S, "phase t_K mod S of the target key");
+    ah5_axis_long(h, "phase", ph, S, phase_label);
 }
 
 /* ---- plain probe evaluation -> /probe_NNN ---- */
@@ -240,12 +251,12 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
     if (!h) return -1;
     int P = pr->residues, S = pr->fold > 0 ? pr->fold : 8;
     ah5_attr_str(h, "layout", layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
-    store_probe_common(h, probe_path, P, S);
+    store_probe_common(h, probe_path, P, S, PHASE_AXIS_MODEL);
     double *acc = malloc(sizeof(double) * 2 * P), *cnt = malloc(sizeof(double) * 2 * P), *tot = malloc(sizeof(double) * 2 * P);
     double *accp = malloc(sizeof(double) * 2 * S), test[2][4];
     for (int p = 0; p < 2; p++) {
         for (int r = 0; r < P; r++) acc[p * P + r] = pr->acc[p][r], cnt[p * P + r] = pr->correct[p][r], tot[p * P + r] = pr->total[p][r];
-        fold_acc(pr, p, S, accp + p * S);
+        fold_acc(pr, p, S, NULL, accp + p * S);
         test[p][0] = pr->test_residue[p].chi2, test[p][1] = pr->test_residue[p].p;
         test[p][2] = pr->test_phase[p].chi2, test[p][3] = pr->test_phase[p].p;
     }
@@ -317,7 +328,7 @@ static int run_gate_cycle(Ctx *c) {
     }
     int have_val = eval_val(c, val, &vclean_mean, vclean) == 0;
     double a0[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
-    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, a0[p]);
+    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, NULL, a0[p]);   /* not per head: head 0's grid */
     for (int k = 0; k < nd; k++) {
         int d = deltas[k];
         if (d % W == 0) {
@@ -346,7 +357,7 @@ static int run_gate_cycle(Ctx *c) {
         int d = deltas[k];
         for (int p = 0; p < 2; p++) {
             double *mp = measp + (k * 2 + p) * S, *pp = predp + (k * 2 + p) * S;
-            fold_acc(&res[k], p, S, mp);
+            fold_acc(&res[k], p, S, NULL, mp);
             for (int s = 0; s < S; s++) pp[s] = a0[p][((s - d) % S + S) % S];
             for (int r = 0; r < P; r++) {
                 meas[(k * 2 + p) * P + r] = res[k].acc[p][r];
@@ -395,7 +406,7 @@ static int run_gate_cycle(Ctx *c) {
     ah5_attr_long(h, "stride", S);
     ah5_attr_str(h, "prediction", "A_delta(r) ~ A_0((r - delta) mod S), A_0 folded by phase");
     ah5_axis_long(h, "delta", dl, nd, "gate-cycling shift delta");
-    store_probe_common(h, probe_path, P, S);
+    store_probe_common(h, probe_path, P, S, PHASE_AXIS_MODEL);
     const char *ax_r[] = {"delta", "protocol", "residue"}, *ax_s[] = {"delta", "protocol", "phase"}, *ax_2[] = {"delta", "protocol"};
     ah5_data(h, "acc", meas, 3, (int[]){nd, 2, P}, ax_r, "measured top-1 accuracy A_delta(r) of the cycled model", "%");
     ah5_data(h, "predicted", pred, 3, (int[]){nd, 2, P}, ax_r, "predicted accuracy A_0((r - delta) mod S)", "%");
@@ -568,8 +579,18 @@ static int run_knockout(Ctx *c) {
     for (size_t i = 0; i < cells * 2 * P; i++) acc[i] = rel[i] = NAN;
     for (size_t i = 0; i < cells * 2 * S; i++) relp[i] = NAN;
     for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = NAN;
-    double clean_phase[2][PROBE_MAX_RESIDUES];
-    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, clean_phase[p]);
+    /* per KV head: its grid offset o_g and the map residue -> phase (t_K - o_g) mod S (SPEC.md 2b,
+     * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
+     * counts, and is stored as phase_of_residue */
+    const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
+    int *map = malloc(sizeof(int) * G * P);
+    double *offd = malloc(sizeof(double) * G), *phase_of = malloc(sizeof(double) * G * P);
+    for (int h = 0; h < G; h++) {
+        offd[h] = vis_grid_offset(grid, h, S, G);
+        if (head_phase_map(P, S, (int)offd[h], map + (size_t)h * P))
+            for (int r = 0; r < P; r++) map[(size_t)h * P + r] = -1;     /* S does not divide P: folds give NaN */
+        for (int r = 0; r < P; r++) phase_of[(size_t)h * P + r] = map[(size_t)h * P + r];
+    }
     for (int k = 0; k < n_ko; k++) {
         int l = all ? k / G : kl, h = all ? k % G : kh;
         ko.mode = KO_REPLACE, ko.layer = l, ko.kv_head = h;
@@ -579,13 +600,14 @@ static int run_knockout(Ctx *c) {
         if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) return 1;
         size_t cell = (size_t)l * G + h;
         for (int p = 0; p < 2; p++) {
-            double ph[PROBE_MAX_RESIDUES];
-            fold_acc(&r, p, S, ph);
+            double ph[PROBE_MAX_RESIDUES], clean_phase[PROBE_MAX_RESIDUES];
+            fold_acc(&r, p, S, map + (size_t)h * P, ph);
+            fold_acc(&clean, p, S, map + (size_t)h * P, clean_phase);
             for (int i = 0; i < P; i++) {
                 acc[(cell * 2 + p) * P + i] = r.acc[p][i];
                 rel[(cell * 2 + p) * P + i] = rel_change(r.acc[p][i], clean.acc[p][i]);
             }
-            for (int s = 0; s < S; s++) relp[(cell * 2 + p) * S + s] = rel_change(ph[s], clean_phase[p][s]);
+            for (int s = 0; s < S; s++) relp[(cell * 2 + p) * S + s] = rel_change(ph[s], clean_phase[s]);
             relm[cell * 2 + p] = rel_change(r.mean[p], clean.mean[p]);
             meanacc[cell * 2 + p] = r.mean[p];
         }
@@ -606,7 +628,10 @@ static int run_knockout(Ctx *c) {
             for (int h = 0; h < G; h++) printf(" %8.1f", relm[((size_t)l * G + h) * 2 + p]);
             printf("\n");
         }
-        printf("%s: relative change by phase t_K mod %d\n%8s", probe_protocol_name(p), S, "L:H");
+        if (grid == GRID_STAGGERED)
+            printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g = floor(g*%d/%d))\n%8s",
+                   probe_protocol_name(p), S, S, G, "L:H");
+        else printf("%s: relative change by phase t_K mod %d\n%8s", probe_protocol_name(p), S, "L:H");
         for (int s = 0; s < S; s++) printf(" %7d", s);
         printf("   mean acc\n");
         for (int l = 0; l < L; l++)
@@ -628,7 +653,8 @@ static int run_knockout(Ctx *c) {
     ah5_attr_str(hf, "method", "mean replacement of the query heads' attention outputs z (before W_o) at the scored position, per-protocol calibration mean");
     ah5_axis_long(hf, "layer", lay, L, "layer");
     ah5_axis_long(hf, "kv_head", kvh, G, "KV head");
-    store_probe_common(hf, probe_path, P, S);
+    store_probe_common(hf, probe_path, P, S, PHASE_AXIS_HEAD);
+    ah5_attr_str(hf, "grid", grid == GRID_STAGGERED ? "staggered" : "aligned");
     double *cacc = malloc(sizeof(double) * 2 * P);
     for (int p = 0; p < 2; p++) for (int i = 0; i < P; i++) cacc[p * P + i] = clean.acc[p][i];
     const char *ax_c[] = {"protocol", "residue"}, *ax_r[] = {"layer", "kv_head", "protocol", "residue"};
@@ -636,12 +662,17 @@ static int run_knockout(Ctx *c) {
     ah5_data(hf, "acc_clean", cacc, 2, (int[]){2, P}, ax_c, "clean top-1 accuracy", "%");
     ah5_data(hf, "acc", acc, 4, (int[]){L, G, 2, P}, ax_r, "accuracy with the KV head knocked out (NaN: not knocked out)", "%");
     ah5_data(hf, "rel_change", rel, 4, (int[]){L, G, 2, P}, ax_r, "relative accuracy change 100 (A_ko - A_clean) / A_clean by residue", "%");
-    ah5_data(hf, "rel_change_phase", relp, 4, (int[]){L, G, 2, S}, ax_s, "relative accuracy change folded by phase", "%");
+    ah5_data(hf, "rel_change_phase", relp, 4, (int[]){L, G, 2, S}, ax_s,
+             "relative accuracy change, clean and knockout counts folded by the KV head's own phase (t_K - o_g) mod S", "%");
+    const char *ax_g[] = {"kv_head"}, *ax_gr[] = {"kv_head", "residue"};
+    ah5_data(hf, "grid_offset", offd, 1, (int[]){G}, ax_g, "o_g: first position of KV head g's window grid (SPEC.md 2b)", NULL);
+    ah5_data(hf, "phase_of_residue", phase_of, 2, (int[]){G, P}, ax_gr,
+             "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
     ah5_signal(hf, "rel_change", ax_r, 4);
     if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     printf("\nstored %s\n", c->out_path);
-    free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc);
+    free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
     return 0;
 }
 

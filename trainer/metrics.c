@@ -194,11 +194,11 @@ static void build_schema(Metrics *m) {
     /* phase-effect test (SPEC.md section 3): Pearson chi-square of homogeneity and p-value */
     add_column(t, "chi2_pp", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), prefix padding", NULL);
     add_column(t, "p_pp", KIND_FLOAT64, "phase-effect p-value across residues, prefix padding", NULL);
-    add_column(t, "chi2_phase_pp", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1), prefix padding", NULL);
+    add_column(t, "chi2_phase_pp", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1; KV head 0's grid, o_0 = 0), prefix padding", NULL);
     add_column(t, "p_phase_pp", KIND_FLOAT64, "phase-effect p-value folded by phase, prefix padding", NULL);
     add_column(t, "chi2_ip", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), in-sequence padding", NULL);
     add_column(t, "p_ip", KIND_FLOAT64, "phase-effect p-value across residues, in-sequence padding", NULL);
-    add_column(t, "chi2_phase_ip", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1), in-sequence padding", NULL);
+    add_column(t, "chi2_phase_ip", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1; KV head 0's grid, o_0 = 0), in-sequence padding", NULL);
     add_column(t, "p_phase_ip", KIND_FLOAT64, "phase-effect p-value folded by phase, in-sequence padding", NULL);
 
     t = &m->tables[TABLE_GATES];

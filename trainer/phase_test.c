@@ -7,6 +7,7 @@
  *     Q(a, x) = e^{-x} x^a / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (x + 5 - a - ...)))
  * evaluated with the modified Lentz method. Both converge fast on their side of a + 1. */
 #include "trainer/phase_test.h"
+#include "kernels/visibility.h"   /* vis_phase: the phase of a position for a head's grid (SPEC.md 2b) */
 
 #include <float.h>
 #include <math.h>
@@ -90,11 +91,28 @@ ChiSquare chi2_homogeneity(const long *correct, const long *total, int K) {
 }
 
 int fold_by_phase(const long *correct, const long *total, int P, int S, long *correct_out, long *total_out) {
+    return fold_by_head_phase(correct, total, P, S, 0, correct_out, total_out);
+}
+
+int head_phase_map(int P, int S, int o, int *phase_of) {
     if (S < 1 || P < S || P % S) return -1;
+    for (int r = 0; r < P; r++) phase_of[r] = vis_phase(r, S, o);   /* S | P: (t - o) mod S = (r - o) mod S */
+    return 0;
+}
+
+int fold_by_phase_map(const long *correct, const long *total, int P, int S, const int *phase_of, long *correct_out,
+                      long *total_out) {
+    for (int r = 0; r < P; r++) if (phase_of[r] < 0 || phase_of[r] >= S) return -1;
     for (int s = 0; s < S; s++) correct_out[s] = total_out[s] = 0;
     for (int r = 0; r < P; r++) {
-        correct_out[r % S] += correct[r];
-        total_out[r % S] += total[r];
+        correct_out[phase_of[r]] += correct[r];
+        total_out[phase_of[r]] += total[r];
     }
     return 0;
+}
+
+int fold_by_head_phase(const long *correct, const long *total, int P, int S, int o, long *correct_out, long *total_out) {
+    int map[PHASE_MAX_RESIDUES];
+    if (P > PHASE_MAX_RESIDUES || head_phase_map(P, S, o, map)) return -1;
+    return fold_by_phase_map(correct, total, P, S, map, correct_out, total_out);
 }

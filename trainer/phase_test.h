@@ -34,4 +34,14 @@ ChiSquare chi2_homogeneity(const long *correct, const long *total, int K);
 /* Folds P residue counts into S phase groups (phase = r mod S); requires S | P (otherwise
  * returns -1 and leaves the outputs untouched). correct_out, total_out: [S]. */
 int fold_by_phase(const long *correct, const long *total, int P, int S, long *correct_out, long *total_out);
+/* The same by the phase of a KV head whose window grid starts at o (SPEC.md 2b: the phase of t
+ * for head g is (t - o_g) mod S; vis_phase of kernels/visibility.h): residue r goes to phase
+ * (r - o) mod S, which is (t - o) mod S for every t = r mod P since S | P. o = 0: fold_by_phase. */
+int fold_by_head_phase(const long *correct, const long *total, int P, int S, int o, long *correct_out, long *total_out);
+/* The map behind it: phase_of[r] = (r - o) mod S for r = 0..P-1 (-1 unless S | P) ... */
+int head_phase_map(int P, int S, int o, int *phase_of);
+/* ... and the fold by any such map (-1 when an entry is outside 0..S-1). */
+int fold_by_phase_map(const long *correct, const long *total, int P, int S, const int *phase_of, long *correct_out,
+                      long *total_out);
+#define PHASE_MAX_RESIDUES 4096   /* the most residues fold_by_head_phase folds */
 #endif
