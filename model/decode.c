@@ -87,8 +87,6 @@ struct Decoder {
     float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
     float *rstd;               /* [max(H, G, 1)] */
     float *rope_tab;           /* [max_context, r/2, 2] */
-    float *crope_tab;          /* grid = staggered, G > 1: [entry_cap * G, r/2, 2], row j*G + g at
-                                  o_g + jS (the prefill's entries, as model/model.c's crope_tab) */
     int32_t *tok;              /* [1] */
 };
 
@@ -209,21 +207,6 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         if (dec->rope_tab) {
             float *tab = rope_table(max_context, c->rope_dims, c->rope_theta);
             be->upload(be->ctx, dec->rope_tab, tab, tab_bytes);
-            const int half = c->rope_dims / 2, nE = dec->lay.entry_cap;
-            if (c->attention == ATTN_COMPRESSED && c->grid == GRID_STAGGERED && G > 1 && nE > 0) {
-                size_t cbytes = (size_t)nE * G * half * 2 * sizeof(float);
-                dec->crope_tab = take(be, cbytes, sb, &fail);
-                float *ctab = calloc((size_t)nE * G * half * 2, sizeof(float));
-                for (int j = 0; j < nE && ctab; j++)
-                    for (int g = 0; g < (int)G; g++) {
-                        int pos = vis_grid_offset(c->grid, g, c->stride, (int)G) + j * c->stride;
-                        if (pos < max_context)
-                            memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2, sizeof(float) * half * 2);
-                    }
-                if (dec->crope_tab && ctab) be->upload(be->ctx, dec->crope_tab, ctab, cbytes);
-                if (!ctab) fail = 1;
-                free(ctab);
-            }
             free(tab);
         }
     }
@@ -242,7 +225,7 @@ void decoder_free(Decoder *dec) {
     if (dec->lc) cache_release(dec->lc, dec->c->n_layers, be);
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
-                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->crope_tab};
+                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
@@ -424,9 +407,25 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
     float *alpha = nW ? take(be, slots * dec->dims.channels * 4, &scratch, &fail) : NULL;
     float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
-    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd};
+    /* grid = staggered, G > 1: entry (j, g) sits at o_g + jS; its own table [nW * G, r/2, 2], row
+     * j*G + g (as model/model.c's crope_tab), for this call */
+    const int stag = compressed && c->grid == GRID_STAGGERED && G > 1 && r > 0 && nW > 0;
+    const size_t ctab_floats = stag ? (size_t)nW * G * (r / 2) * 2 : 0;
+    float *crope = stag ? take(be, ctab_floats * sizeof(float), &scratch, &fail) : NULL;
+    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope};
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
+    if (crope) {
+        float *tab = rope_table(n, r, c->rope_theta), *ctab = calloc(ctab_floats, sizeof(float));
+        if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
+        for (int j = 0; j < nW; j++)
+            for (int gg = 0; gg < G; gg++) {
+                const int pos = vis_grid_offset(c->grid, gg, S, G) + j * S;   /* rows past head g's windows stay 0 */
+                if (pos < n) memcpy(ctab + ((size_t)j * G + gg) * r, tab + (size_t)pos * r, sizeof(float) * r);
+            }
+        be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
+        free(tab); free(ctab);
+    }
     be->upload(be->ctx, tok, tokens, N * 4);
     be->embedding_fwd(be->ctx, x, tok, Wt(dec, dec->emb), n, D);
     const int grid = compressed ? c->grid : GRID_ALIGNED;
@@ -463,8 +462,8 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
-            if (r > 0 && dec->crope_tab)   /* entry (j, g) of a staggered grid sits at o_g + jS */
-                be->rope(be->ctx, lc->ck, dec->crope_tab, nW * G, 1, d, r, nW * G, 1, 0);
+            if (crope)   /* entry (j, g) of a staggered grid sits at o_g + jS */
+                be->rope(be->ctx, lc->ck, crope, nW * G, 1, d, r, nW * G, 1, 0);
             else if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
         }
         be->attention_fwd(be->ctx, &as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
