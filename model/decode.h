@@ -7,8 +7,8 @@
  *     tail e_t < s <= t (local = tail, e_t per KV head; at most max(W, S) - 1 tokens on the aligned
  *     grid, up to o_g more with staggered grids); full attention keeps every
  *     token (ring = the whole context);
- *   - the last W normalized inputs a_p (compressed only): the compressor of window j runs on
- *     a_{jS..jS+W-1} when the window completes, with the same kernel as training (so the entry
+ *   - the last W normalized inputs a_p (compressed only): the compressor of head g's window j
+ *     runs on a_{o_g+jS..o_g+jS+W-1} when the window completes, with the same kernel as training (so the entry
  *     equals the full forward's). Keeping W rows of D (instead of per-offset partial sums)
  *     is the simple exact choice; it is counted in the cache bytes.
  * Decoding may run past the training seq_len: positions just continue (the RoPE table is built

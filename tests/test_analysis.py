@@ -222,8 +222,14 @@ for name, ckpt, want_off in (("aligned", ck, [0, 0]), ("staggered", ck_stag, [0,
                     if np.isfinite(a) and np.isfinite(c) and c > 0:
                         want[l, h, p, s] = 100 * (a - c) / c
     fin = np.isfinite(want)
-    check(np.array_equal(fin, np.isfinite(relp)) and np.allclose(relp[fin], want[fin], atol=1e-9),
-          f"knockout {name}: rel_change_phase is each head's own fold ({int(fin.sum())} finite cells)", f"{relp} vs {want}")
+    check(np.array_equal(fin, np.isfinite(relp)), f"knockout {name}: rel_change_phase is defined where the fold is",
+          f"{relp} vs {want}")
+    if fin.sum() == 0:      # the 20-step model scores 0 everywhere: no cell to compare (the fold itself is
+        skip(f"knockout {name}: rel_change_phase is each head's own fold",   # checked by test_phase_test.c)
+             "the tiny model scores 0 at every residue, so no fold has a value to compare")
+    else:
+        check(np.allclose(relp[fin], want[fin], atol=1e-9),
+              f"knockout {name}: rel_change_phase is each head's own fold ({int(fin.sum())} finite cells)", f"{relp} vs {want}")
     if name == "staggered":
         check("(t_K - o_g) mod 4" in out, "knockout staggered: the table says it folds by the head's own phase", out[-600:])
         # tools/report labels each row with the head's o_g (its own formula from the grid, SPEC.md 2b)

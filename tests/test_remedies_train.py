@@ -92,11 +92,12 @@ def main():
             resumed, _, _ = train_losses(d, name + "_resumed")
             check(resumed == full, f"{name}: resumed losses = uninterrupted losses, bitwise", f"{resumed} vs {full}")
 
+    # the CUDA backend trains staggered grids (kernels/cuda, tests/gpu/test_cuda_staggered.c for the numbers)
     rc, out = train(d, data, "cuda_staggered", "model.grid=staggered", "run.device=cuda", steps=1)
-    if rc != 0 and "staggered" not in out:
-        skip("CUDA refuses grid = staggered", "no GPU: " + out.strip().splitlines()[-1][:120] if out.strip() else "no GPU")
+    if rc != 0 and "GPU" in out and "staggered" not in out:   # "no usable GPU" / "built without CUDA"
+        skip("CUDA trains grid = staggered", "no GPU (" + (out.strip().splitlines()[-1][:120] if out.strip() else "") + ")")
     else:
-        check(rc != 0 and "staggered" in out and "cpu" in out, "CUDA refuses grid = staggered with one line", out[-300:])
+        check(rc == 0, "CUDA trains grid = staggered (one step)", out[-300:])
     finish()
 
 
