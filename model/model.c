@@ -21,6 +21,12 @@
  * the gate-coverage penalty (model_set_gate_coverage) adds its alpha-gradient to the
  * compressor backward and is never part of the returned loss.
  *
+ * Fused projection: W_q, W_k, W_v of a layer are adjacent in the parameter arena (and the
+ * gradient arena) whenever the padding of the tensor table allows it, so [q | k | v] =
+ * x_norm [W_q; W_k; W_v]^T is one GEMM whose [N, H*d + 2*G*d] output is split by copy_2d; the
+ * backward gathers [dq | dk | dv] and runs one GEMM for d x_norm and one for all three weight
+ * gradients (fewer, larger GEMMs: issue 18). Tensor names and the checkpoint layout are unchanged.
+ *
  * Memory: every activation the backward pass needs lives in one arena allocated at creation
  * for (max_batch, T); gradient scratch is shared between layers. */
 #include <math.h>
@@ -83,6 +89,10 @@ struct Model {
     act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
     act_t *dg, *du, *dh;       /* [N, F] */
     act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
+    int fused_qkv;             /* 1: every layer's q, k, v weights are adjacent in the parameter arena
+                                  (and their gradients): one [H*d + 2*G*d, D] projection (see lay_out) */
+    act_t *qkv;                /* [N, H*d + 2*G*d] the fused projection's output (forward) or d of it
+                                  (backward); scratch shared by the layers */
     float *rope_tab;           /* [T, r/2, 2] */
     float *crope_tab;          /* grid = staggered: [nW * G, r/2, 2], row j*G + g at o_g + jS */
     float *host_losses;        /* [N] */
@@ -151,6 +161,7 @@ static void lay_out(Model *m, Carver *c) {
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
     if (nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
+    if (m->fused_qkv) m->qkv = carve(c, N * (Hd + 2 * Gd) * A);
     m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
     if (m->dims.grid == GRID_STAGGERED && nW > 0)
         m->crope_tab = carve(c, (size_t)nW * cfg->n_kv_heads * (cfg->rope_dims / 2 + 1) * 2 * 4);
@@ -226,6 +237,15 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->emb = tensor_table_find(tt, "model.embed_tokens.weight");
     m->final_norm = tensor_table_find(tt, "model.norm.weight");
     m->lm_head = cfg->tie_embeddings ? m->emb : tensor_table_find(tt, "lm_head.weight");
+    /* The tensor table lays q, k, v out one after the other (model/tensors.c), padded to 16
+     * floats: adjacent whenever H*d*D and G*d*D are multiples of 16. Then W_q, W_k, W_v of a layer
+     * are the rows of one [H*d + 2*G*d, D] matrix at W_q's offset (the same for their gradients),
+     * and the three projections are one GEMM (the names and the checkpoint layout do not change). */
+    m->fused_qkv = be->copy_2d != NULL;
+    for (int L = 0; L < cfg->n_layers; L++) {
+        const TensorInfo *q = &tt->t[m->layers[L].q], *k = &tt->t[m->layers[L].k], *v = &tt->t[m->layers[L].v];
+        if (k->offset != q->offset + q->numel || v->offset != k->offset + k->numel) m->fused_qkv = 0;
+    }
 
     m->n_alloc = tt->n_floats > min_floats ? tt->n_floats : min_floats;
     m->params = be->alloc(be->ctx, m->n_alloc * sizeof(float));
@@ -354,6 +374,8 @@ void model_init_params(Model *m, uint64_t seed) {
 static const act_t *weight(const Model *m, int i) {
     return i < 0 ? NULL : (const act_t *)((const char *)m->work + m->tt.t[i].offset * m->be->act_bytes);
 }
+/* element e of activation buffer p */
+static act_t *act_at(const Model *m, act_t *p, size_t e) { return (act_t *)((char *)p + e * m->be->act_bytes); }
 static float *master(const Model *m, int i) { return i < 0 ? NULL : m->params + m->tt.t[i].offset; }
 static float *grad(const Model *m, int i) { return i < 0 ? NULL : m->grads + m->tt.t[i].offset; }
 const ModelConfig *model_config(const Model *m) { return &m->cfg; }
@@ -422,16 +444,22 @@ static void forward_layers(Model *m, int B) {
         const LayerTensors *w = &m->layers[L];
         LayerActs *act = &m->acts[L];
         be->rmsnorm_fwd(be->ctx, act->x_norm, act->rstd_in, act->x_in, weight(m, w->in_norm), N, D, eps);
+        act_t *q_out = c->qk_norm ? act->q_raw : act->q, *k_out = c->qk_norm ? act->k_raw : act->k;
+        if (m->fused_qkv) {      /* [q | k | v] = x_norm [W_q; W_k; W_v]^T, then split */
+            const int P = (H + 2 * G) * d;
+            be->matmul_fwd(be->ctx, m->qkv, act->x_norm, weight(m, w->q), N, P, D, 0);
+            be->copy_2d(be->ctx, q_out, H * d, m->qkv, P, N, H * d);
+            be->copy_2d(be->ctx, k_out, G * d, act_at(m, m->qkv, (size_t)H * d), P, N, G * d);
+            be->copy_2d(be->ctx, act->v, G * d, act_at(m, m->qkv, (size_t)(H + G) * d), P, N, G * d);
+        } else {
+            be->matmul_fwd(be->ctx, q_out, act->x_norm, weight(m, w->q), N, H * d, D, 0);
+            be->matmul_fwd(be->ctx, k_out, act->x_norm, weight(m, w->k), N, G * d, D, 0);
+            be->matmul_fwd(be->ctx, act->v, act->x_norm, weight(m, w->v), N, G * d, D, 0);
+        }
         if (c->qk_norm) {
-            be->matmul_fwd(be->ctx, act->q_raw, act->x_norm, weight(m, w->q), N, H * d, D, 0);
-            be->matmul_fwd(be->ctx, act->k_raw, act->x_norm, weight(m, w->k), N, G * d, D, 0);
             be->rmsnorm_fwd(be->ctx, act->q, act->rstd_q, act->q_raw, weight(m, w->q_norm), N * H, d, eps);
             be->rmsnorm_fwd(be->ctx, act->k, act->rstd_k, act->k_raw, weight(m, w->k_norm), N * G, d, eps);
-        } else {
-            be->matmul_fwd(be->ctx, act->q, act->x_norm, weight(m, w->q), N, H * d, D, 0);
-            be->matmul_fwd(be->ctx, act->k, act->x_norm, weight(m, w->k), N, G * d, D, 0);
         }
-        be->matmul_fwd(be->ctx, act->v, act->x_norm, weight(m, w->v), N, G * d, D, 0);
         if (r > 0) {
             be->rope(be->ctx, act->q, m->rope_tab, N, H, d, r, m->T, 1, 0);
             be->rope(be->ctx, act->k, m->rope_tab, N, G, d, r, m->T, 1, 0);
@@ -498,9 +526,17 @@ static void backward_layers(Model *m, int B) {
             dq = m->dq_raw;
             dk = m->dk_raw;
         }
-        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->q), dq, act->x_norm, weight(m, w->q), N, H * d, D, 0);
-        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->k), dk, act->x_norm, weight(m, w->k), N, G * d, D, 1);
-        be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->v), m->dv, act->x_norm, weight(m, w->v), N, G * d, D, 1);
+        if (m->fused_qkv) {      /* gather [dq | dk | dv], one GEMM for d x_norm and one for dW_{q,k,v} */
+            const int P = (H + 2 * G) * d;
+            be->copy_2d(be->ctx, m->qkv, P, dq, H * d, N, H * d);
+            be->copy_2d(be->ctx, act_at(m, m->qkv, (size_t)H * d), P, dk, G * d, N, G * d);
+            be->copy_2d(be->ctx, act_at(m, m->qkv, (size_t)(H + G) * d), P, m->dv, G * d, N, G * d);
+            be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->q), m->qkv, act->x_norm, weight(m, w->q), N, P, D, 0);
+        } else {
+            be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->q), dq, act->x_norm, weight(m, w->q), N, H * d, D, 0);
+            be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->k), dk, act->x_norm, weight(m, w->k), N, G * d, D, 1);
+            be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->v), m->dv, act->x_norm, weight(m, w->v), N, G * d, D, 1);
+        }
         if (nW > 0) {
             size_t E = (size_t)B * nW * G * d;
             if (m->dims.tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */

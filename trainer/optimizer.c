@@ -57,11 +57,19 @@ int optimizer_step(Optimizer *o, Model *model, double lr, int loss_finite, doubl
     o->updates++;
     float bc1 = (float)(1.0 - pow(o->beta1, (double)o->updates));
     float bc2 = (float)(1.0 - pow(o->beta2, (double)o->updates));
-    /* clip + AdamW + working-copy write in one pass over the parts of each tensor in [lo, hi) */
-    for (int i = 0; i < o->tt->n; i++) {
+    /* clip + AdamW + working-copy write in one pass over the parts of each tensor in [lo, hi).
+     * Consecutive tensors with the same weight decay form one call over [first offset, last
+     * end): the alignment padding between them (zero parameters, zero gradients) stays zero, and
+     * every element is updated exactly as by a call of its own (the update is elementwise);
+     * fewer calls = fewer parallel regions. */
+    for (int i = 0; i < o->tt->n;) {
         const TensorInfo *t = &o->tt->t[i];
+        int j = i + 1;
+        while (j < o->tt->n && o->tt->t[j].decay == t->decay) j++;
+        const TensorInfo *last = &o->tt->t[j - 1];
         size_t a = t->offset > o->lo ? t->offset : o->lo;
-        size_t b = t->offset + t->numel < o->hi ? t->offset + t->numel : o->hi;
+        size_t b = last->offset + last->numel < o->hi ? last->offset + last->numel : o->hi;
+        i = j;
         if (a >= b) continue;
         float wd = t->decay ? (float)o->weight_decay : 0.0f;
         be->adamw_cast(be->ctx, params + a, (act_t *)(work + a * be->act_bytes), g + (a - o->lo), o->m + (a - o->lo),

@@ -19,7 +19,9 @@
  * T x T, and the cost of compressed attention grows with T*T/S + T*n_local. Scores of keys a
  * row may not see are masked to zero probability. Work is split over (sequence b, KV head g):
  * every key/value gradient row of the pair is owned by one thread (no races, no
- * order-dependent sums); sgemm called inside the parallel region runs single-threaded. */
+ * order-dependent sums); sgemm called inside the parallel region runs single-threaded.
+ * The forward softmax of a row (softmax_row) takes the max and the exp-sum in 8 lanes, in a
+ * fixed order: deterministic. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -74,6 +76,38 @@ static void block_scores(const AttnShape *s, const Block *bk, const float *qrows
     }
 }
 
+/* One row of scores in place: z[x] = exp(z[x] - mx) / Z over x < n, with mx = the max of the
+ * row and of m0 (the sink logit, or -inf), Z = (exp(m0 - mx) when with_sink) + sum_x exp(z[x] - mx).
+ * Returns mx and sets *sum = Z. The max is exact in any order; the sum is taken in 8 lanes
+ * (x mod 8 of the full vectors, the lanes added in lane order), then the sink and the tail in
+ * key order: a fixed order, so the same bits on every run and thread count. */
+static float softmax_row(float *z, int n, float m0, int with_sink, float *sum) {
+    const int nv = n & ~7;
+    float mx = m0;
+    cpu_v8f vm = {0};
+    vm += m0;
+    for (int x = 0; x < nv; x += 8) {
+        cpu_v8f v = cpu_v8_load(z + x, 8);
+        vm = cpu_v8_select(v > vm, v, vm);
+    }
+    for (int l = 0; l < 8; l++) if (vm[l] > mx) mx = vm[l];
+    for (int x = nv; x < n; x++) if (z[x] > mx) mx = z[x];
+    cpu_v8f vs = {0};
+    for (int x = 0; x < nv; x += 8) {
+        cpu_v8f e = cpu_expf8(cpu_v8_load(z + x, 8) - mx);
+        cpu_v8_store(z + x, e, 8);
+        vs += e;
+    }
+    float s = 0.0f;
+    for (int l = 0; l < 8; l++) s += vs[l];
+    if (with_sink) s += cpu_expf(m0 - mx);
+    for (int x = nv; x < n; x++) { z[x] = cpu_expf(z[x] - mx); s += z[x]; }
+    const float inv = 1.0f / s;
+    for (int x = 0; x < n; x++) z[x] *= inv;
+    *sum = s;
+    return mx;
+}
+
 void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *lse, const act_t *q_, const act_t *k_,
                        const act_t *v_, const act_t *ck_, const act_t *cv_, const float *sink) {
     const int B = s->B, T = s->T, H = s->H, G = s->G, d = s->d, nW = s->n_windows, group = H / G;
@@ -99,13 +133,7 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                     block_scores(s, &bk, qrows, H * d, ckg, kg, z, scale);
                     for (int r = 0; r < rows; r++) {
                         float *zr = z + (size_t)r * nk;
-                        float mx = sink ? sink[h] : -INFINITY;
-                        for (int x = 0; x < nk; x++) if (zr[x] > mx) mx = zr[x];
-                        float sum = sink ? cpu_expf(sink[h] - mx) : 0.0f;
-                        cpu_exp_shifted(zr, zr, mx, nk);
-                        for (int x = 0; x < nk; x++) sum += zr[x];     /* in key order */
-                        float inv = 1.0f / sum;
-                        for (int x = 0; x < nk; x++) zr[x] *= inv;
+                        float sum, mx = softmax_row(zr, nk, sink ? sink[h] : -INFINITY, sink != NULL, &sum);
                         lse[((size_t)b * T + bk.t0 + r) * H + h] = mx + logf(sum);
                     }
                     if (bk.ne > 0)

@@ -20,6 +20,12 @@ void *cpu_alloc(BackendCtx *ctx, size_t bytes) {
 }
 void cpu_free(BackendCtx *ctx, void *p) { free(p); }
 void cpu_copy(BackendCtx *ctx, void *dst, const void *src, size_t bytes) { if (dst != src) memmove(dst, src, bytes); }
+/* Serial on purpose: a memory-bound pass of a few MiB costs less than a parallel region's
+ * fork/join on a shared machine (kernels/cpu/cpu_internal.h, CPU_SERIAL_WORK). */
+void cpu_copy_2d(BackendCtx *ctx, act_t *dst, int ld_dst, const act_t *src, int ld_src, int rows, int cols) {
+    for (int r = 0; r < rows; r++)
+        memcpy(F(dst) + (size_t)r * ld_dst, CF(src) + (size_t)r * ld_src, sizeof(float) * (size_t)cols);
+}
 void cpu_upload(BackendCtx *ctx, void *dst, const void *src, size_t bytes) { cpu_copy(ctx, dst, src, bytes); }
 void cpu_download(BackendCtx *ctx, void *dst, const void *src, size_t bytes) { cpu_copy(ctx, dst, src, bytes); }
 void cpu_zero(BackendCtx *ctx, void *dst, size_t bytes) { memset(dst, 0, bytes); }

@@ -4,7 +4,9 @@
  * bc1 = 1 - b1^t, bc2 = 1 - b2^t are passed in by the caller. adamw_cast is the same pass with the
  * gradient scaled by the clip factor and the working copy written (an alias of p here).
  * loss_accumulate: acc += (mean of the counted losses) * rows * cols, the sum in double in order.
- * sumsq sums fixed blocks in double and adds the block sums in order: deterministic. */
+ * sumsq sums fixed blocks in double and adds the block sums in order: deterministic.
+ * A call over at most CPU_SERIAL_WORK elements (a norm weight) runs on the calling thread; each
+ * element is computed the same way either way. */
 #include <math.h>
 #include <stdlib.h>
 #include "kernels/cpu/cpu_internal.h"
@@ -15,7 +17,7 @@
 void cpu_adamw_cast(BackendCtx *ctx, float *p, act_t *w, const float *g, float *m, float *v, size_t n, float gscale,
                     float lr, float b1, float b2, float eps, float wd, float bc1, float bc2) {
     float *wf = (float *)w == p ? NULL : (float *)w;
-    #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
+    #pragma omp parallel for simd schedule(static) if (n > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (size_t i = 0; i < n; i++) {
         float gi = gscale == 1.0f ? g[i] : g[i] * gscale;
         float mi = b1 * m[i] + (1.0f - b1) * gi;

@@ -107,6 +107,20 @@ void cu_download(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
 void cu_copy(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
     if (dst != src) CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
+/* one thread per element of the [rows, cols] block (16-bit elements: coalesced along cols) */
+__global__ void copy_2d_kernel(bf16 *dst, int ld_dst, const bf16 *src, int ld_src, int rows, int cols) {
+    size_t n = (size_t)rows * cols;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / cols, c = i % cols;
+        dst[r * ld_dst + c] = src[r * ld_src + c];
+    }
+}
+void cu_copy_2d(BackendCtx *ctx, act_t *dst, int ld_dst, const act_t *src, int ld_src, int rows, int cols) {
+    if (rows <= 0 || cols <= 0) return;
+    CU_KERNEL(copy_2d_kernel, cu_blocks((size_t)rows * cols, 256), 256, 0, ctx->stream)((bf16 *)dst, ld_dst, (const bf16 *)src,
+                                                                                      ld_src, rows, cols);
+    CU_LAUNCH();
+}
 void cu_zero(BackendCtx *ctx, void *dst, size_t bytes) { CU(cudaMemsetAsync(dst, 0, bytes, ctx->stream)); }
 void cu_synchronize(BackendCtx *ctx) {
     CU(cudaStreamSynchronize(ctx->stream));

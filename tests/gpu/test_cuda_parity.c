@@ -36,7 +36,7 @@ struct ParityCase {
     const char *ops;       /* the kernels/ops.def ops it exercises, space separated */
     Tol tol;
     void (*run)(const ParityCase *pc);
-    int shape[3];          /* per run function: n; N,D,V; rows,C; M,N,K; r,inverse */
+    int shape[4];          /* per run function: n; N,D,V; rows,C; M,N,K; r,inverse; rows,cols,ld_src,ld_dst */
     const void *arg;       /* AttCase / CompCase / DecCase row, or NULL */
     int mode;              /* per run function (ATT_*, COMP_*) */
 };
@@ -79,6 +79,22 @@ static void run_memory(const ParityCase *pc) {
     CPU->zero(CPU->ctx, x.c, n * CPU->act_bytes); GPU->zero(GPU->ctx, x.g, n * GPU->act_bytes);
     snprintf(w, sizeof w, "zero n=%zu", n); cmp_act(G, w, x, n, pc->tol.out);
     pfree(x); pfree(y); free(hx); free(hy);
+}
+
+/* copy_2d: a [rows, cols] block of src (leading dim ld_src) into dst (ld_dst), exact; the
+ * columns of dst outside the block keep their values; shape rows, cols, ld_src, ld_dst */
+static void run_copy_2d(const ParityCase *pc) {
+    const char *G = pc->group;
+    int rows = pc->shape[0], cols = pc->shape[1], lds = pc->shape[2], ldd = pc->shape[3];
+    size_t ns = (size_t)rows * lds, nd = (size_t)rows * ldd;
+    char w[64];
+    float *hs = hrand(ns, 1, 0), *hd = hrand(nd, 1, 0);
+    Pair src = pa(hs, ns), dst = pa(hd, nd);
+    CPU->copy_2d(CPU->ctx, dst.c, ldd, src.c, lds, rows, cols);
+    GPU->copy_2d(GPU->ctx, dst.g, ldd, src.g, lds, rows, cols);
+    snprintf(w, sizeof w, "copy_2d %dx%d ld %d -> %d", rows, cols, lds, ldd);
+    cmp_act(G, w, dst, nd, pc->tol.out);
+    pfree(src); pfree(dst); free(hs); free(hd);
 }
 
 /* embedding: fwd (out), bwd dtable += (wgrad); shape N, D, V */
@@ -606,7 +622,7 @@ static void run_determinism_embedding(const ParityCase *pc) {
 /* ---------------------------------------------------------------- */
 /* THE TABLE. A full run executes the rows in this order (one random stream: see the header).
  * Tolerances per group (out, aux, grad, wgrad):
- *   elementwise  add swiglu_fwd | cast_params | swiglu_bwd dg du | -      (memory: copy zero, exact)
+ *   elementwise  add swiglu_fwd | cast_params | swiglu_bwd dg du | -      (memory: copy zero copy_2d, exact)
  *   embedding    embedding_fwd | - | - | embedding_bwd dtable
  *   rmsnorm      out | rstd | din | dw
  *   matmul       out | - | din | dw
@@ -671,6 +687,9 @@ static const ParityCase CASES[] = {
     /* added with staggered decoding (per-head views of the cache) */
     DEC(4, "decode H16 G8 d64 staggered tail sink"), DEC(5, "decode H8 G4 d32 staggered W4/S2 tail"),
     DEC(6, "decode H6 G3 d36 staggered W5/S3 window sink"),
+    /* added with the fused q/k/v projection (issue 18): split a [rows, 7+5+3] block and gather one back */
+    {"elementwise", "copy_2d split 37x5 ld 15 -> 5", "copy_2d", T_EXACT, run_copy_2d, {37, 5, 15, 5}, NULL, 0},
+    {"elementwise", "copy_2d gather 37x3 ld 3 -> 15", "copy_2d", T_EXACT, run_copy_2d, {37, 3, 3, 15}, NULL, 0},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
