@@ -160,4 +160,9 @@ const Backend *backend_select(const char *device, int threads, int local_rank, c
 /* Host helper: the RoPE table [positions, r/2, 2] (cos, sin) for inv_freq_i = theta^(-2i/r),
  * angles computed in double. Caller frees. */
 float *rope_table(int positions, int r, double theta);   /* malloc'd; NULL when out of memory */
+/* Host helper: the entry RoPE table of a staggered grid [n_windows * G, r/2, 2], row j*G + g =
+ * row o_g + jS of tab [positions, r/2, 2] (SPEC.md 2b: entry j of KV head g sits at o_g + jS,
+ * o_g = vis_grid_offset); rows at or past `positions` (a head's missing last window) are 0.
+ * Caller frees; NULL when out of memory. */
+float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid);
 #endif

@@ -63,10 +63,6 @@ typedef struct {               /* the cache of one layer (backend memory) */
     act_t *inputs;             /* [W, D] normalized inputs a, slot p % W */
 } LayerCache;
 
-typedef struct {               /* tensor-table indices of one layer (-1 = absent) */
-    int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
-    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
-} DecIdx;
 
 struct Decoder {
     struct Model *m;
@@ -76,7 +72,7 @@ struct Decoder {
     ModelDims dims;            /* T-free sizes of the config (model/dims.h): tied_kv, channels, n_maps */
     DecodeCacheLayout lay;
     LayerCache *lc;
-    DecIdx *li;
+    LayerTensorIndex *li;
     int emb, final_norm, lm_head;
     size_t cache_bytes, scratch_bytes;
     /* scratch, one row each */
@@ -131,12 +127,6 @@ size_t decode_cache_measure(const ModelConfig *cfg, const Backend *be, long max_
     return rc ? 0 : bytes;
 }
 
-static int find(const TensorTable *tt, const char *fmt, int L, const char *b) {
-    char name[TENSOR_NAME_LEN];
-    snprintf(name, sizeof name, fmt, L, b ? b : "");
-    return tensor_table_find(tt, name);
-}
-
 Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     const ModelConfig *c = model_config(m);
     const Backend *be = model_backend(m);
@@ -152,31 +142,11 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     const TensorTable *tt = model_tensors(m);
     dec->li = calloc(c->n_layers, sizeof *dec->li);
     for (int L = 0; L < c->n_layers; L++) {
-        DecIdx *x = &dec->li[L];
-        x->in_norm = find(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
-        x->q = find(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
-        x->k = find(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
-        x->v = find(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
-        x->o = find(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
-        x->q_norm = find(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
-        x->k_norm = find(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
-        x->ck_norm = find(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
-        x->sink = find(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
-        x->post_norm = find(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
-        x->gate = find(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
-        x->up = find(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
-        x->down = find(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
-        for (int br = 0; br < 2; br++) {
-            const char *b = br == 0 ? "k" : "v";
-            x->gate_w[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
-            x->gate_b[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
-            x->payload[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
-            x->pn[br] = find(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
-        }
+        tensor_table_layer(tt, L, &dec->li[L]);
     }
-    dec->emb = tensor_table_find(tt, "model.embed_tokens.weight");
-    dec->final_norm = tensor_table_find(tt, "model.norm.weight");
-    dec->lm_head = c->tie_embeddings ? dec->emb : tensor_table_find(tt, "lm_head.weight");
+    ModelTensorIndex top;
+    tensor_table_model(tt, c->tie_embeddings, &top);
+    dec->emb = top.emb; dec->final_norm = top.final_norm; dec->lm_head = top.lm_head;
 
     dec->lc = calloc(c->n_layers, sizeof *dec->lc);
     int fail = cache_alloc(dec->lc, c, &dec->lay, be, &dec->cache_bytes);
@@ -257,7 +227,7 @@ static const act_t *head_slice(const Decoder *dec, int i, int g0, size_t per_hea
 static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o) {
     const Backend *be = dec->be;
     const ModelConfig *c = dec->c;
-    const DecIdx *x = &dec->li[L];
+    const LayerTensorIndex *x = &dec->li[L];
     LayerCache *lc = &dec->lc[L];
     const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
     const int M = dec->dims.n_maps, ch = dec->dims.channels;
@@ -316,7 +286,7 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
     be->upload(be->ctx, dec->tok, &token, sizeof token);
     be->embedding_fwd(be->ctx, dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
     for (int L = 0; L < c->n_layers; L++) {
-        const DecIdx *x = &dec->li[L];
+        const LayerTensorIndex *x = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, dec->a, dec->rstd, dec->x, Wt(dec, x->in_norm), 1, D, eps);
         if (c->qk_norm) {
@@ -416,13 +386,9 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
-        float *tab = rope_table(n, r, c->rope_theta), *ctab = calloc(ctab_floats, sizeof(float));
+        float *tab = rope_table(n, r, c->rope_theta);
+        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid) : NULL;   /* rows past head g's windows: 0 */
         if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
-        for (int j = 0; j < nW; j++)
-            for (int gg = 0; gg < G; gg++) {
-                const int pos = vis_grid_offset(c->grid, gg, S, G) + j * S;   /* rows past head g's windows stay 0 */
-                if (pos < n) memcpy(ctab + ((size_t)j * G + gg) * r, tab + (size_t)pos * r, sizeof(float) * r);
-            }
         be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
         free(tab); free(ctab);
     }
@@ -437,7 +403,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     cs.gate = c->gate;
     cs.grid = grid;
     for (int L = 0; L < c->n_layers; L++) {
-        const DecIdx *ix = &dec->li[L];
+        const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
         if (c->qk_norm) {

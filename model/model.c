@@ -37,10 +37,7 @@
 #include "common/errors.h"
 #include "kernels/kernels.h"
 
-typedef struct {               /* tensor-table indices of one layer's weights (-1 = absent) */
-    int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
-    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
-} LayerTensors;
+typedef LayerTensorIndex LayerTensors;   /* tensor-table indices of one layer (model/tensors.h) */
 
 typedef struct {               /* saved activations of one layer */
     act_t *x_in, *x_norm;      /* [N, D] layer input x and RMSNorm_in(x) */
@@ -119,12 +116,6 @@ static void *carve(Carver *c, size_t bytes) {
 }
 
 /* Index of tensor fmt % (L, b) in the table, -1 when the config has none. */
-static int layer_tensor(const TensorTable *tt, const char *fmt, int L, const char *b) {
-    char name[TENSOR_NAME_LEN];
-    snprintf(name, sizeof name, fmt, L, b ? b : "");
-    return tensor_table_find(tt, name);
-}
-
 static void lay_out(Model *m, Carver *c) {
     const ModelConfig *cfg = &m->cfg;
     const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
@@ -212,31 +203,11 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     }
     const TensorTable *tt = &m->tt;
     for (int L = 0; L < cfg->n_layers; L++) {
-        LayerTensors *w = &m->layers[L];
-        w->in_norm = layer_tensor(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
-        w->q = layer_tensor(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
-        w->k = layer_tensor(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
-        w->v = layer_tensor(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
-        w->o = layer_tensor(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
-        w->q_norm = layer_tensor(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
-        w->k_norm = layer_tensor(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
-        w->ck_norm = layer_tensor(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
-        w->sink = layer_tensor(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
-        w->post_norm = layer_tensor(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
-        w->gate = layer_tensor(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
-        w->up = layer_tensor(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
-        w->down = layer_tensor(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
-        for (int br = 0; br < 2; br++) {
-            const char *b = br == 0 ? "k" : "v";
-            w->gate_w[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
-            w->gate_b[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
-            w->payload[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
-            w->pn[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
-        }
+        tensor_table_layer(tt, L, &m->layers[L]);
     }
-    m->emb = tensor_table_find(tt, "model.embed_tokens.weight");
-    m->final_norm = tensor_table_find(tt, "model.norm.weight");
-    m->lm_head = cfg->tie_embeddings ? m->emb : tensor_table_find(tt, "lm_head.weight");
+    ModelTensorIndex top;
+    tensor_table_model(tt, cfg->tie_embeddings, &top);
+    m->emb = top.emb; m->final_norm = top.final_norm; m->lm_head = top.lm_head;
     /* The tensor table lays q, k, v out one after the other (model/tensors.c), padded to 16
      * floats: adjacent whenever H*d*D and G*d*D are multiples of 16. Then W_q, W_k, W_v of a layer
      * are the rows of one [H*d + 2*G*d, D] matrix at W_q's offset (the same for their gradients),
@@ -275,13 +246,12 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
-            float *ctab = calloc((size_t)m->dims.n_windows * G * half * 2, sizeof(float));
-            for (int j = 0; j < m->dims.n_windows; j++)
-                for (int g = 0; g < G; g++) {
-                    int pos = dims_grid_offset(&m->dims, g) + j * cfg->stride;
-                    if (pos < T) memcpy(ctab + ((size_t)j * G + g) * half * 2, tab + (size_t)pos * half * 2,
-                                        sizeof(float) * half * 2);
-                }
+            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, m->dims.n_windows, G, cfg->stride, cfg->grid);
+            if (!ctab) {
+                set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", m->dims.n_windows, G);
+                free(tab); model_free(m);
+                return NULL;
+            }
             be->upload(be->ctx, m->crope_tab, ctab, (size_t)m->dims.n_windows * G * half * 2 * sizeof(float));
             free(ctab);
         }

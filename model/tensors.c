@@ -124,3 +124,38 @@ int tensor_table_find(const TensorTable *tt, const char *name) {
     }
     return -1;
 }
+
+static int layer_tensor(const TensorTable *tt, const char *fmt, int L, const char *b) {
+    char name[TENSOR_NAME_LEN];
+    snprintf(name, sizeof name, fmt, L, b ? b : "");
+    return tensor_table_find(tt, name);
+}
+
+void tensor_table_layer(const TensorTable *tt, int L, LayerTensorIndex *w) {
+    w->in_norm = layer_tensor(tt, "model.layers.%d.input_layernorm.weight%s", L, NULL);
+    w->q = layer_tensor(tt, "model.layers.%d.self_attn.q_proj.weight%s", L, NULL);
+    w->k = layer_tensor(tt, "model.layers.%d.self_attn.k_proj.weight%s", L, NULL);
+    w->v = layer_tensor(tt, "model.layers.%d.self_attn.v_proj.weight%s", L, NULL);
+    w->o = layer_tensor(tt, "model.layers.%d.self_attn.o_proj.weight%s", L, NULL);
+    w->q_norm = layer_tensor(tt, "model.layers.%d.self_attn.q_norm.weight%s", L, NULL);
+    w->k_norm = layer_tensor(tt, "model.layers.%d.self_attn.k_norm.weight%s", L, NULL);
+    w->ck_norm = layer_tensor(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
+    w->sink = layer_tensor(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
+    w->post_norm = layer_tensor(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
+    w->gate = layer_tensor(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
+    w->up = layer_tensor(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);
+    w->down = layer_tensor(tt, "model.layers.%d.mlp.down_proj.weight%s", L, NULL);
+    for (int br = 0; br < 2; br++) {
+        const char *b = br == 0 ? "k" : "v";
+        w->gate_w[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.weight", L, b);
+        w->gate_b[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_gate.bias", L, b);
+        w->payload[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
+        w->pn[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
+    }
+}
+
+void tensor_table_model(const TensorTable *tt, int tie_embeddings, ModelTensorIndex *out) {
+    out->emb = tensor_table_find(tt, "model.embed_tokens.weight");
+    out->final_norm = tensor_table_find(tt, "model.norm.weight");
+    out->lm_head = tie_embeddings ? out->emb : tensor_table_find(tt, "lm_head.weight");
+}

@@ -36,4 +36,16 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err);
 void tensor_table_free(TensorTable *tt);
 /* Index of the tensor with that name, or -1. */
 int tensor_table_find(const TensorTable *tt, const char *name);
+
+/* Tensor-table indices of one layer's weights, -1 where the variant has none (branch 0 = K,
+ * 1 = V of the compressor); the lookup the forward, the backward and the decoder share. */
+typedef struct {
+    int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
+    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
+} LayerTensorIndex;
+void tensor_table_layer(const TensorTable *tt, int L, LayerTensorIndex *out);
+
+/* The model-level weights: embedding, final norm, LM head (= the embedding when tied). */
+typedef struct { int emb, final_norm, lm_head; } ModelTensorIndex;
+void tensor_table_model(const TensorTable *tt, int tie_embeddings, ModelTensorIndex *out);
 #endif
