@@ -5,7 +5,8 @@
  * both backends see identical values. A result is compared by its normalised max error
  *     nerr = max_i |cuda_i - cpu_i| / max_i |cpu_i|      (max_i |cuda_i| when cpu is all zero)
  * against the case's tolerance, plus a NaN check. The check is named
- *     "cuda_parity_<group>: <what>". */
+ *     PARITY_NAME_PREFIX "<group>: <what>"   ("cuda_parity_" unless the includer defines it);
+ * the stream starts at PARITY_SEED (12345 unless defined), so each test keeps its own inputs. */
 #ifndef PHASELAB_TESTS_GPU_PARITY_HARNESS_H
 #define PHASELAB_TESTS_GPU_PARITY_HARNESS_H
 #include <math.h>
@@ -16,8 +17,15 @@
 #include "kernels/kernels.h"
 #include "tests/check.h"
 
+#ifndef PARITY_SEED
+#define PARITY_SEED 12345
+#endif
+#ifndef PARITY_NAME_PREFIX
+#define PARITY_NAME_PREFIX "cuda_parity_"
+#endif
+
 static const Backend *CPU, *GPU;
-static uint64_t rng_state = 12345;
+static uint64_t rng_state = PARITY_SEED;
 
 static double urand(void) {
     rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
@@ -53,7 +61,7 @@ static float *put_f32(const Backend *be, const float *h, size_t n) {
     if (n) be->upload(be->ctx, p, h, n * sizeof(float));
     return p;
 }
-static void *put_i32(const Backend *be, const int32_t *h, size_t n) {
+static inline void *put_i32(const Backend *be, const int32_t *h, size_t n) {
     void *p = be->alloc(be->ctx, (n ? n : 1) * sizeof(int32_t));
     if (n) be->upload(be->ctx, p, h, n * sizeof(int32_t));
     return p;
@@ -86,8 +94,8 @@ static double nerr(const float *ref, const float *got, size_t n, int *bad_nan) {
 }
 
 static void cmp(const char *group, const char *what, const float *ref, const float *got, size_t n, double tol) {
-    char name[192];
-    snprintf(name, sizeof name, "cuda_parity_%s: %s", group, what);
+    char name[224];
+    snprintf(name, sizeof name, PARITY_NAME_PREFIX "%s: %s", group, what);
     int nan_;
     double e = nerr(ref, got, n, &nan_);
     check(!nan_ && e <= tol, name, "normalised max error %.3g (tolerance %.3g)%s over %zu values", e, tol,
@@ -98,7 +106,7 @@ static void cmp(const char *group, const char *what, const float *ref, const flo
 typedef struct { void *c, *g; } Pair;
 static Pair pa(const float *h, size_t n) { Pair p = {put_act(CPU, h, n), put_act(GPU, h, n)}; return p; }
 static Pair pf(const float *h, size_t n) { Pair p = {put_f32(CPU, h, n), put_f32(GPU, h, n)}; return p; }
-static Pair pi(const int32_t *h, size_t n) { Pair p = {put_i32(CPU, h, n), put_i32(GPU, h, n)}; return p; }
+static inline Pair pi(const int32_t *h, size_t n) { Pair p = {put_i32(CPU, h, n), put_i32(GPU, h, n)}; return p; }
 static Pair pnull(void) { Pair p = {NULL, NULL}; return p; }
 
 static void cmp_act(const char *group, const char *what, Pair p, size_t n, double tol) {
