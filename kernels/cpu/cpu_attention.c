@@ -13,9 +13,10 @@
  *   dz_x = p_x (dp_x - D),  dq = sum_x dz_x key_x / sqrt(d),  dkey_x += dz_x q / sqrt(d),
  *   dvalue_x += p_x dout,   dsink_h += -p_sink D.
  *
- * Blocked with sgemm: queries are taken in blocks of QB rows of one head; the block's keys are
- * the entries visible to its last query plus the raw range [lo(first), last] (lo is
- * non-decreasing in t), so one block touches about QB x (nvis + QB + n_local) scores, never
+ * Blocked with sgemm: queries are taken in blocks of qb rows of one head (block_rows: 16 or 32
+ * from the raw span a query sees); the block's keys are the entries visible to its last query
+ * plus the raw range [lo(first), last] (lo is non-decreasing in t), so one block touches about
+ * qb x (nvis + qb + n_local) scores, never
  * T x T, and the cost of compressed attention grows with T*T/S + T*n_local. Scores of keys a
  * row may not see are masked to zero probability. Work is split over (sequence b, KV head g):
  * every key/value gradient row of the pair is owned by one thread (no races, no
@@ -30,7 +31,21 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_expf.h"
 
-#define QB 64   /* queries per block */
+#define QB 32   /* most queries per block */
+
+/* Query rows per block. A block's raw keys are [lo(first row), last row], about rows + span - 1
+ * keys of which each row sees span (the raw tokens one query sees at most: n_local for the
+ * window, W for the tail, all for full), so the masked part (exp'd and multiplied all the same)
+ * is about rows - 1 keys per row. Rows: span rounded up to a multiple of 16, in [16, QB].
+ * Measured on the bench shape (T 256, d 32, one thread, attention forward + backward of one
+ * layer): full 122 ms at 64 rows, 61 ms at 32, 63 ms at 16; W8/S8 with n_local 16: 102 ms at
+ * 64 rows, 71 ms at 32, 52 ms at 16. The choice depends on the shape only, so the sums are
+ * the same on every run and thread count. */
+static int block_rows(const AttnShape *s) {
+    int span = s->visibility == VIS_WINDOW ? s->n_local : s->visibility == VIS_TAIL ? s->window : s->T;
+    int r = (span + 15) / 16 * 16;
+    return r < 16 ? 16 : r > QB ? QB : r;
+}
 
 /* The visible set of query t reading KV head g: *nvis compressed entries and raw tokens [*lo, t]. */
 static inline void visible_range(const AttnShape *s, int g, int t, int *nvis, int *lo) {
@@ -43,11 +58,11 @@ static inline void visible_range(const AttnShape *s, int g, int t, int *nvis, in
  * tokens [r0, t1). */
 typedef struct { int t0, t1, ne, r0, nr, g; } Block;
 
-static Block block_of(const AttnShape *s, int g, int t0) {
+static Block block_of(const AttnShape *s, int g, int t0, int qb) {
     Block bk;
     bk.t0 = t0;
     bk.g = g;
-    bk.t1 = t0 + QB < s->T ? t0 + QB : s->T;
+    bk.t1 = t0 + qb < s->T ? t0 + qb : s->T;
     int nv_last, lo_last, nv_first, lo_first;
     visible_range(s, g, bk.t1 - 1, &nv_last, &lo_last);
     visible_range(s, g, t0, &nv_first, &lo_first);
@@ -79,29 +94,40 @@ static void block_scores(const AttnShape *s, const Block *bk, const float *qrows
 /* One row of scores in place: z[x] = exp(z[x] - mx) / Z over x < n, with mx = the max of the
  * row and of m0 (the sink logit, or -inf), Z = (exp(m0 - mx) when with_sink) + sum_x exp(z[x] - mx).
  * Returns mx and sets *sum = Z. The max is exact in any order; the sum is taken in 8 lanes
- * (x mod 8 of the full vectors, the lanes added in lane order), then the sink and the tail in
- * key order: a fixed order, so the same bits on every run and thread count. */
+ * (lane x mod 8, the tail of the row as a last vector whose missing lanes are exp(-inf) = 0),
+ * the lanes added in lane order, then the sink: a fixed order, so the same bits on every run
+ * and thread count. */
 static float softmax_row(float *z, int n, float m0, int with_sink, float *sum) {
-    const int nv = n & ~7;
-    float mx = m0;
+    const int nv = n & ~7, nt = n - nv;
     cpu_v8f vm = {0};
     vm += m0;
     for (int x = 0; x < nv; x += 8) {
         cpu_v8f v = cpu_v8_load(z + x, 8);
         vm = cpu_v8_select(v > vm, v, vm);
     }
-    for (int l = 0; l < 8; l++) if (vm[l] > mx) mx = vm[l];
-    for (int x = nv; x < n; x++) if (z[x] > mx) mx = z[x];
+    cpu_v8f tail = {0};
+    if (nt) {
+        const cpu_v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+        tail = cpu_v8_load(z + nv, nt);
+        tail = cpu_v8_select(lane < nt, tail, tail - INFINITY);
+        vm = cpu_v8_select(tail > vm, tail, vm);
+    }
+    float mx = vm[0];
+    for (int l = 1; l < 8; l++) if (vm[l] > mx) mx = vm[l];
     cpu_v8f vs = {0};
     for (int x = 0; x < nv; x += 8) {
         cpu_v8f e = cpu_expf8(cpu_v8_load(z + x, 8) - mx);
         cpu_v8_store(z + x, e, 8);
         vs += e;
     }
+    if (nt) {
+        tail = cpu_expf8(tail - mx);
+        cpu_v8_store(z + nv, tail, nt);
+        vs += tail;
+    }
     float s = 0.0f;
     for (int l = 0; l < 8; l++) s += vs[l];
     if (with_sink) s += cpu_expf(m0 - mx);
-    for (int x = nv; x < n; x++) { z[x] = cpu_expf(z[x] - mx); s += z[x]; }
     const float inv = 1.0f / s;
     for (int x = 0; x < n; x++) z[x] *= inv;
     *sum = s;
@@ -114,7 +140,7 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
     const float scale = 1.0f / sqrtf((float)d);
     float *out = F(out_);
     const float *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
-    const int n_blocks = (T + QB - 1) / QB;
+    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb;
     #pragma omp parallel num_threads(ctx->threads)
     {
         float *z = malloc(sizeof(float) * (size_t)QB * (nW + T));
@@ -126,7 +152,7 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                 const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
                 const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
                 for (int blk = 0; blk < n_blocks; blk++) {
-                    Block bk = block_of(s, g, blk * QB);
+                    Block bk = block_of(s, g, blk * qb, qb);
                     const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
                     const float *qrows = q + (((size_t)b * T + bk.t0) * H + h) * d;
                     float *orows = out + (((size_t)b * T + bk.t0) * H + h) * d;
@@ -155,7 +181,7 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
     const float scale = 1.0f / sqrtf((float)d);
     float *dq = F(dq_), *dk = F(dk_), *dv = F(dv_), *dck = F(dck_), *dcv = F(dcv_);
     const float *dout = CF(dout_), *out = CF(out_), *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
-    const int n_blocks = (T + QB - 1) / QB;
+    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb;
     memset(dk, 0, sizeof(float) * (size_t)B * T * G * d);
     memset(dv, 0, sizeof(float) * (size_t)B * T * G * d);
     if (nW > 0) {
@@ -174,7 +200,7 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
                 const size_t kv0 = (size_t)b * T * G * d + g * d, e0 = (size_t)b * nW * G * d + g * d;
                 for (int h = g * group; h < (g + 1) * group; h++)
                     for (int blk = 0; blk < n_blocks; blk++) {
-                        Block bk = block_of(s, g, blk * QB);
+                        Block bk = block_of(s, g, blk * qb, qb);
                         const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
                         const size_t row0 = ((size_t)b * T + bk.t0) * H + h;
                         const float *qrows = q + row0 * d, *dorows = dout + row0 * d, *orows = out + row0 * d;
