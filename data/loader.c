@@ -296,6 +296,8 @@ int val_set_open(ValSet **V, const char *glob_pattern, int T, uint32_t vocab_lim
 }
 
 long val_set_n_windows(const ValSet *V) { return V->n_windows; }
+const char *val_set_glob(const ValSet *V) { return V->data.glob; }
+const char *val_set_tokenizer(const ValSet *V) { return V->data.shards[0].fingerprint; }
 
 int val_set_window(const ValSet *V, long k, int32_t *out, char *err) {
     if (k < 0 || k >= V->n_windows)

@@ -66,6 +66,9 @@ typedef struct ValSet ValSet;
 int val_set_open(ValSet **V, const char *glob, int T, uint32_t vocab_limit, long max_windows,
                  char *err);
 long val_set_n_windows(const ValSet *V);
+/* The glob the set was opened with, and the tokenizer fingerprint its shards share. */
+const char *val_set_glob(const ValSet *V);
+const char *val_set_tokenizer(const ValSet *V);
 /* Window k (0 <= k < n_windows) into out [T+1]. */
 int val_set_window(const ValSet *V, long k, int32_t *out, char *err);
 void val_set_close(ValSet *V);

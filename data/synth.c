@@ -112,6 +112,16 @@ int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t r
     return n;
 }
 
+void synth_answer_targets(const int32_t *window, int T, int32_t *targets) {
+    unsigned char seen[SYNTH_N_KEYS] = {0};
+    for (int t = 0; t < T; t++) {
+        int32_t tok = window[t];
+        int is_key = tok >= SYNTH_KEY_FIRST && tok < SYNTH_KEY_FIRST + SYNTH_N_KEYS;
+        targets[t] = is_key && seen[tok - SYNTH_KEY_FIRST] ? window[t + 1] : -1;
+        if (is_key) seen[tok - SYNTH_KEY_FIRST] = 1;
+    }
+}
+
 /* ------------------------------------------------------------------ corpus files */
 
 #define SYNTH_CHUNK_ROWS 1024

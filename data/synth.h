@@ -64,6 +64,15 @@ int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t r
  * default params. A file that already holds exactly what would be written (same T, seed,
  * row count and params: its header and content are compared with the generator's output) is
  * kept as it is. */
+/* The answer targets of a window of the synthetic corpus (data.loss_targets = answers): for
+ * t < T, targets[t] = window[t+1] when window[t] is a key that already occurred at some s < t
+ * of the window (a query: its next token is the value the row's record gives it), else -1
+ * (not counted: fillers, the records themselves, the keys of the queries and the end-of-text
+ * are not predictable from the row). window [T+1] holds one row and the next row's first token
+ * (data/loader.h), so the rule sees exactly one row. This is the MQAR set-up of Arora et al.
+ * 2023 (loss on the answers only). */
+void synth_answer_targets(const int32_t *window, int T, int32_t *targets);
+
 int synth_write_corpus(const char *dir, int T, long train_rows, long val_rows, uint64_t seed,
                        char *err);
 int synth_write_corpus_params(const char *dir, int T, long train_rows, long val_rows,

@@ -53,6 +53,7 @@ const char *const config_gate_names[] = {"scalar", "vector", "uniform", NULL};  
 const char *const config_local_names[] = {"window", "tail", NULL};                     /* LOCAL_* */
 const char *const config_compressor_names[] = {"paper", "deepseek", "shared", NULL};   /* COMPRESSOR_* */
 const char *const config_grid_names[] = {"aligned", "staggered", NULL};                /* GRID_* */
+const char *const config_loss_targets_names[] = {"all", "answers", NULL};             /* LOSS_TARGETS_* */
 static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
 #define NOLO (-INFINITY)
@@ -106,6 +107,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
     X(data, tokenizer, T_STR, "", 0, 0, 0, NULL,                                                   \
       "tokenizer.json the shards were made with, copied into checkpoints (empty = next to the shards)") \
+    X(data, loss_targets, T_ENUM, "all", 0, 0, 0, config_loss_targets_names,                          \
+      "targets the training and validation loss count: all | answers (synthetic corpus only: the value " \
+      "after a query key, a key already seen in the row)")                                        \
     X(train, steps, T_LONG, "1000", 1, 1099511627776, 0, NULL, "optimizer steps (>= 1)")                    \
     X(train, batch_tokens, T_LONG, "524288", 1, 1099511627776, 0, NULL,                                     \
       "tokens per optimizer step, all ranks together (a multiple of seq_len * micro_batch)")       \

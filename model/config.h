@@ -31,6 +31,7 @@ typedef struct {
     char val[1024];          /* glob of validation shards */
     int seq_len;             /* T */
     char tokenizer[1024];    /* tokenizer.json of ./tokenize shards ("" = look next to them) */
+    int loss_targets;        /* LOSS_TARGETS_*: which next-token targets the loss counts */
 } DataConfig;
 
 typedef struct {
@@ -106,6 +107,12 @@ extern const char *const config_gate_names[];        /* GATE_* */
 extern const char *const config_local_names[];       /* LOCAL_* */
 extern const char *const config_compressor_names[];  /* COMPRESSOR_* */
 extern const char *const config_grid_names[];        /* GRID_* */
+extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */
+
+/* data.loss_targets. all: every next-token target. answers: only the value after a query key
+ * of the synthetic corpus (data/synth.h, synth_answer_targets), in the training loss and the
+ * validation loss alike; the lookup probe is unaffected. */
+enum { LOSS_TARGETS_ALL = 0, LOSS_TARGETS_ANSWERS = 1 };
 
 /* Sizes derived from the config (windows, channels, maps, tied K/V, grid offsets): model/dims.h. */
 

@@ -32,6 +32,19 @@ m = re.search(r"seeds? \*\*([0-9, ]+)\*\*", README)
 d = re.search(r"^SEEDS=\$\{SEEDS:-([0-9,]+)\}", TOOL, re.M)
 check(m is not None and d is not None and m.group(1).replace(" ", "") == d.group(1) and d.group(1).count(",") >= 1,
       "readme_seeds_are_the_default", f"README {m and m.group(1)}, tools/mini-sweep {d and d.group(1)}")
+# one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage), [eval] and
+# [checkpoint] are the same in every configs/mini/*.ini, and the README names the loss it uses
+import configparser  # noqa: E402
+recipes = {}
+for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
+    c = configparser.ConfigParser(inline_comment_prefixes=(";",))
+    c.read(p)
+    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) != ("train", "gate_coverage"))))
+                   for sec in ("data", "train", "eval", "checkpoint"))
+    recipes.setdefault(recipe, []).append(os.path.basename(p))
+loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None
+check(len(recipes) == 1 and f"`loss_targets = {loss}`" in README, "every_mini_config_has_one_recipe",
+      f"{len(recipes)} recipes: {list(recipes.values())}; loss_targets {loss}")
 cols = re.search(r"report\.csv columns:\n```\n(.*?)\n```", README, re.S)
 readme_cols = cols.group(1).replace("\n", " ").split() if cols else []
 check(len(readme_cols) > 20, "readme_lists_report_columns", f"{len(readme_cols)} columns found")

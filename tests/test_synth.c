@@ -234,9 +234,52 @@ static void test_corpus(void) {
     check(rc != 0 && strstr(err, "T = 10"), "corpus: too small T is an error", "\"%s\"", err);
 }
 
+/* data.loss_targets = answers: the counted targets of a window are exactly the values of its
+ * queries (positions found by parse_row, independently of synth_answer_targets), each equal to
+ * the value its record gave the key; every other target, the records' included, is -1. */
+static void test_answer_targets(void) {
+    enum { T = 256, ROWS = 200 };
+    SynthParams p;
+    synth_default_params(&p);
+    uint32_t row[T];
+    int32_t window[T + 1], targets[T];
+    int bad = 0, rows_ok = 0;
+    long counted = 0, queries = 0;
+    char why[160] = "";
+    for (int r = 0; r < ROWS; r++) {
+        synth_row(&p, T, 5, SYNTH_STREAM_TRAIN, (uint64_t)r, row);
+        RowShape sh;
+        if (parse_row(row, T, &sh)) { bad++; continue; }
+        for (int t = 0; t < T; t++) window[t] = (int32_t)row[t];
+        window[T] = (int32_t)SYNTH_KEY_FIRST;    /* the next row's first token: never counted */
+        synth_answer_targets(window, T, targets);
+        int first_query = sh.n_filler + 2 * sh.n_records, ok = 1;
+        for (int t = 0; t < T; t++) {
+            int is_query = t >= first_query && t < first_query + 2 * sh.n_queries && (t - first_query) % 2 == 0;
+            int32_t want = is_query ? window[t + 1] : -1;
+            if (is_query) {       /* the record's value of this key */
+                for (int k = sh.n_filler; k < first_query; k += 2)
+                    if (window[k] == window[t] && window[k + 1] != want) ok = 0;
+            }
+            if (targets[t] != want) {
+                ok = 0;
+                if (!why[0]) snprintf(why, sizeof why, "row %d t %d: target %d, expected %d", r, t, targets[t], want);
+            }
+            counted += targets[t] >= 0;
+        }
+        queries += sh.n_queries;
+        rows_ok += ok;
+    }
+    check(bad == 0 && rows_ok == ROWS, "answer targets: exactly the query values of each row", "%d of %d rows; %s",
+          rows_ok, ROWS - bad, why);
+    check(counted == queries && queries > ROWS, "answer targets: one counted target per query", "%ld counted, %ld queries",
+          counted, queries);
+}
+
 int main(void) {
     system("rm -rf " DIR " && mkdir -p " DIR);
     test_rows();
+    test_answer_targets();
     test_corpus();
     system("rm -rf " DIR);
     return check_exit_code();

@@ -99,4 +99,23 @@ check(rc == 3 and len(skipped) == 3, "3 non-finite steps in a row stop the run w
       f"status {rc}, {len(skipped)} skipped: {out[-400:]}")
 cks = sorted(os.listdir(f"{runs}/nan/checkpoints")) if os.path.isdir(f"{runs}/nan/checkpoints") else []
 check(len(cks) >= 1 and "intact" in out, "the last good checkpoint is kept", f"{cks}")
+
+# data.loss_targets = answers needs the synthetic corpus: a shard with another tokenizer
+# fingerprint (bytes 32-95) is refused at start-up, naming the glob and both fingerprints
+other = f"{d}/other"
+os.makedirs(other)
+for name in ("train_000.bin", "val_000.bin"):
+    b = bytearray(open(f"{data}/{name}", "rb").read())
+    b[32:96] = b"bytes".ljust(64, b"\0")
+    open(f"{other}/{name}", "wb").write(bytes(b))
+rc, out = train("lt", "data.loss_targets=answers", train_glob=f"{other}/train_*.bin", val_glob=f"{other}/val_*.bin")
+line = err_line(out)
+check(rc != 0 and "train_*.bin" in line and "loss_targets" in line and '"synthetic"' in line and '"bytes"' in line,
+      "loss_targets = answers on a non-synthetic corpus names the glob and the fingerprints", line)
+check(not os.path.exists(f"{runs}/lt/checkpoints"), "the refused run wrote no checkpoint", str(os.listdir(f"{runs}/lt")) if os.path.isdir(f"{runs}/lt") else "")
+rc, out = train("lt2", "data.loss_targets=nonsense")
+check(rc == 2 and "loss_targets" in err_line(out) and "answers" in err_line(out), "a bad loss_targets word names the words",
+      err_line(out))
+rc, out = train("lt3", "data.loss_targets=answers", "train.steps=3", "eval.every=3")
+check(rc == 0 and "val loss" in out, "loss_targets = answers trains on the synthetic corpus", out[-300:])
 finish()

@@ -187,7 +187,7 @@ static int eval_val(Ctx *c, ValSet *val, double *mean, double *out) {
     char err[ERR_LEN];
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
     EvalResult r;
-    if (evaluate_validation(c->m, &c->cfg.model, val, c->T, c->micro, c->cfg.eval.residues, &comm, 0, &r, err)) {
+    if (evaluate_validation(c->m, &c->cfg.model, val, c->T, c->micro, c->cfg.eval.residues, c->cfg.data.loss_targets, &comm, 0, &r, err)) {
         fprintf(stderr, "phaselab: validation skipped: %s\n", err);
         return 1;
     }

@@ -9,6 +9,20 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/dims.h"
+#include "data/synth.h"
+
+void window_targets(const int32_t *window, int T, int loss_targets, int32_t *targets) {
+    if (loss_targets == LOSS_TARGETS_ANSWERS) synth_answer_targets(window, T, targets);
+    else memcpy(targets, window + 1, sizeof(int32_t) * (size_t)T);
+}
+
+int loss_targets_check(int loss_targets, const char *glob, const char *fingerprint, char *err) {
+    if (loss_targets == LOSS_TARGETS_ANSWERS && strcmp(fingerprint, SYNTH_FINGERPRINT) != 0)
+        return set_err(err, "%s: [data] loss_targets = answers needs the synthetic corpus (./train --make-synthetic, "
+                       "tokenizer fingerprint \"%s\"); these shards have \"%s\"", glob, SYNTH_FINGERPRINT,
+                       fingerprint);
+    return 0;
+}
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
     gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
@@ -61,8 +75,9 @@ void eval_result_free(EvalResult *r) {
 }
 
 int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch, int residues,
-                        Comm *comm, int show_progress, EvalResult *res, char *err) {
+                        int loss_targets, Comm *comm, int show_progress, EvalResult *res, char *err) {
     memset(res, 0, sizeof *res);
+    if (loss_targets_check(loss_targets, val_set_glob(val), val_set_tokenizer(val), err)) return -1;
     const int P = residues, L = mc->n_layers, G = mc->n_kv_heads, W = mc->window;
     const ModelDims dims = dims_of(mc, T);
     const int c = dims.channels;
@@ -92,12 +107,13 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         for (; B < micro_batch && k < n_val; B++, k += comm->world) {
             if (val_set_window(val, k, buf + (size_t)B * (T + 1), err)) { rc = -1; break; }
             memcpy(tok + (size_t)B * T, buf + (size_t)B * (T + 1), sizeof(int32_t) * T);
-            memcpy(tgt + (size_t)B * T, buf + (size_t)B * (T + 1) + 1, sizeof(int32_t) * T);
+            window_targets(buf + (size_t)B * (T + 1), T, loss_targets, tgt + (size_t)B * T);
         }
         if (rc || B == 0) break;
         model_forward(m, tok, tgt, B, losses);
         for (int b = 0; b < B; b++)
             for (int t = 0; t < T; t++) {
+                if (tgt[(size_t)b * T + t] < 0) continue;    /* not a counted target */
                 loss_sum[t % P] += losses[(size_t)b * T + t];
                 count[t % P] += 1;
             }
@@ -132,7 +148,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         }
         res->loss = ntok > 0 ? total / ntok : NAN;
         res->tokens = (long)ntok;
-        res->windows = (long)(ntok / T);
+        res->windows = n_val;                 /* every window is scored, each on its counted targets */
         res->has_gates = gates;
         res->L = L; res->G = G; res->W = W;
         if (gates) {

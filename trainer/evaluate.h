@@ -9,7 +9,10 @@
  *   H in nats; vector gates: each quantity per channel, then averaged over the channels; with
  *   tied keys and values the value branch repeats the key branch.
  * Windows are split round-robin over the ranks and the sums reduced, so every rank ends with
- * the same result. */
+ * the same result.
+ * The scored tokens are those window_targets keeps (data.loss_targets, the training loss's own
+ * rule): every token with loss_targets = all, only the answers of the synthetic corpus with
+ * answers (the mean and each residue's mean are then over those tokens). */
 #ifndef PHASELAB_EVALUATE_H
 #define PHASELAB_EVALUATE_H
 #include "model/config.h"
@@ -31,7 +34,16 @@ typedef struct {
 } EvalResult;
 
 int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch,
-                        int residues, struct Comm *comm, int show_progress, EvalResult *res, char *err);
+                        int residues, int loss_targets, struct Comm *comm, int show_progress, EvalResult *res,
+                        char *err);
+
+/* The one rule for the targets a loss counts (data.loss_targets, LOSS_TARGETS_*), used by the
+ * training step and the validation loss: window [T+1] (a window of data/loader.h) -> targets
+ * [T], window[t+1] where the target counts, -1 where it does not (kernels' ignored target). */
+void window_targets(const int32_t *window, int T, int loss_targets, int32_t *targets);
+/* loss_targets = answers needs shards of the synthetic corpus (tokenizer fingerprint
+ * "synthetic"): error naming the data glob and its fingerprint otherwise. */
+int loss_targets_check(int loss_targets, const char *glob, const char *fingerprint, char *err);
 void eval_result_free(EvalResult *r);
 
 /* Gate statistics of one batch of gate weights, accumulated into sums (used by

@@ -239,7 +239,7 @@ static int cmd_eval(int argc, char **argv) {
             return 1;
         }
         EvalResult r;
-        if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, &comm, 1, &r, err)) {
+        if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, cfg.data.loss_targets, &comm, 1, &r, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
             return 1;
         }

@@ -130,6 +130,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
     NOTE(now->train.gate_coverage != then.train.gate_coverage, "train.gate_coverage: the training objective changes");
+    NOTE(now->data.loss_targets != then.data.loss_targets, "data.loss_targets: the training objective changes");
 #undef NOTE
     if (notes[0]) log_printf("resume: changed since the checkpoint:%s\n", notes);
     return 0;
@@ -141,7 +142,7 @@ static int run_evaluation(Trainer *tr, char *err) {
     if (tr->val) {
         EvalResult r;
         double t0 = now_seconds();
-        if (evaluate_validation(tr->model, &cfg->model, tr->val, T, tr->micro, cfg->eval.residues, tr->comm,
+        if (evaluate_validation(tr->model, &cfg->model, tr->val, T, tr->micro, cfg->eval.residues, cfg->data.loss_targets, tr->comm,
                                 tr->comm->rank == 0, &r, err))
             return -1;
         double worst = -INFINITY, best = INFINITY;
@@ -235,6 +236,8 @@ static int setup(Trainer *tr, char *err) {
     }
     if (train_loader_open(&tr->loader, cfg->data.train, T, (uint32_t)cfg->model.vocab_size, cfg->train.seed, err))
         return -1;
+    if (loss_targets_check(cfg->data.loss_targets, cfg->data.train, train_loader_tokenizer(tr->loader), err))
+        return -2;
     if (hf_export_prepare(cfg, err)) return -2;   /* the tokenizer checkpoints carry, before any work */
     if (cfg->data.val[0] &&
         val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
@@ -370,7 +373,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
                     fprintf(hooks.trace, "%ld %d %llu %llu\n", step, comm->rank, (unsigned long long)g,
                             (unsigned long long)loader_permute(n_windows, cfg->train.seed, g / n_windows, g % n_windows));
                 memcpy(tok + (size_t)b * T, buf, sizeof(int32_t) * T);
-                memcpy(tgt + (size_t)b * T, buf + 1, sizeof(int32_t) * T);
+                window_targets(buf, T, cfg->data.loss_targets, tgt + (size_t)b * T);
             }
             if (rc) break;
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
