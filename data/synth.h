@@ -60,10 +60,6 @@ int synth_check_params(const SynthParams *p, int T, char *err);
  * synth_check_params. */
 int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t row, uint32_t *out);
 
-/* Writes DIR/train_000.bin and DIR/val_000.bin (creating DIR), each atomically, with the
- * default params. A file that already holds exactly what would be written (same T, seed,
- * row count and params: its header and content are compared with the generator's output) is
- * kept as it is. */
 /* The answer targets of a window of the synthetic corpus (data.loss_targets = answers): for
  * t < T, targets[t] = window[t+1] when window[t] is a key that already occurred at some s < t
  * of the window (a query: its next token is the value the row's record gives it), else -1
@@ -73,6 +69,10 @@ int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t r
  * 2023 (loss on the answers only). */
 void synth_answer_targets(const int32_t *window, int T, int32_t *targets);
 
+/* Writes DIR/train_000.bin and DIR/val_000.bin (creating DIR), each atomically, with the
+ * default params. A file that already holds exactly what would be written (same T, seed,
+ * row count and params: its header and content are compared with the generator's output) is
+ * kept as it is. */
 int synth_write_corpus(const char *dir, int T, long train_rows, long val_rows, uint64_t seed,
                        char *err);
 int synth_write_corpus_params(const char *dir, int T, long train_rows, long val_rows,

@@ -242,6 +242,8 @@ static int setup(Trainer *tr, char *err) {
     if (cfg->data.val[0] &&
         val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
         return -1;
+    if (tr->val && loss_targets_check(cfg->data.loss_targets, cfg->data.val, val_set_tokenizer(tr->val), err))
+        return -2;    /* at start-up, not at the first evaluation */
     if (cfg->eval.probe[0] && probe_set_load(&tr->probe, cfg->eval.probe, (uint32_t)cfg->model.vocab_size, T, err))
         return -1;
     log_printf("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
