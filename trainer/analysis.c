@@ -541,41 +541,59 @@ static int run_knockout(Ctx *c) {
         int rc = default_calibration(c, probe_path, calib, sizeof calib, tmp, sizeof tmp);
         if (rc) { if (tmp[0]) unlink(tmp); return rc; }
     }
-    ProbeSet *cal;
+    /* Everything from here on is released at done: (every error path included). */
+    ProbeSet *cal = NULL;
+    Knockout ko;
+    int ko_ready = 0;
+    double *acc = NULL, *rel = NULL, *relp = NULL, *relm = NULL, *meanacc = NULL, *offd = NULL, *phase_of = NULL,
+           *cacc = NULL;
+    int *map = NULL;
     int rc = load_probe_checked(c, "--calib", calib, &cal);
     if (tmp[0]) unlink(tmp);
-    if (rc) return rc;
+    if (rc) goto done;
     char ra[PATH_MAX], rb[PATH_MAX];
-    if (realpath(calib, ra) && realpath(probe_path, rb) && !strcmp(ra, rb))
-        return usage_error("--calib %s: is the evaluated probe set; the calibration set must be disjoint from it (tools/make-probe --seed OTHER)", calib);
+    if (realpath(calib, ra) && realpath(probe_path, rb) && !strcmp(ra, rb)) {
+        rc = usage_error("--calib %s: is the evaluated probe set; the calibration set must be disjoint from it (tools/make-probe --seed OTHER)", calib);
+        goto done;
+    }
     long shared = shared_prompts(c->ps, cal);
-    if (shared)
-        return usage_error("--calib %s: shares %ld prompts with the evaluated set %s; the calibration set must be disjoint (tools/make-probe --seed OTHER)",
+    if (shared) {
+        rc = usage_error("--calib %s: shares %ld prompts with the evaluated set %s; the calibration set must be disjoint (tools/make-probe --seed OTHER)",
                            c->a.calib ? c->a.calib : "(default)", shared, probe_path);
-    rc = load_model(c);
-    if (rc) return rc;
+        goto done;
+    }
+    if ((rc = load_model(c))) goto done;
 
-    Knockout ko;
-    if (knockout_init(&ko, mc, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    rc = 1;                                               /* until the HDF5 file is complete */
+    if (knockout_init(&ko, mc, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+    ko_ready = 1;
     model_set_attn_hook(c->m, knockout_hook, &ko);
     ProbeResult tmp_res, clean;
     printf("knockout: probe %s (%d prompts), calibration %s (%d prompts)\n", probe_path, probe_set_count(c->ps),
            c->a.calib ? calib : "(default, another seed)", probe_set_count(cal));
     ko.mode = KO_RECORD;
-    if (eval_probe(c, cal, knockout_before_batch, &ko, "knockout: calibration means", &tmp_res)) return 1;
+    if (eval_probe(c, cal, knockout_before_batch, &ko, "knockout: calibration means", &tmp_res)) goto done;
     int need[PROBE_N_PROTOCOLS];
     for (int p = 0; p < 2; p++) need[p] = probe_set_count_protocol(c->ps, p) > 0;
-    if (knockout_finish_means(&ko, need, err)) return usage_error("%s", err);
+    if (knockout_finish_means(&ko, need, err)) { rc = usage_error("%s", err); goto done; }
     probe_set_free(cal);
+    cal = NULL;
     ko.mode = KO_OFF;
-    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean)) return 1;
+    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean)) goto done;
 
     int P = clean.residues, S = probe_phase_fold(mc);
     int n_ko = all ? L * G : 1;
     size_t cells = (size_t)L * G;
-    double *acc = malloc(sizeof(double) * cells * 2 * P), *rel = malloc(sizeof(double) * cells * 2 * P);
-    double *relp = malloc(sizeof(double) * cells * 2 * S), *relm = malloc(sizeof(double) * cells * 2);
-    double *meanacc = malloc(sizeof(double) * cells * 2);
+    acc = malloc(sizeof(double) * cells * 2 * P), rel = malloc(sizeof(double) * cells * 2 * P);
+    relp = malloc(sizeof(double) * cells * 2 * S), relm = malloc(sizeof(double) * cells * 2);
+    meanacc = malloc(sizeof(double) * cells * 2);
+    map = malloc(sizeof(int) * G * P);
+    offd = malloc(sizeof(double) * G), phase_of = malloc(sizeof(double) * G * P);
+    cacc = malloc(sizeof(double) * 2 * P);
+    if (!acc || !rel || !relp || !relm || !meanacc || !map || !offd || !phase_of || !cacc) {
+        fprintf(stderr, "phaselab: --knockout: out of memory for the %d x %d result tables\n", L, G);
+        goto done;
+    }
     for (size_t i = 0; i < cells * 2 * P; i++) acc[i] = rel[i] = NAN;
     for (size_t i = 0; i < cells * 2 * S; i++) relp[i] = NAN;
     for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = NAN;
@@ -583,8 +601,6 @@ static int run_knockout(Ctx *c) {
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
     const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
-    int *map = malloc(sizeof(int) * G * P);
-    double *offd = malloc(sizeof(double) * G), *phase_of = malloc(sizeof(double) * G * P);
     for (int h = 0; h < G; h++) {
         offd[h] = vis_grid_offset(grid, h, S, G);
         if (head_phase_map(P, S, (int)offd[h], map + (size_t)h * P))
@@ -597,7 +613,7 @@ static int run_knockout(Ctx *c) {
         char label[64];
         snprintf(label, sizeof label, "knockout %d:%d (%d/%d)", l, h, k + 1, n_ko);
         ProbeResult r;
-        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) return 1;
+        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) goto done;
         size_t cell = (size_t)l * G + h;
         for (int p = 0; p < 2; p++) {
             double ph[PROBE_MAX_RESIDUES], clean_phase[PROBE_MAX_RESIDUES];
@@ -614,6 +630,7 @@ static int run_knockout(Ctx *c) {
     }
     model_set_attn_hook(c->m, NULL, NULL);
     knockout_free(&ko);
+    ko_ready = 0;
 
     printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
     for (int p = 0; p < 2; p++) {
@@ -644,7 +661,7 @@ static int run_knockout(Ctx *c) {
             }
     }
     AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, err);
-    if (!hf) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    if (!hf) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
     long lay[256], kvh[256];
     for (int l = 0; l < L; l++) lay[l] = l;
     for (int h = 0; h < G; h++) kvh[h] = h;
@@ -655,7 +672,6 @@ static int run_knockout(Ctx *c) {
     ah5_axis_long(hf, "kv_head", kvh, G, "KV head");
     store_probe_common(hf, probe_path, P, S, PHASE_AXIS_HEAD);
     ah5_attr_str(hf, "grid", grid == GRID_STAGGERED ? "staggered" : "aligned");
-    double *cacc = malloc(sizeof(double) * 2 * P);
     for (int p = 0; p < 2; p++) for (int i = 0; i < P; i++) cacc[p * P + i] = clean.acc[p][i];
     const char *ax_c[] = {"protocol", "residue"}, *ax_r[] = {"layer", "kv_head", "protocol", "residue"};
     const char *ax_s[] = {"layer", "kv_head", "protocol", "phase"}, *ax_m[] = {"layer", "kv_head", "protocol"};
@@ -670,10 +686,17 @@ static int run_knockout(Ctx *c) {
              "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
     ah5_signal(hf, "rel_change", ax_r, 4);
-    if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
     printf("\nstored %s\n", c->out_path);
+    rc = 0;
+done:
+    if (ko_ready) {
+        model_set_attn_hook(c->m, NULL, NULL);
+        knockout_free(&ko);
+    }
+    if (cal) probe_set_free(cal);
     free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
-    return 0;
+    return rc;
 }
 
 /* ---- driver ---- */

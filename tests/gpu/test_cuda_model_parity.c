@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
+#include "tests/gpu/model_pair_check.h"   /* model_pair_check: the checks and tolerances above */
 
 typedef struct { const char *name; void (*apply)(ModelConfig *c); } Variant;
 
@@ -75,86 +76,15 @@ int main(void) {
         fprintf(stderr, "(%s)\n", err);
         return 0;
     }
-    const int B = 2, T = 40;
     for (int vi = 0; vi < N_VARIANTS; vi++) {
         ModelConfig cfg = tu_tiny_config();
         variant_lambda = 0;
         variants[vi].apply(&cfg);
-        Model *mc = model_create(&cfg, cpu, B, T, err);
-        snprintf(name, sizeof name, "cuda_model_parity %s: cpu model builds", variants[vi].name);
-        if (!check(mc != NULL, name, "%s", err)) continue;
-        Model *mg = model_create(&cfg, gpu, B, T, err);
-        snprintf(name, sizeof name, "cuda_model_parity %s: cuda model builds", variants[vi].name);
-        if (!check(mg != NULL, name, "%s", err)) { model_free(mc); continue; }
-        if (variant_lambda > 0) {
-            int rc1 = model_set_gate_coverage(mc, variant_lambda, err);
-            int rc2 = rc1 ? 0 : model_set_gate_coverage(mg, variant_lambda, err);
-            snprintf(name, sizeof name, "cuda_model_parity %s: gate coverage enabled", variants[vi].name);
-            if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); continue; }
-        }
-        tu_random_params(mc, 300 + vi, 0.05);
-        const TensorTable *tt = model_tensors(mc);
-        float *host = calloc(tt->n_floats, sizeof(float));
-        model_download_params(mc, host);
-        model_upload_params(mg, host);
-        int32_t tok[B * T], tgt[B * T];
-        tu_random_tokens(tok, B * T, cfg.vocab_size, 11 + vi);
-        tu_random_tokens(tgt, B * T, cfg.vocab_size, 17 + vi);
-        tgt[5] = -1;
-        float lc[B * T], lg[B * T];
-        model_zero_grads(mc);
-        model_zero_grads(mg);
-        double Lc = model_forward_backward(mc, tok, tgt, B, 1.0 / (B * T - 1), lc);
-        double Lg = model_forward_backward(mg, tok, tgt, B, 1.0 / (B * T - 1), lg);
-        if (variant_lambda > 0) {
-            double Cc = model_gate_coverage(mc, B), Cg = model_gate_coverage(mg, B);
-            snprintf(name, sizeof name, "cuda_model_parity %s: gate coverage penalty", variants[vi].name);
-            check(isfinite(Cg) && fabs(Cg - Cc) <= 2e-2 * fabs(Cc) + 1e-6, name, "cpu %.6g cuda %.6g", Cc, Cg);
-        }
-        snprintf(name, sizeof name, "cuda_model_parity %s: mean loss", variants[vi].name);
-        check(isfinite(Lg) && fabs(Lg - Lc) <= 2e-2 * fabs(Lc), name, "cpu %.6f cuda %.6f", Lc, Lg);
-        double mx = 0, me = 0;
-        for (int i = 0; i < B * T; i++) {
-            if (fabs(lc[i]) > mx) mx = fabs(lc[i]);
-            if (fabs(lc[i] - lg[i]) > me || !isfinite(lg[i])) me = isfinite(lg[i]) ? fabs(lc[i] - lg[i]) : INFINITY;
-        }
-        snprintf(name, sizeof name, "cuda_model_parity %s: token losses", variants[vi].name);
-        check(me <= 3e-2 * mx, name, "normalised max error %.3g", mx > 0 ? me / mx : me);
-        float *gc = calloc(tt->n_floats, sizeof(float)), *gg = calloc(tt->n_floats, sizeof(float));
-        cpu->download(cpu->ctx, gc, model_grads(mc), tt->n_floats * sizeof(float));
-        gpu->synchronize(gpu->ctx);
-        gpu->download(gpu->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
-        int bad = 0;
-        const double tol = cfg.n_layers > 2 ? 0.5 : 0.1;
-        double worst = 0;
-        const char *worst_name = "";
-        char why[1024] = "";
-        for (int i = 0; i < tt->n; i++) {
-            const TensorInfo *t = &tt->t[i];
-            double nc = 0, nd = 0;
-            int finite = 1;
-            for (size_t j = 0; j < t->numel; j++) {
-                double a = gc[t->offset + j], b = gg[t->offset + j];
-                if (!isfinite(b)) finite = 0;
-                nc += a * a;
-                nd += (a - b) * (a - b);
-            }
-            double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
-            if (rel > worst) { worst = rel; worst_name = t->name; }
-            if (!finite || rel > tol) {
-                bad++;
-                size_t len = strlen(why);
-                if (len < sizeof why - 128)
-                    snprintf(why + len, sizeof why - len, "%s%s rel L2 %.3g%s", bad > 1 ? "; " : "", t->name, rel,
-                             finite ? "" : " (non-finite)");
-            }
-        }
-        printf("# %s: largest gradient relative L2 error %.3g (%s)\n", variants[vi].name, worst, worst_name);
-        snprintf(name, sizeof name, "cuda_model_parity %s: gradients of %d tensors", variants[vi].name, tt->n);
-        check(bad == 0, name, "%d tensors differ: %s", bad, why);
-        free(host); free(gc); free(gg);
-        model_free(mc);
-        model_free(mg);
+        snprintf(name, sizeof name, "cuda_model_parity %s", variants[vi].name);
+        ModelPairCase pc = {.prefix = name, .B = 2, .T = 40, .lambda = variant_lambda,
+                            .param_seed = 300 + vi, .token_seed = 11 + vi, .target_seed = 17 + vi,
+                            .ignore_one_target = 1, .grad_tol = cfg.n_layers > 2 ? 0.5 : 0.1};
+        model_pair_check(cpu, gpu, &cfg, &pc);
     }
     /* staggered grids with G > 1: tests/gpu/test_cuda_staggered.c */
     return check_exit_code();

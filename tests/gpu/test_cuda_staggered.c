@@ -46,6 +46,7 @@ int main(void) {
 #define PARITY_SEED 4242                        /* this test's own input stream */
 #define PARITY_NAME_PREFIX "cuda_staggered_"
 #include "tests/gpu/parity_harness.h"           /* inputs on both backends, cmp, Pair */
+#include "tests/gpu/model_pair_check.h"         /* model_pair_check: the whole-model checks */
 
 /* entries [B, nW, G, d] of windows that do not exist for their head (j >= nW_g) set to 0, as
  * the compressor writes them: the attention op never reads them */
@@ -235,86 +236,14 @@ static const Variant VARIANTS[] = {
 };
 
 static void run_model_variant(const Variant *v, int vi) {
-    const int B = 2, T = 41;   /* T - o_g not a multiple of S for some heads */
-    char err[ERR_LEN] = "", name[224];
     ModelConfig cfg = tu_tiny_config();
     v->apply(&cfg);
-    Model *mc = model_create(&cfg, CPU, B, T, err);
-    snprintf(name, sizeof name, "cuda_staggered_model %s: cpu model builds", v->name);
-    if (!check(mc != NULL, name, "%s", err)) return;
-    Model *mg = model_create(&cfg, GPU, B, T, err);
-    snprintf(name, sizeof name, "cuda_staggered_model %s: cuda model builds", v->name);
-    if (!check(mg != NULL, name, "%s", err)) { model_free(mc); return; }
-    if (v->lambda > 0) {
-        int rc1 = model_set_gate_coverage(mc, v->lambda, err);
-        int rc2 = rc1 ? 0 : model_set_gate_coverage(mg, v->lambda, err);
-        snprintf(name, sizeof name, "cuda_staggered_model %s: gate coverage enabled", v->name);
-        if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
-    }
-    tu_random_params(mc, 700 + vi, 0.05);
-    const TensorTable *tt = model_tensors(mc);
-    float *host = calloc(tt->n_floats, sizeof(float));
-    model_download_params(mc, host);
-    model_upload_params(mg, host);
-    int32_t tok[B * T], tgt[B * T];
-    tu_random_tokens(tok, B * T, cfg.vocab_size, 31 + vi);
-    tu_random_tokens(tgt, B * T, cfg.vocab_size, 37 + vi);
-    float lc[B * T], lg[B * T];
-    model_zero_grads(mc);
-    model_zero_grads(mg);
-    double Lc = model_forward_backward(mc, tok, tgt, B, 1.0 / (B * T), lc);
-    double Lg = model_forward_backward(mg, tok, tgt, B, 1.0 / (B * T), lg);
-    if (v->lambda > 0) {
-        double Cc = model_gate_coverage(mc, B), Cg = model_gate_coverage(mg, B);
-        snprintf(name, sizeof name, "cuda_staggered_model %s: gate coverage penalty", v->name);
-        printf("# %s: cpu %.6g cuda %.6g\n", name, Cc, Cg);
-        check(isfinite(Cg) && Cc > 0 && fabs(Cg - Cc) <= 2e-2 * fabs(Cc) + 1e-6, name, "cpu %.6g cuda %.6g", Cc, Cg);
-    }
-    snprintf(name, sizeof name, "cuda_staggered_model %s: mean loss", v->name);
-    printf("# %s: cpu %.6f cuda %.6f\n", name, Lc, Lg);
-    check(isfinite(Lg) && fabs(Lg - Lc) <= 2e-2 * fabs(Lc), name, "cpu %.6f cuda %.6f", Lc, Lg);
-    double mx = 0, me = 0;
-    for (int i = 0; i < B * T; i++) {
-        if (fabs(lc[i]) > mx) mx = fabs(lc[i]);
-        if (fabs(lc[i] - lg[i]) > me || !isfinite(lg[i])) me = isfinite(lg[i]) ? fabs(lc[i] - lg[i]) : INFINITY;
-    }
-    snprintf(name, sizeof name, "cuda_staggered_model %s: token losses", v->name);
-    printf("# %s: normalised max error %.3g\n", name, mx > 0 ? me / mx : me);
-    check(me <= 3e-2 * mx, name, "normalised max error %.3g", mx > 0 ? me / mx : me);
-    float *gc = calloc(tt->n_floats, sizeof(float)), *gg = calloc(tt->n_floats, sizeof(float));
-    CPU->download(CPU->ctx, gc, model_grads(mc), tt->n_floats * sizeof(float));
-    GPU->synchronize(GPU->ctx);
-    GPU->download(GPU->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
-    int bad = 0;
-    double worst = 0;
-    const char *worst_name = "";
-    char why[1024] = "";
-    for (int i = 0; i < tt->n; i++) {
-        const TensorInfo *t = &tt->t[i];
-        double nc = 0, nd = 0;
-        int finite = 1;
-        for (size_t j = 0; j < t->numel; j++) {
-            double a = gc[t->offset + j], b = gg[t->offset + j];
-            if (!isfinite(b)) finite = 0;
-            nc += a * a;
-            nd += (a - b) * (a - b);
-        }
-        double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
-        if (rel > worst) { worst = rel; worst_name = t->name; }
-        if (!finite || rel > 0.1) {
-            bad++;
-            size_t len = strlen(why);
-            if (len < sizeof why - 128)
-                snprintf(why + len, sizeof why - len, "%s%s rel L2 %.3g%s", bad > 1 ? "; " : "", t->name, rel,
-                         finite ? "" : " (non-finite)");
-        }
-    }
-    printf("# cuda_staggered_model %s: largest gradient relative L2 error %.3g (%s)\n", v->name, worst, worst_name);
-    snprintf(name, sizeof name, "cuda_staggered_model %s: gradients of %d tensors", v->name, tt->n);
-    check(bad == 0, name, "%d tensors differ: %s", bad, why);
-    free(host); free(gc); free(gg);
-    model_free(mc);
-    model_free(mg);
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "cuda_staggered_model %s", v->name);
+    ModelPairCase pc = {.prefix = prefix, .B = 2, .T = 41,   /* T - o_g not a multiple of S for some heads */
+                        .lambda = v->lambda, .param_seed = 700 + vi, .token_seed = 31 + vi, .target_seed = 37 + vi,
+                        .ignore_one_target = 0, .grad_tol = 0.1};
+    model_pair_check(CPU, GPU, &cfg, &pc);
 }
 
 int main(void) {

@@ -1,0 +1,112 @@
+/* Whole-model parity of two backends, shared by test_cuda_model_parity.c and
+ * test_cuda_staggered.c: the same config built on the CPU (the reference) and on the CUDA
+ * backend, the same random parameters (tu_random_params, N(0, 0.05) matrices) and tokens, one
+ * forward+backward on each, then
+ *   gate-coverage penalty   |C_cuda - C_cpu| <= 2e-2 |C_cpu| + 1e-6, C_cpu > 0 (when lambda > 0)
+ *   mean loss               |L_cuda - L_cpu| <= 2e-2 |L_cpu|
+ *   per-token losses        max_i |l_cuda,i - l_cpu,i| <= 3e-2 max_i |l_cpu,i|
+ *   every gradient tensor   ||g_cuda - g_cpu||_2 / ||g_cpu||_2 <= grad_tol, all finite
+ * Each check is named "PREFIX: what" (PREFIX names the case). The tolerances and why they are
+ * what they are: the header of test_cuda_model_parity.c. */
+#ifndef PHASELAB_TESTS_GPU_MODEL_PAIR_CHECK_H
+#define PHASELAB_TESTS_GPU_MODEL_PAIR_CHECK_H
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "tests/check.h"
+#include "tests/model_testutil.h"
+
+typedef struct {
+    const char *prefix;          /* check names: "PREFIX: mean loss", ... */
+    int B, T;                    /* sequences and tokens of the one step */
+    double lambda;               /* train.gate_coverage (0: the penalty is off) */
+    uint64_t param_seed, token_seed, target_seed;
+    int ignore_one_target;       /* 1: target 5 is -1 (an ignored position), the loss over B*T - 1 */
+    double grad_tol;             /* relative L2 tolerance of every gradient tensor */
+} ModelPairCase;
+
+static inline void model_pair_check(const Backend *cpu, const Backend *gpu, const ModelConfig *cfg, const ModelPairCase *pc) {
+    const int B = pc->B, T = pc->T, n = B * T;
+    char err[ERR_LEN] = "", name[256];
+    Model *mc = model_create(cfg, cpu, B, T, err);
+    snprintf(name, sizeof name, "%s: cpu model builds", pc->prefix);
+    if (!check(mc != NULL, name, "%s", err)) return;
+    Model *mg = model_create(cfg, gpu, B, T, err);
+    snprintf(name, sizeof name, "%s: cuda model builds", pc->prefix);
+    if (!check(mg != NULL, name, "%s", err)) { model_free(mc); return; }
+    if (pc->lambda > 0) {
+        int rc1 = model_set_gate_coverage(mc, pc->lambda, err);
+        int rc2 = rc1 ? 0 : model_set_gate_coverage(mg, pc->lambda, err);
+        snprintf(name, sizeof name, "%s: gate coverage enabled", pc->prefix);
+        if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
+    }
+    tu_random_params(mc, pc->param_seed, 0.05);
+    const TensorTable *tt = model_tensors(mc);
+    float *host = calloc(tt->n_floats, sizeof(float));
+    float *gc = calloc(tt->n_floats, sizeof(float)), *gg = calloc(tt->n_floats, sizeof(float));
+    int32_t *tok = malloc(sizeof(int32_t) * n), *tgt = malloc(sizeof(int32_t) * n);
+    float *lc = malloc(sizeof(float) * n), *lg = malloc(sizeof(float) * n);   /* [B*T] token losses */
+    model_download_params(mc, host);
+    model_upload_params(mg, host);
+    tu_random_tokens(tok, n, cfg->vocab_size, pc->token_seed);
+    tu_random_tokens(tgt, n, cfg->vocab_size, pc->target_seed);
+    if (pc->ignore_one_target) tgt[5] = -1;
+    const double scale = 1.0 / (n - (pc->ignore_one_target ? 1 : 0));
+    model_zero_grads(mc);
+    model_zero_grads(mg);
+    double Lc = model_forward_backward(mc, tok, tgt, B, scale, lc);
+    double Lg = model_forward_backward(mg, tok, tgt, B, scale, lg);
+    if (pc->lambda > 0) {
+        double Cc = model_gate_coverage(mc, B), Cg = model_gate_coverage(mg, B);
+        snprintf(name, sizeof name, "%s: gate coverage penalty", pc->prefix);
+        printf("# %s: cpu %.6g cuda %.6g\n", name, Cc, Cg);
+        check(isfinite(Cg) && Cc > 0 && fabs(Cg - Cc) <= 2e-2 * fabs(Cc) + 1e-6, name, "cpu %.6g cuda %.6g", Cc, Cg);
+    }
+    snprintf(name, sizeof name, "%s: mean loss", pc->prefix);
+    printf("# %s: cpu %.6f cuda %.6f\n", name, Lc, Lg);
+    check(isfinite(Lg) && fabs(Lg - Lc) <= 2e-2 * fabs(Lc), name, "cpu %.6f cuda %.6f", Lc, Lg);
+    double mx = 0, me = 0;
+    for (int i = 0; i < n; i++) {
+        if (fabs(lc[i]) > mx) mx = fabs(lc[i]);
+        if (fabs(lc[i] - lg[i]) > me || !isfinite(lg[i])) me = isfinite(lg[i]) ? fabs(lc[i] - lg[i]) : INFINITY;
+    }
+    snprintf(name, sizeof name, "%s: token losses", pc->prefix);
+    printf("# %s: normalised max error %.3g\n", name, mx > 0 ? me / mx : me);
+    check(me <= 3e-2 * mx, name, "normalised max error %.3g", mx > 0 ? me / mx : me);
+    cpu->download(cpu->ctx, gc, model_grads(mc), tt->n_floats * sizeof(float));
+    gpu->synchronize(gpu->ctx);
+    gpu->download(gpu->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
+    int bad = 0;
+    double worst = 0;
+    const char *worst_name = "";
+    char why[1024] = "";
+    for (int i = 0; i < tt->n; i++) {
+        const TensorInfo *t = &tt->t[i];
+        double nc = 0, nd = 0;
+        int finite = 1;
+        for (size_t j = 0; j < t->numel; j++) {
+            double a = gc[t->offset + j], b = gg[t->offset + j];
+            if (!isfinite(b)) finite = 0;
+            nc += a * a;
+            nd += (a - b) * (a - b);
+        }
+        double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
+        if (rel > worst) { worst = rel; worst_name = t->name; }
+        if (!finite || rel > pc->grad_tol) {
+            bad++;
+            size_t len = strlen(why);
+            if (len < sizeof why - 128)
+                snprintf(why + len, sizeof why - len, "%s%s rel L2 %.3g%s", bad > 1 ? "; " : "", t->name, rel,
+                         finite ? "" : " (non-finite)");
+        }
+    }
+    printf("# %s: largest gradient relative L2 error %.3g (%s)\n", pc->prefix, worst, worst_name);
+    snprintf(name, sizeof name, "%s: gradients of %d tensors", pc->prefix, tt->n);
+    check(bad == 0, name, "%d tensors differ: %s", bad, why);
+    free(host); free(gc); free(gg); free(tok); free(tgt); free(lc); free(lg);
+    model_free(mc);
+    model_free(mg);
+}
+#endif
