@@ -2,7 +2,8 @@
  * full attention and every compressed-attention variant of SPEC.md section 2, on tiny models with
  * random weights:
  *   - the logits of every position, fed token by token through the cache, equal the full
- *     forward's (final-norm output @ E_out^T, computed here on the host) to 1e-5 relative;
+ *     forward's (final-norm output @ E_out^T, computed here on the host) to DECODE_REL_TOL
+ *     (4e-5) of the position's largest logit;
  *   - a chunked prefill (decoder_prefill_chunk) of P tokens followed by token-by-token decoding
  *     gives the same logits, for prompt lengths around every window phase;
  *   - greedy generation from a prompt equals, step by step, the argmax of the full forward over
@@ -18,6 +19,12 @@
 #include "tests/model_testutil.h"
 #include "model/decode.h"
 #include "model/tensors.h"
+
+/* The two paths do the same fp32 arithmetic in different orders (one token's vectors against a
+ * batched forward; BLAS kernels chosen at run time for the CPU), with weights of std 0.4. Measured
+ * worst: below 1e-5 in the -O3 build, 1.07e-5 (vector gates, position 23) in the sanitizer build
+ * on an AVX-512 machine; a wrong cache entry, mask or position gives errors of 1e-2 and more. */
+#define DECODE_REL_TOL 4e-5
 
 typedef struct { const char *name; void (*apply)(ModelConfig *c); } Variant;
 
@@ -145,8 +152,9 @@ int main(void) {
         for (int t = 0; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
         int wt = -1;
         double r = rc ? INFINITY : rel_err(got, ref, T, V, &wt);
-        snprintf(name, sizeof name, "decode %s: incremental logits = full forward at all %d positions (1e-5 rel)", vn, T);
-        check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
+        snprintf(name, sizeof name, "decode %s: incremental logits = full forward at all %d positions (4e-5 rel)", vn, T);
+        printf("# %s: relative error %.3g\n", name, r);
+        check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
 
         snprintf(name, sizeof name, "decode %s: a full context refuses one more token", vn);
         check(decoder_step(dec, tok[0], NULL, err) != 0, name, "step %d accepted", T);
@@ -159,8 +167,9 @@ int main(void) {
             rc = decoder_prefill_chunk(dec, tok, P, got + (size_t)(P - 1) * V, err);
             for (int t = P; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
             r = rc ? INFINITY : rel_err(got + (size_t)(P - 1) * V, ref + (size_t)(P - 1) * V, T - P + 1, V, &wt);
-            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (1e-5 rel)", vn, P);
-            check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt + P - 1);
+            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (4e-5 rel)", vn, P);
+            printf("# %s: relative error %.3g\n", name, r);
+            check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt + P - 1);
         }
 
         /* cache accounting: measured allocations = formula */
@@ -210,7 +219,8 @@ int main(void) {
             for (int t = 0; t < T2 && !rc; t++) rc = decoder_step(d2, tok2[t], got2 + (size_t)t * V, err);
             r = rc ? INFINITY : rel_err(got2, ref2, T2, V, &wt);
             snprintf(name, sizeof name, "decode %s: decoding past seq_len %d to %d = forward of a T=%d model", vn, T, T2, T2);
-            check(!rc && r <= 1e-5, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
+            printf("# %s: relative error %.3g\n", name, r);
+        check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
             decoder_free(d2);
             model_free(m2);
             free(params); free(hid2); free(ref2); free(got2);
