@@ -541,7 +541,7 @@ static int run_knockout(Ctx *c) {
         int rc = default_calibration(c, probe_path, calib, sizeof calib, tmp, sizeof tmp);
         if (rc) { if (tmp[0]) unlink(tmp); return rc; }
     }
-    /* Everything from here on is released at done: (every error path included). */
+    /* Everything from here on (the hook included) is released at done:, on every path. */
     ProbeSet *cal = NULL;
     Knockout ko;
     int ko_ready = 0;
@@ -628,9 +628,6 @@ static int run_knockout(Ctx *c) {
             meanacc[cell * 2 + p] = r.mean[p];
         }
     }
-    model_set_attn_hook(c->m, NULL, NULL);
-    knockout_free(&ko);
-    ko_ready = 0;
 
     printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
     for (int p = 0; p < 2; p++) {
