@@ -100,9 +100,18 @@ for first, second, name in ((2, 1, "2to1"), (1, 2, "1to2")):
 # a signal delivered to the job (mpirun forwards it to every rank): one complete checkpoint at
 # the step where all ranks stopped. SIGUSR1 (Slurm's --signal) exits 0; after SIGTERM mpirun
 # itself reports the job as terminated (non-zero), the checkpoint is there all the same.
+# Two ways SIGTERM under mpirun lost the checkpoint, both checked here:
+# - mpirun stops reading the ranks' stdout once it forwards SIGTERM; rank 0 blocked on the full
+#   pty (in CI, at step 210) and never saved (common/log.h, log_guard_console);
+# - mpirun SIGKILLs the ranks odls_base_sigkill_timeout seconds later, 1 s by default. Each rank
+#   here sleeps 2.5 s before that save, as a large model's save would take, so the job runs with a
+#   grace of 6 s (docs/distributed.md, "Signals under mpirun"); with 1 s the checks fail.
+#   mpirun lingers ~10 s after the SIGTERM.
+GRACE = ["--mca", "odls_base_sigkill_timeout", "6"]
 for sig, name in ((signal.SIGUSR1, "usr1"), (signal.SIGTERM, "term")):
-    p = subprocess.Popen(MPI + ["-np", "2", tu.TRAIN] + base + [f"run.name={name}", "train.steps=3000",
-                         "checkpoint.every=1000", "eval.every=0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(MPI + GRACE + ["-np", "2", tu.TRAIN] + base + [f"run.name={name}", "train.steps=3000",
+                         "checkpoint.every=1000", "eval.every=0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         env=dict(os.environ, PHASELAB_STOP_SAVE_DELAY_MS="2500"))
     reached = tu.wait_for_line(f"{d}/runs/{name}/log.txt", "step   50/3000", p)   # "%4ld" steps
     p.send_signal(sig)
     out = p.communicate(timeout=120)[0]

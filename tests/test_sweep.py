@@ -31,7 +31,7 @@ want = ("./train configs/test/tiny_w4s4.ini data.val=v.bin train.seed=2 train.lr
 check(want in lines, "names_encode_overrides", lines[-1] if lines else "")
 check(not os.path.exists(os.path.join(S, "g")), "dry_run_writes_nothing")
 r = sweep("run", "configs/test/tiny_full.ini", "--np", "2", "--dry-run")
-check(r.stdout.startswith("mpirun --allow-run-as-root --oversubscribe -np 2 ./train configs/test/tiny_full.ini"),
+check(r.stdout.startswith("mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 30 -np 2 ./train configs/test/tiny_full.ini"),
       "np_uses_mpirun", r.stdout.strip())
 r = sweep("run", "configs/test/tiny_full.ini", "--set", "train.seed", "--dry-run")
 check(r.returncode == 2 and "section.key=" in r.stderr, "bad_set_is_usage_error", r.stderr.strip())
@@ -41,7 +41,7 @@ r = sweep("slurm", "configs/test/tiny_full.ini", "configs/test/tiny_w4s4.ini", "
 sc = r.stdout
 check(r.returncode == 0 and "#SBATCH --array=0-3" in sc and "#SBATCH --requeue" in sc and "#SBATCH --partition=p1" in sc
       and "#SBATCH --time=1:00:00" in sc and "#SBATCH --ntasks=2" in sc and "scontrol requeue" in sc
-      and "3) cmd=(mpirun --allow-run-as-root --oversubscribe -np 2 ./train configs/test/tiny_w4s4.ini train.seed=2 "
+      and "3) cmd=(mpirun --allow-run-as-root --oversubscribe --mca odls_base_sigkill_timeout 30 -np 2 ./train configs/test/tiny_w4s4.ini train.seed=2 "
           "run.name=tiny_w4s4-seed2" in sc, "slurm_script", sc[:400] + r.stderr)
 script = os.path.join(S, "x.sbatch")
 open(script, "w").write(sc)
@@ -83,4 +83,36 @@ else:
     names = sorted(l.split()[0] for l in r.stdout.splitlines()[1:-1])
     check(names == ["tiny_full-steps4", "tiny_full-steps6", "tiny_w4s4-steps4", "tiny_w4s4-steps6"]
           and r.stdout.strip().endswith("4 done") and "6/6" in r.stdout, "local_sweep_status_done", r.stdout)
+
+# ---- Ctrl-C of a parallel sweep of 2-rank runs: each run saves and stops, the sweep says so -----
+# The sweep sends SIGUSR1 (mpirun only forwards it; after a SIGTERM it SIGKILLs the ranks and
+# lingers): every rank sleeps 2 s before the save, which the runs must survive, and the sweep must
+# end well before an mpirun's SIGTERM linger (30 s grace) would let it.
+if not ok or not shutil.which("mpirun"):
+    skip("sweep_ctrl_c_stops_mpirun_runs_with_checkpoints", "mpirun not installed" if ok else "./train cannot train yet")
+else:
+    import signal
+    import time
+    out = os.path.join(S, "stop")
+    env = dict(os.environ, PHASELAB_STOP_SAVE_DELAY_MS="2000")
+    p = subprocess.Popen(SWEEP + ["run", "configs/test/tiny_full.ini", "configs/test/tiny_w4s4.ini", "--np", "2", "--jobs", "2",
+                                  "--override", f"data.train={data}/train_*.bin", "--override", f"data.val={data}/val_*.bin",
+                                  "--override", "train.steps=100000", "--override", "eval.every=0",
+                                  "--override", "checkpoint.every=100000", "--override", "run.threads=1", "--out", out],
+                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    logs = [os.path.join(out, n, "log.txt") for n in ("tiny_full", "tiny_w4s4")]
+    t0 = time.time()
+    while time.time() - t0 < 120 and not all(os.path.exists(l) and " 20/100000 " in open(l).read() for l in logs):
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    t_sig = time.time()
+    text = p.communicate(timeout=120)[0]
+    secs = time.time() - t_sig
+    stops = [[l for l in open(f).read().splitlines() if l.startswith("signal 10: stopped after step")] for f in logs]
+    cks = [sorted(os.listdir(os.path.join(os.path.dirname(f), "checkpoints"))) if os.path.isdir(os.path.join(os.path.dirname(f), "checkpoints")) else []
+           for f in logs]
+    good = all(len(st) == 1 and ck == [f"step_{int(st[0].split()[5]):08d}"] for st, ck in zip(stops, cks))
+    check(p.returncode == 1 and "stopped by a signal" in text and good and 2 <= secs < 20,
+          "sweep_ctrl_c_stops_mpirun_runs_with_checkpoints",
+          f"exit {p.returncode} after {secs:.1f}s; stop lines {stops}; checkpoints {cks}; {text[-500:]}")
 finish()

@@ -53,8 +53,10 @@ static volatile sig_atomic_t stop_signal;
  *   PHASELAB_TRACE_COMM=PATH      each rank appends "step rank step_controls max_int_allreduces
  *                                 sum_host_allreduces" lines to PATH.rankR: the host all-reduces
  *                                 from the start of the step through its optimizer step
- *                                 (tests/test_step_collectives.py) */
-typedef struct { FILE *trace, *comm_trace; int fail_rank; long fail_step; } TestHooks;
+ *                                 (tests/test_step_collectives.py)
+ *   PHASELAB_STOP_SAVE_DELAY_MS=N every rank sleeps N ms before the checkpoint a stop signal
+ *                                 asks for: a save slower than mpirun's SIGTERM grace */
+typedef struct { FILE *trace, *comm_trace; int fail_rank; long fail_step, stop_save_delay_ms; } TestHooks;
 
 static void hooks_init(TestHooks *h, int rank) {
     const char *p = getenv("PHASELAB_TRACE_SAMPLES");
@@ -72,8 +74,12 @@ static void hooks_init(TestHooks *h, int rank) {
     }
     h->fail_rank = getenv("PHASELAB_FAIL_RANK") ? atoi(getenv("PHASELAB_FAIL_RANK")) : -1;
     h->fail_step = getenv("PHASELAB_FAIL_STEP") ? atol(getenv("PHASELAB_FAIL_STEP")) : -1;
+    h->stop_save_delay_ms = getenv("PHASELAB_STOP_SAVE_DELAY_MS") ? atol(getenv("PHASELAB_STOP_SAVE_DELAY_MS")) : 0;
 }
-static void on_stop_signal(int sig) { stop_signal = sig; }
+static void on_stop_signal(int sig) {
+    stop_signal = sig;
+    log_guard_console();
+}
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -445,7 +451,10 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             if (run_evaluation(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
         }
         const int sig = ctl.stop_signal;   /* sampled before the optimizer step, agreed by all ranks */
+        if (sig) log_guard_console();      /* also on a rank whose own process saw no signal */
         if ((cfg->checkpoint.every > 0 && s % cfg->checkpoint.every == 0) || last || sig) {
+            if (sig && hooks.stop_save_delay_ms > 0)
+                nanosleep(&(struct timespec){hooks.stop_save_delay_ms / 1000, hooks.stop_save_delay_ms % 1000 * 1000000L}, NULL);
             if (save_checkpoint(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
             last_ckpt = s;
         }
