@@ -10,9 +10,9 @@
  *   - probe_evaluate at the prompt's length gives the same correct/total counts per protocol
  *     (pp, ip) and residue as the padded path (probe_evaluate_set_padded), lookup and needle;
  *   - the final-norm output (the classifier's only input, so the logits) at every t < L and
- *     the per-token losses of model_forward (the filler sweep's path) are bitwise equal for
- *     full attention and equal within fp32 rounding for compressed attention (see below), and
- *     the argmax tokens are equal;
+ *     the per-token losses of model_forward (the filler sweep's path) are equal within fp32
+ *     rounding (see below; the count of values that are not bitwise equal is printed), and the
+ *     argmax tokens are equal;
  *   - a shorter length allocates nothing (the backend's alloc is counted) and the model's T
  *     is restored after the probe evaluation (validation keeps T).
  * The probe sets come from tools/make-probe (2 prompts per residue and protocol).
@@ -151,11 +151,13 @@ static void check_activations(Model *m, const ProbeSet *ps, int T, const char *n
     double loss_cut = model_forward(m, cut, tg_cut, MICRO, l_cut);
     long new_allocs = n_allocs - allocs;
     rc |= model_set_seq_len(m, T, err);
-    /* Full attention: bitwise. Compressed: OpenBLAS picks its kernel by matrix size (the
-     * small-matrix kernels of its AVX-512 build), and the compressor's projections are sgemms
-     * of nW(T) window rows, so they may round differently at another length: equal within fp32
-     * rounding (|diff| <= 1e-5 (1 + |x|)), with the same argmax. */
-    const int exact = c->attention == ATTN_FULL;
+    /* Within fp32 rounding (|diff| <= 1e-5 (1 + |x|)), with the same argmax, not bitwise: the
+     * BLAS may round row r of a product differently when the matrix has another number of rows
+     * (B*L against B*T in every linear layer; nW(L) against nW(T) windows in the compressor).
+     * OpenBLAS does on AMD Zen even single-threaded (an sgemm of 4096 x 64 x 192 and the same
+     * sgemm of its first 2048 rows differ in 20346 of 393216 values), and on AVX-512 machines
+     * through its small-matrix kernels. A causality error (a query that sees a later token)
+     * changes values by far more. */
     long hid_diff = 0, hid_far = 0, loss_diff = 0, loss_far = 0;
     double max_abs = 0, max_loss = 0;
     for (int b = 0; b < MICRO; b++) {
@@ -180,12 +182,11 @@ static void check_activations(Model *m, const ProbeSet *ps, int T, const char *n
     printf("# %s: final-norm output at t < %d: %ld of %d values differ from padded T=%d (max |diff| %.3g); "
            "losses: %ld of %d differ (max %.3g)\n", name, L_PROMPT, hid_diff, MICRO * L_PROMPT * D, T, max_abs, loss_diff,
            MICRO * L_PROMPT, max_loss);
-    snprintf(label, sizeof label, "%s: final-norm output (the logits' input) at t < L %s padded", name,
-             exact ? "bitwise equal to" : "within fp32 rounding of");
-    check(rc == 0 && (exact ? hid_diff == 0 : hid_far == 0), label, "rc %d %s; %ld values differ (%ld beyond rounding), max |diff| %.3g",
+    snprintf(label, sizeof label, "%s: final-norm output (the logits' input) at t < L within fp32 rounding of padded", name);
+    check(rc == 0 && hid_far == 0, label, "rc %d %s; %ld values differ (%ld beyond rounding), max |diff| %.3g",
           rc, err, hid_diff, hid_far, max_abs);
-    snprintf(label, sizeof label, "%s: argmax at the query equal, per-token losses %s", name, exact ? "bitwise equal" : "within fp32 rounding");
-    check(!memcmp(am_pad, am_cut, sizeof am_pad) && (exact ? loss_diff == 0 && loss_pad == loss_cut : loss_far == 0), label,
+    snprintf(label, sizeof label, "%s: argmax at the query equal, per-token losses within fp32 rounding", name);
+    check(!memcmp(am_pad, am_cut, sizeof am_pad) && loss_far == 0, label,
           "%ld losses differ (%ld beyond rounding), mean %.9g vs %.9g", loss_diff, loss_far, loss_pad, loss_cut);
     snprintf(label, sizeof label, "%s: forward passes at the shorter length allocate nothing", name);
     check(new_allocs == 0, label, "%ld allocations", new_allocs);

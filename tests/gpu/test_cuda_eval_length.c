@@ -7,9 +7,11 @@
  * prompts of L = 72 tokens (not a multiple of the kernels' 64-row tiles) and of 6 tokens (shorter
  * than one window: no compressed entry exists).
  * Checks: the final-norm output (the logits' input) at t < L and the argmax at the last position
- * of every row; bitwise in the CPU emulator of CUDA (tests/cuemu: every kernel reduces in a
- * fixed order), within bf16 rounding on a GPU (cuBLASLt may pick another algorithm for another
- * number of rows): |diff| <= 2^-7 (1 + |x|). A shorter batch allocates nothing (the backend's
+ * of every row, within bf16 rounding: |diff| <= 2^-7 (1 + |x|). On a GPU cuBLASLt may pick
+ * another algorithm for another number of rows; in the CPU emulator of CUDA (tests/cuemu) the
+ * GEMMs are OpenBLAS sgemms, whose rounding of a row also depends on the row count on some CPUs
+ * (AMD Zen: tests/test_eval_length.c), and a last-bit fp32 difference can flip a bf16 rounding
+ * (seen: 1 of 3456 values, 0.0039). A shorter batch allocates nothing (the backend's
  * alloc is counted). Without a GPU (or a CUDA build) it prints one skip line per variant. */
 #include <math.h>
 #include <stdio.h>
@@ -75,11 +77,7 @@ static void compare(Model *m, const char *vname, int L) {
                 if (e > max_abs) max_abs = e;
             }
         }
-#ifdef PHASELAB_CUEMU
-    const int ok_hidden = diff == 0;
-#else
     const int ok_hidden = far == 0;
-#endif
     printf("# %s L=%d: %ld of %d final-norm values differ from padded T=%d (max |diff| %.3g)\n", vname, L, diff, B * L * D,
            T_MAX, max_abs);
     snprintf(name, sizeof name, "cuda_eval_length %s L=%d: final-norm output and argmax equal to padded T=%d", vname, L, T_MAX);
