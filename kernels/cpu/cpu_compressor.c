@@ -9,8 +9,17 @@
  *   post-norm    p'_{j,i}  = RMSNorm(p_{j,i}) * w_pn              (optional)
  *   entry        E_j       = sum_i alpha_{j,i} * p'_{j,i}     [d]
  * All windows at once: for each (b, g, i) the rows a_{o_g+jS+i}, j = 0..nW_g-1, are a strided
- * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows. Rows j >= nW_g
- * of a head (staggered grids only) do not exist: their entry, payload and alpha are 0.
+ * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows, and one of
+ * B*nW_g rows when sequence b+1's rows continue sequence b's stride (row_blocks below). Rows
+ * j >= nW_g of a head (staggered grids only) do not exist: their entry, payload and alpha are 0.
+ * Threads: the projections run one single-threaded sgemm per task (OpenBLAS and MKL run
+ * single-threaded inside an OpenMP region), tasks in parallel, each writing its own outputs in a
+ * fixed order, so results do not depend on the thread count or the schedule:
+ *   forward   one task per (g, i): its payload and gate slots;
+ *   dC, dZ    one task per (g, m): the offsets i of map m in ascending order;
+ *   da        one task per residue r = (o_g + i) mod S: the rows p = r mod S, which only the
+ *             (g, i) with that residue touch, in (g, i) order (the same order per row as a
+ *             serial loop over b, g, i).
  *
  * Backward, from dE_j:
  *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
@@ -31,6 +40,25 @@ static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
     return (((size_t)b * s->n_windows + j) * s->G + g) * s->window + i;
 }
 
+/* The rows (b, j), j < nW_g, of head g as strided blocks: one block of B*nW_g rows when the last
+ * window of sequence b is followed, one stride on, by the first of sequence b+1, both in a
+ * (nW_g S = T) and in the [B,nW,G,W,.] buffers (nW_g = nW): the aligned grid when S divides T;
+ * otherwise one block of nW_g rows per sequence. Block k starts at sequence b = k. */
+static int row_blocks(const CompShape *s, int g, int *rows_per_block) {
+    const int nWg = comp_head_windows(s, g);
+    if (nWg == s->n_windows && (long)nWg * s->stride == s->T) {
+        *rows_per_block = s->B * nWg;
+        return nWg > 0 ? 1 : 0;
+    }
+    *rows_per_block = nWg;
+    return nWg > 0 ? s->B : 0;
+}
+
+/* enough work to be worth an OpenMP region: the projections' multiply-adds */
+static int projections_parallel(const CompShape *s) {
+    return (size_t)s->B * s->n_windows * s->G * s->window * s->d * s->D > CPU_SERIAL_WORK;
+}
+
 void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
                         const act_t *a_, const act_t *gate_w_, const act_t *gate_b_,
                         const act_t *payload_w_, const act_t *post_w_) {
@@ -39,21 +67,23 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
     float *entry = F(entry_), *payload = F(payload_);
     const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
     if (nW == 0) return;
-    /* projections: one sgemm per (b, g, i) over all windows */
-    for (int b = 0; b < B; b++)
-        for (int g = 0; g < G; g++)
-            for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i), o = comp_head_offset(s, g), nWg = comp_head_windows(s, g);
-                if (nWg <= 0) continue;
+    /* projections: one task per (g, i), one sgemm per row block */
+    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (projections_parallel(s)) num_threads(ctx->threads)
+    for (int g = 0; g < G; g++)
+        for (int i = 0; i < W; i++) {
+            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
+            const int m = comp_map_index(s, i), o = comp_head_offset(s, g);
+            for (int b = 0; b < n_blocks; b++) {
                 const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, d, D, 1.0f, rows, S * D,
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, d, D, 1.0f, rows, S * D,
                             payload_w + ((size_t)g * M + m) * d * D, D, 0.0f,
                             payload + slot(s, b, 0, g, i) * d, G * W * d);
                 if (s->gate != GATE_UNIFORM)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nWg, c, D, 1.0f, rows, S * D,
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, c, D, 1.0f, rows, S * D,
                                 gate_w + ((size_t)g * M + m) * c * D, D, 0.0f,
                                 alpha + slot(s, b, 0, g, i) * c, G * W * c);
             }
+        }
     /* softmax over offsets, post-norm, pooling: independent per (b, j, g) */
     #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * nW * G * W * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
@@ -170,27 +200,44 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         for (size_t r = 0; r < (size_t)B * nW * G; r++)
             for (int x = 0; x < d; x++) dpost_w[x] += dpost_part[r * d + x];
     }
-    /* projection gradients: one sgemm pair per (b, g, i) */
-    for (int b = 0; b < B; b++)
-        for (int g = 0; g < G; g++)
+    const int par = projections_parallel(s);
+    /* weight gradients dC_{g,m} += dp^T a, dZ_{g,m} += ds^T a: one task per (g, m) */
+    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (par) num_threads(ctx->threads)
+    for (int g = 0; g < G; g++)
+        for (int m = 0; m < M; m++) {
+            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
+            const int o = comp_head_offset(s, g);
             for (int i = 0; i < W; i++) {
-                int m = comp_map_index(s, i), o = comp_head_offset(s, g), nWg = comp_head_windows(s, g);
-                if (nWg <= 0) continue;
-                const float *rows = a + ((size_t)b * T + o + i) * D;
-                float *drows = da + ((size_t)b * T + o + i) * D;
-                const float *dpi = dp + slot(s, b, 0, g, i) * d;
-                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, nWg, 1.0f, dpi, G * W * d,
-                            rows, S * D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nWg, D, d, 1.0f, dpi, G * W * d,
-                            payload_w + ((size_t)g * M + m) * d * D, D, 1.0f, drows, S * D);
-                if (ds) {
-                    const float *dsi = ds + slot(s, b, 0, g, i) * c;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, nWg, 1.0f, dsi, G * W * c,
-                                rows, S * D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nWg, D, c, 1.0f, dsi, G * W * c,
-                                gate_w + ((size_t)g * M + m) * c * D, D, 1.0f, drows, S * D);
+                if (comp_map_index(s, i) != m) continue;
+                for (int b = 0; b < n_blocks; b++) {
+                    const float *rows = a + ((size_t)b * T + o + i) * D;
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, rows_n, 1.0f, dp + slot(s, b, 0, g, i) * d,
+                                G * W * d, rows, S * D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
+                    if (ds)
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, rows_n, 1.0f, ds + slot(s, b, 0, g, i) * c,
+                                    G * W * c, rows, S * D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
                 }
             }
+        }
+    /* input gradient da_{o_g+jS+i} += dp C_{g,m} + ds Z_{g,m}: one task per row residue r mod S */
+    #pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(ctx->threads)
+    for (int r = 0; r < S; r++)
+        for (int g = 0; g < G; g++) {
+            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
+            const int o = comp_head_offset(s, g);
+            for (int i = 0; i < W; i++) {
+                if ((o + i) % S != r) continue;
+                const int m = comp_map_index(s, i);
+                for (int b = 0; b < n_blocks; b++) {
+                    float *drows = da + ((size_t)b * T + o + i) * D;
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, d, 1.0f, dp + slot(s, b, 0, g, i) * d,
+                                G * W * d, payload_w + ((size_t)g * M + m) * d * D, D, 1.0f, drows, S * D);
+                    if (ds)
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, c, 1.0f, ds + slot(s, b, 0, g, i) * c,
+                                    G * W * c, gate_w + ((size_t)g * M + m) * c * D, D, 1.0f, drows, S * D);
+                }
+            }
+        }
     free(dp);
     free(ds);
     free(dpost_part);
