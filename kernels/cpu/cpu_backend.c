@@ -42,6 +42,14 @@ void cpu_blas_threads(const BackendCtx *ctx) {
 #endif
 }
 
+void cpu_set_blas_threads(int threads) {
+    BackendCtx c;
+    memset(&c, 0, sizeof c);
+    c.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);   /* backend_cpu's rule */
+    if (c.threads < 1) c.threads = 1;
+    cpu_blas_threads(&c);
+}
+
 /* Every backend made, one per thread count (a registry, not a table that ops read: each op
  * gets its thread count from its own ctx). */
 typedef struct CpuBackend {
