@@ -1,11 +1,15 @@
 /* Run log (see common/log.h). */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdio_ext.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "common/log.h"
 #include "common/errors.h"
@@ -16,29 +20,64 @@ static volatile sig_atomic_t console_guarded;
 
 void log_guard_console(void) { console_guarded = 1; }
 
-/* One console line (stdout or stderr). Unguarded: stdio, flushed. Guarded (after a stop signal):
- * the line is formatted here and written with write(2) in pieces of at most 256 bytes, each only
- * when poll() says the console takes it within 100 ms; otherwise the rest of the line is dropped.
- * stdio's buffer is purged first: bytes of a write that the signal interrupted would otherwise
- * block the exit-time flush. */
-static void console_vprintf(FILE *f, const char *fmt, va_list ap) {
-    if (!console_guarded) {
-        vfprintf(f, fmt, ap);
-        fflush(f);
-        return;
+/* The descriptor a guarded console line goes to, made once per stream: a regular file (never
+ * blocks) and a socket (written with MSG_DONTWAIT) keep their own; a pipe or a terminal is
+ * opened again through /proc/self/fd with O_NONBLOCK, a new open file description, so the flag
+ * does not reach the shell's terminal. -1: none could be made (poll before each write then). */
+static int guarded_fd(FILE *f, int *is_socket) {
+    static int made[2] = {0, 0}, fds[2] = {-1, -1}, sock[2] = {0, 0};
+    const int fd = fileno(f), k = f == stderr;
+    if (!made[k]) {
+        made[k] = 1;
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0) {
+            if (S_ISREG(st.st_mode)) fds[k] = fd;
+            else if (S_ISSOCK(st.st_mode)) { fds[k] = fd; sock[k] = 1; }
+            else {
+                char path[64];
+                snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+                fds[k] = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+            }
+        }
     }
+    *is_socket = sock[k];
+    return fds[k] >= 0 ? fds[k] : -1;
+}
+
+/* One console line (stdout or stderr), formatted here and written with write(2), not stdio:
+ * stdio retries a write that a signal cut short and would block again on a console nobody
+ * reads. Before a stop signal the writes block as usual (a slow reader slows the run; nothing
+ * is dropped). The stop signal's handler runs on the main thread (trainer.c forwards it there),
+ * so a write blocked at that moment returns (EINTR or a short count; no SA_RESTART); from then
+ * on the rest of the line, and every later line, goes out without blocking (guarded_fd): what
+ * the console does not take within 100 ms is dropped. Lines are cut at 4095 bytes here; the
+ * run's log file gets them whole. */
+static void console_vprintf(FILE *f, const char *fmt, va_list ap) {
     char line[4096];
     int n = vsnprintf(line, sizeof line, fmt, ap);
     if (n <= 0) return;
     if (n >= (int)sizeof line) n = (int)sizeof line - 1;
-    __fpurge(f);
-    const int fd = fileno(f);
-    for (int off = 0; off < n;) {
-        struct pollfd p = {.fd = fd, .events = POLLOUT};
-        if (poll(&p, 1, 100) != 1 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) || !(p.revents & POLLOUT)) return;
-        const ssize_t w = write(fd, line + off, n - off < 256 ? (size_t)(n - off) : 256);
-        if (w <= 0) return;
-        off += (int)w;
+    if (console_guarded) __fpurge(f);  /* bytes a signal left in stdio's buffer would block the exit-time flush */
+    else fflush(f);                    /* keep the order of anything printed through stdio before */
+    int off = 0;
+    while (off < n && !console_guarded) {
+        const ssize_t w = write(fileno(f), line + off, (size_t)(n - off));
+        if (w > 0) off += (int)w;
+        else if (!(w < 0 && errno == EINTR)) return;
+    }
+    int is_socket = 0;
+    const int nb = off < n ? guarded_fd(f, &is_socket) : -1, fd = nb >= 0 ? nb : fileno(f);
+    for (int waited = 0; off < n;) {
+        if (nb < 0 || waited) {            /* blocking descriptor, or a full console: wait for room */
+            struct pollfd p = {.fd = fd, .events = POLLOUT};
+            if (poll(&p, 1, 100) != 1 || (p.revents & (POLLERR | POLLHUP | POLLNVAL)) || !(p.revents & POLLOUT)) return;
+        }
+        const size_t len = nb < 0 && n - off > 256 ? 256 : (size_t)(n - off);
+        const ssize_t w = is_socket ? send(fd, line + off, len, MSG_DONTWAIT | MSG_NOSIGNAL) : write(fd, line + off, len);
+        if (w > 0) { off += (int)w; waited = 0; continue; }
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !waited) { waited = 1; continue; }
+        return;
     }
 }
 
@@ -80,15 +119,18 @@ void log_printf(const char *fmt, ...) {
 
 void log_error(const char *fmt, ...) {
     va_list ap;
-    char msg[4096];
+    char *msg = NULL;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    const int n = vasprintf(&msg, fmt, ap);
     va_end(ap);
-    console_printf(stderr, "phaselab: %s\n", msg);
+    if (n < 0) msg = NULL;
+    /* the run's log file first (as in log_printf), the whole line */
     if (log_file) {
-        fprintf(log_file, "phaselab: %s\n", msg);
+        fprintf(log_file, "phaselab: %s\n", msg ? msg : fmt);
         fflush(log_file);
     }
+    console_printf(stderr, "phaselab: %s\n", msg ? msg : fmt);
+    free(msg);
 }
 
 void format_duration(double s, char *out, int len) {

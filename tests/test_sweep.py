@@ -84,35 +84,41 @@ else:
     check(names == ["tiny_full-steps4", "tiny_full-steps6", "tiny_w4s4-steps4", "tiny_w4s4-steps6"]
           and r.stdout.strip().endswith("4 done") and "6/6" in r.stdout, "local_sweep_status_done", r.stdout)
 
-# ---- Ctrl-C of a parallel sweep of 2-rank runs: each run saves and stops, the sweep says so -----
-# The sweep sends SIGUSR1 (mpirun only forwards it; after a SIGTERM it SIGKILLs the ranks and
-# lingers): every rank sleeps 2 s before the save, which the runs must survive, and the sweep must
-# end well before an mpirun's SIGTERM linger (30 s grace) would let it.
+# ---- Ctrl-C of a sweep of 2-rank runs, parallel (--jobs 2) and serial (--jobs 1): each running
+# run saves and stops, the sweep says so. The sweep sends SIGUSR1 (mpirun only forwards it; after
+# a SIGTERM it SIGKILLs the ranks and lingers), and its children run in sessions of their own, so
+# that a terminal's SIGINT would not reach mpirun either. Every rank sleeps 2 s before the save,
+# which the runs must survive, and the sweep must end well before an mpirun's SIGTERM linger
+# (30 s grace) would let it.
 if not ok or not shutil.which("mpirun"):
-    skip("sweep_ctrl_c_stops_mpirun_runs_with_checkpoints", "mpirun not installed" if ok else "./train cannot train yet")
+    for jobs in (2, 1):
+        skip(f"sweep_ctrl_c_stops_mpirun_runs_with_checkpoints_jobs{jobs}", "mpirun not installed" if ok else "./train cannot train yet")
 else:
     import signal
     import time
-    out = os.path.join(S, "stop")
-    env = dict(os.environ, PHASELAB_STOP_SAVE_DELAY_MS="2000")
-    p = subprocess.Popen(SWEEP + ["run", "configs/test/tiny_full.ini", "configs/test/tiny_w4s4.ini", "--np", "2", "--jobs", "2",
-                                  "--override", f"data.train={data}/train_*.bin", "--override", f"data.val={data}/val_*.bin",
-                                  "--override", "train.steps=100000", "--override", "eval.every=0",
-                                  "--override", "checkpoint.every=100000", "--override", "run.threads=1", "--out", out],
-                         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    logs = [os.path.join(out, n, "log.txt") for n in ("tiny_full", "tiny_w4s4")]
-    t0 = time.time()
-    while time.time() - t0 < 120 and not all(os.path.exists(l) and " 20/100000 " in open(l).read() for l in logs):
-        time.sleep(0.05)
-    p.send_signal(signal.SIGINT)
-    t_sig = time.time()
-    text = p.communicate(timeout=120)[0]
-    secs = time.time() - t_sig
-    stops = [[l for l in open(f).read().splitlines() if l.startswith("signal 10: stopped after step")] for f in logs]
-    cks = [sorted(os.listdir(os.path.join(os.path.dirname(f), "checkpoints"))) if os.path.isdir(os.path.join(os.path.dirname(f), "checkpoints")) else []
-           for f in logs]
-    good = all(len(st) == 1 and ck == [f"step_{int(st[0].split()[5]):08d}"] for st, ck in zip(stops, cks))
-    check(p.returncode == 1 and "stopped by a signal" in text and good and 2 <= secs < 20,
-          "sweep_ctrl_c_stops_mpirun_runs_with_checkpoints",
-          f"exit {p.returncode} after {secs:.1f}s; stop lines {stops}; checkpoints {cks}; {text[-500:]}")
+    for jobs, names in ((2, ("tiny_full", "tiny_w4s4")), (1, ("tiny_full",))):
+        out = os.path.join(S, f"stop{jobs}")
+        env = dict(os.environ, PHASELAB_STOP_SAVE_DELAY_MS="2000")
+        configs = [f"configs/test/{n}.ini" for n in ("tiny_full", "tiny_w4s4")]
+        p = subprocess.Popen(SWEEP + ["run", *configs, "--np", "2", "--jobs", str(jobs),
+                                      "--override", f"data.train={data}/train_*.bin", "--override", f"data.val={data}/val_*.bin",
+                                      "--override", "train.steps=100000", "--override", "eval.every=0",
+                                      "--override", "checkpoint.every=100000", "--override", "run.threads=1", "--out", out],
+                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+        logs = [os.path.join(out, n, "log.txt") for n in names]
+        t0 = time.time()
+        while time.time() - t0 < 120 and not all(os.path.exists(l) and " 20/100000 " in open(l).read() for l in logs):
+            time.sleep(0.05)
+        p.send_signal(signal.SIGINT)
+        t_sig = time.time()
+        text = p.communicate(timeout=120)[0]
+        secs = time.time() - t_sig
+        stops = [[l for l in open(f).read().splitlines() if l.startswith("signal 10: stopped after step")] for f in logs]
+        cks = [sorted(os.listdir(os.path.join(os.path.dirname(f), "checkpoints")))
+               if os.path.isdir(os.path.join(os.path.dirname(f), "checkpoints")) else [] for f in logs]
+        good = all(len(st) == 1 and ck == [f"step_{int(st[0].split()[5]):08d}"] for st, ck in zip(stops, cks))
+        not_started = f"{2 - len(names)} runs not started"
+        check(p.returncode == 1 and "stopped by a signal" in text and not_started in text and good and 2 <= secs < 20,
+              f"sweep_ctrl_c_stops_mpirun_runs_with_checkpoints_jobs{jobs}",
+              f"exit {p.returncode} after {secs:.1f}s; stop lines {stops}; checkpoints {cks}; {text[-500:]}")
 finish()

@@ -22,6 +22,7 @@
  *     every rank finish the current step, write a checkpoint and exit 0 (a signal counts in the
  *     step whose control all-reduce sees it: one arriving later stops after the next step). */
 #include <math.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,9 +77,14 @@ static void hooks_init(TestHooks *h, int rank) {
     h->fail_step = getenv("PHASELAB_FAIL_STEP") ? atol(getenv("PHASELAB_FAIL_STEP")) : -1;
     h->stop_save_delay_ms = getenv("PHASELAB_STOP_SAVE_DELAY_MS") ? atol(getenv("PHASELAB_STOP_SAVE_DELAY_MS")) : 0;
 }
+/* A process-directed signal reaches any thread that does not block it, often an OpenMP
+ * worker; the handler passes it on to the main thread, so that a console write blocked there
+ * returns (common/log.c) and the main thread goes on to the checkpoint. */
+static pthread_t main_thread;
 static void on_stop_signal(int sig) {
     stop_signal = sig;
     log_guard_console();
+    if (!pthread_equal(pthread_self(), main_thread)) pthread_kill(main_thread, sig);
 }
 
 static double now_seconds(void) {
@@ -343,7 +349,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     }
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;
+    sa.sa_handler = on_stop_signal;   /* no SA_RESTART: a blocked console write returns */
+    main_thread = pthread_self();
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
     sigaction(SIGINT, &sa, NULL);
