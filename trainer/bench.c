@@ -139,6 +139,7 @@ int run_bench(int threads, int steps) {
     printf("OpenBLAS sgemm 1024x1024x1024: %.1f GFLOP/s (%d threads)\n", peak, threads);
     const ModelConfig shape = demo_shape(0);
     double step_peak = step_gemm_gflops(&shape, B * T, 3);
+    if (!(step_peak > 0)) { fprintf(stderr, "phaselab: --bench: out of memory for the step GEMMs' buffers\n"); return 1; }
     printf("OpenBLAS sgemm at the step's matmul shapes (M %d, K %d/%d): %.1f GFLOP/s (%.1f%% of sgemm)\n", B * T,
            shape.d_model, shape.d_ff, step_peak, 100 * step_peak / peak);
     static const char *const labels[] = {"full attention:", "compressed W8/S8 scalar:", "  + compressor shared:",

@@ -12,14 +12,15 @@
  * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows, and one of
  * B*nW_g rows when sequence b+1's rows continue sequence b's stride (row_blocks below). Rows
  * j >= nW_g of a head (staggered grids only) do not exist: their entry, payload and alpha are 0.
- * Threads: the projections run one single-threaded sgemm per task (OpenBLAS and MKL run
- * single-threaded inside an OpenMP region), tasks in parallel, each writing its own outputs in a
+ * Threads: the projections run one single-threaded sgemm per task (the OpenMP build of OpenBLAS,
+ * which tools/configure prefers, and MKL run single-threaded inside an OpenMP region; a pthreads
+ * BLAS would oversubscribe, as in cpu_attention.c), tasks in parallel, each writing its own outputs in a
  * fixed order, so results do not depend on the thread count or the schedule:
  *   forward   one task per (g, i): its payload and gate slots;
  *   dC, dZ    one task per (g, m): the offsets i of map m in ascending order;
- *   da        one task per residue r = (o_g + i) mod S: the rows p = r mod S, which only the
- *             (g, i) with that residue touch, in (g, i) order (the same order per row as a
- *             serial loop over b, g, i).
+ *   da        one task per residue r = (o_g + i) mod S: the rows at in-sequence positions
+ *             t = r mod S, which only the (g, i) with that residue touch, in (g, i) order (the
+ *             same order per row as a serial loop over b, g, i).
  *
  * Backward, from dE_j:
  *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
@@ -67,6 +68,7 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
     float *entry = F(entry_), *payload = F(payload_);
     const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
     if (nW == 0) return;
+    cpu_blas_threads(ctx);      /* for the serial (small) case: sgemm threads itself on ctx's count */
     /* projections: one task per (g, i), one sgemm per row block */
     #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (projections_parallel(s)) num_threads(ctx->threads)
     for (int g = 0; g < G; g++)
@@ -139,6 +141,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
     const float *dentry = CF(dentry_), *payload = CF(payload_), *a = CF(a_), *gate_w = CF(gate_w_), *payload_w = CF(payload_w_),
                 *post_w = CF(post_w_);
     if (nW == 0) return;
+    cpu_blas_threads(ctx);
     size_t n_slots = (size_t)B * nW * G * W;
     float *dp = malloc(sizeof(float) * n_slots * d);                 /* d payload (raw) [B,nW,G,W,d] */
     float *ds = s->gate != GATE_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
