@@ -20,7 +20,11 @@ import trainutil as tu  # noqa: E402
 tu.require_train()
 d, data = tu.scratch_with_corpus("test_stop_unread_console", train_rows=64)
 log = os.path.join(d, "runs", "r", "log.txt")
-master, slave = pty.openpty()
+try:
+    master, slave = pty.openpty()
+except OSError as e:                # a container or chroot without /dev/pts
+    skip("SIGTERM while the console is unread: one checkpoint, exit 0", f"no pseudo-terminal here ({e})")
+    finish()
 p = subprocess.Popen([tu.TRAIN, tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin",
                       f"run.dir={d}/runs", "run.name=r", "run.log_every=1", "train.steps=1000000", "eval.every=0",
                       "checkpoint.every=1000000"], stdin=subprocess.DEVNULL, stdout=slave, stderr=slave)
