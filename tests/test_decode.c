@@ -152,7 +152,7 @@ int main(void) {
         for (int t = 0; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
         int wt = -1;
         double r = rc ? INFINITY : rel_err(got, ref, T, V, &wt);
-        snprintf(name, sizeof name, "decode %s: incremental logits = full forward at all %d positions (4e-5 rel)", vn, T);
+        snprintf(name, sizeof name, "decode %s: incremental logits = full forward at all %d positions (%g rel)", vn, T, DECODE_REL_TOL);
         printf("# %s: relative error %.3g\n", name, r);
         check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
 
@@ -167,7 +167,7 @@ int main(void) {
             rc = decoder_prefill_chunk(dec, tok, P, got + (size_t)(P - 1) * V, err);
             for (int t = P; t < T && !rc; t++) rc = decoder_step(dec, tok[t], got + (size_t)t * V, err);
             r = rc ? INFINITY : rel_err(got + (size_t)(P - 1) * V, ref + (size_t)(P - 1) * V, T - P + 1, V, &wt);
-            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (4e-5 rel)", vn, P);
+            snprintf(name, sizeof name, "decode %s: chunked prefill of %d tokens then decoding = full forward (%g rel)", vn, P, DECODE_REL_TOL);
             printf("# %s: relative error %.3g\n", name, r);
             check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt + P - 1);
         }
@@ -220,7 +220,7 @@ int main(void) {
             r = rc ? INFINITY : rel_err(got2, ref2, T2, V, &wt);
             snprintf(name, sizeof name, "decode %s: decoding past seq_len %d to %d = forward of a T=%d model", vn, T, T2, T2);
             printf("# %s: relative error %.3g\n", name, r);
-        check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
+            check(!rc && r <= DECODE_REL_TOL, name, "%s relative error %.3g at position %d", rc ? err : "", r, wt);
             decoder_free(d2);
             model_free(m2);
             free(params); free(hid2); free(ref2); free(got2);

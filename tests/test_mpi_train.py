@@ -115,13 +115,8 @@ for sig, name in ((signal.SIGUSR1, "usr1"), (signal.SIGTERM, "term")):
     reached = tu.wait_for_line(f"{d}/runs/{name}/log.txt", "step   50/3000", p)   # "%4ld" steps
     p.send_signal(sig)
     out = p.communicate(timeout=120)[0]
-    # the stop line from the run's own log.txt: after SIGTERM mpirun may end before it forwards
-    # the ranks' last stdout lines (seen on a loaded machine)
-    logtxt = open(f"{d}/runs/{name}/log.txt").read() if os.path.exists(f"{d}/runs/{name}/log.txt") else out
-    stopped = [l for l in logtxt.splitlines() if l.startswith(f"signal {int(sig)}: stopped after step")]
-    ck = sorted(os.listdir(f"{d}/runs/{name}/checkpoints")) if os.path.isdir(f"{d}/runs/{name}/checkpoints") else []
-    step = int(stopped[0].split()[5]) if stopped else -1
-    check(reached and len(stopped) == 1 and ck == [f"step_{step:08d}"] and (sig != signal.SIGUSR1 or p.returncode == 0),
+    one, stopped, ck, step = tu.signal_stop(f"{d}/runs/{name}", sig)
+    check(reached and one and (sig != signal.SIGUSR1 or p.returncode == 0),
           f"{sig.name} to a 2-rank job: one complete checkpoint at the stopping step (exit {p.returncode})",
           f"{stopped} {ck} {out[-300:]}")
     rc, out2, _ = mpi(2, base + [f"run.name={name}", f"train.steps={step + 5}", "eval.every=0"])

@@ -54,12 +54,8 @@ except subprocess.TimeoutExpired:
     p.kill()
     rc = None
 os.close(master)
-text = open(log).read()
-stopped = [line for line in text.splitlines() if line.startswith("signal 15: stopped after step")]
-step = int(stopped[0].split()[5]) if stopped else -1
-ckdir = os.path.join(d, "runs", "r", "checkpoints")
-ck = sorted(os.listdir(ckdir)) if os.path.isdir(ckdir) else []
-check(rc == 0 and len(stopped) == 1 and ck == [f"step_{step:08d}"],
+one, stopped, ck, step = tu.signal_stop(os.path.join(d, "runs", "r"), signal.SIGTERM)
+check(rc == 0 and one,
       f"SIGTERM while the console is unread (blocked after about {steps_before} step lines): one checkpoint at the "
       "stopping step, exit 0", f"exit {rc} (None: still running after 30 s), stop lines {stopped}, checkpoints {ck}")
 rc2, out2 = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",

@@ -9,6 +9,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+import trainutil as tu  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 S = os.path.join(ROOT, "build", "scratch", "test_sweep")
@@ -113,10 +114,10 @@ else:
         t_sig = time.time()
         text = p.communicate(timeout=120)[0]
         secs = time.time() - t_sig
-        stops = [[l for l in open(f).read().splitlines() if l.startswith("signal 10: stopped after step")] for f in logs]
-        cks = [sorted(os.listdir(os.path.join(os.path.dirname(f), "checkpoints")))
-               if os.path.isdir(os.path.join(os.path.dirname(f), "checkpoints")) else [] for f in logs]
-        good = all(len(st) == 1 and ck == [f"step_{int(st[0].split()[5]):08d}"] for st, ck in zip(stops, cks))
+        stops = [tu.signal_stop(os.path.dirname(f), signal.SIGUSR1) for f in logs]
+        good = all(st[0] for st in stops)
+        cks = [st[2] for st in stops]
+        stops = [st[1] for st in stops]
         not_started = f"{2 - len(names)} runs not started"
         check(p.returncode == 1 and "stopped by a signal" in text and not_started in text and good and 2 <= secs < 20,
               f"sweep_ctrl_c_stops_mpirun_runs_with_checkpoints_jobs{jobs}",

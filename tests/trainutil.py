@@ -63,6 +63,20 @@ def require_train():
         finish()
 
 
+def signal_stop(run_dir, sig):
+    """What a stop signal left in run_dir: (ok, the "signal SIG: stopped after step S" lines of its
+    log.txt, its checkpoint directories, S or -1); ok when there is exactly one such line and the
+    only checkpoint is step S's. The line is read from log.txt, not stdout: after SIGTERM mpirun
+    may end before it forwards the ranks' last lines."""
+    log = os.path.join(run_dir, "log.txt")
+    text = open(log).read() if os.path.exists(log) else ""
+    lines = [l for l in text.splitlines() if l.startswith(f"signal {int(sig)}: stopped after step")]
+    ckdir = os.path.join(run_dir, "checkpoints")
+    cks = sorted(os.listdir(ckdir)) if os.path.isdir(ckdir) else []
+    step = int(lines[0].split()[5]) if lines else -1
+    return len(lines) == 1 and cks == [f"step_{step:08d}"], lines, cks, step
+
+
 def scratch_with_corpus(name, **corpus):
     """A fresh build/scratch/NAME with a synthetic corpus in its data/ (make_corpus options);
     returns (scratch dir, data dir)."""

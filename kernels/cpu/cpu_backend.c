@@ -42,11 +42,16 @@ void cpu_blas_threads(const BackendCtx *ctx) {
 #endif
 }
 
+/* threads <= 0: every online core (at least 1) */
+static int resolve_threads(int threads) {
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    return threads < 1 ? 1 : threads;
+}
+
 void cpu_set_blas_threads(int threads) {
     BackendCtx c;
     memset(&c, 0, sizeof c);
-    c.threads = threads > 0 ? threads : (int)sysconf(_SC_NPROCESSORS_ONLN);   /* backend_cpu's rule */
-    if (c.threads < 1) c.threads = 1;
+    c.threads = resolve_threads(threads);
     cpu_blas_threads(&c);
 }
 
@@ -60,8 +65,7 @@ typedef struct CpuBackend {
 static CpuBackend *g_made;
 
 const Backend *backend_cpu(int threads) {
-    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads < 1) threads = 1;
+    threads = resolve_threads(threads);
     for (CpuBackend *c = g_made; c; c = c->next)
         if (c->ctx.threads == threads) return &c->be;
     CpuBackend *c = calloc(1, sizeof *c);
