@@ -206,10 +206,13 @@ int train_loader_window(const TrainLoader *L, uint64_t window, int32_t *out, cha
     return dataset_window(&L->data, window, out, err);
 }
 
-int train_loader_sample(const TrainLoader *L, uint64_t sample_number, int32_t *out, char *err) {
+uint64_t train_loader_sample_window(const TrainLoader *L, uint64_t sample_number) {
     uint64_t n = L->data.n_windows;
-    uint64_t epoch = sample_number / n, index = sample_number % n;
-    return dataset_window(&L->data, loader_permute(n, L->seed, epoch, index), out, err);
+    return loader_permute(n, L->seed, sample_number / n, sample_number % n);
+}
+
+int train_loader_sample(const TrainLoader *L, uint64_t sample_number, int32_t *out, char *err) {
+    return dataset_window(&L->data, train_loader_sample_window(L, sample_number), out, err);
 }
 
 void train_loader_locate(const TrainLoader *L, uint64_t window, const char **path,

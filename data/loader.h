@@ -43,6 +43,8 @@ uint64_t train_loader_n_windows(const TrainLoader *L);
 int train_loader_n_files(const TrainLoader *L);
 /* Tokenizer fingerprint shared by the shards (header bytes 32-95). */
 const char *train_loader_tokenizer(const TrainLoader *L);
+/* The window global sample number g reads: loader_permute(N, seed, g / N, g % N). */
+uint64_t train_loader_sample_window(const TrainLoader *L, uint64_t sample_number);
 /* Writes the T+1 tokens of global sample number g into out [T+1]. */
 int train_loader_sample(const TrainLoader *L, uint64_t sample_number, int32_t *out, char *err);
 /* Window w of the (unshuffled) window list, into out [T+1]. */

@@ -22,6 +22,7 @@
 #include "model/config.h"
 #include "common/errors.h"
 #include "common/fsutil.h"
+#include "data/train_stages.h"
 
 #include <ini.h>
 #include <ctype.h>
@@ -103,6 +104,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
+    X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
+      "curriculum: later training data, STEP:GLOB, ... (from step STEP on, that glob instead of train; "   \
+      "steps increasing; empty = train for the whole run)")                                        \
     X(data, val, T_STR, "", 0, 0, 0, NULL, "glob of the validation token shards (empty = no validation loss)") \
     X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
     X(data, tokenizer, T_STR, "", 0, 0, 0, NULL,                                                   \
@@ -705,6 +709,19 @@ static int validate(const LoadCtx *c) {
         format_double(cfg->train.min_lr, lo, sizeof lo);
         format_double(cfg->train.lr, hi, sizeof hi);
         return key_error(c, k, "min_lr = %s is larger than lr = %s; min_lr must be 0..lr", lo, hi);
+    }
+
+    /* [data] stages */
+    TrainStageSpec stages[TRAIN_STAGES_MAX - 1];
+    int n_stages;
+    char why[ERR_LEN];
+    if (train_stages_parse(cfg->data.stages, stages, &n_stages, why))
+        return key_error(c, KEY_INDEX(data, stages), "%s", why);
+    if (n_stages && stages[n_stages - 1].first_step >= cfg->train.steps) {
+        int k = blame(c, KEY_INDEX(data, stages), KEY_INDEX(train, steps), -1);
+        return key_error(c, k, "stage %d starts at step %ld, but the run has train.steps = %ld; it would never be "
+                         "used (expected every stage's first step below train.steps)", n_stages,
+                         stages[n_stages - 1].first_step, cfg->train.steps);
     }
 
     /* [eval] */

@@ -27,7 +27,8 @@ typedef struct {
 } ModelConfig;
 
 typedef struct {
-    char train[1024];        /* glob of training shards */
+    char train[1024];        /* glob of training shards (stage 0) */
+    char stages[4096];       /* later stages "STEP:GLOB, ..." (data/train_stages.h); "" = none */
     char val[1024];          /* glob of validation shards */
     int seq_len;             /* T */
     char tokenizer[1024];    /* tokenizer.json of ./tokenize shards ("" = look next to them) */

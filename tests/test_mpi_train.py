@@ -67,7 +67,7 @@ def read_trace(prefix, ranks):
     rows = []
     for r in range(ranks):
         with open(f"{prefix}.rank{r}") as f:
-            rows += [tuple(int(x) for x in line.split()) for line in f]
+            rows += [tuple(int(x) for x in line.split()[:4]) for line in f]   # step rank sample window [stage]
     return rows
 
 

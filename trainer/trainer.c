@@ -42,6 +42,7 @@
 #include "trainer/schedule.h"
 #include "data/loader.h"
 #include "data/probe.h"
+#include "data/train_stages.h"
 #include "kernels/kernels.h"
 #include "common/errors.h"
 #include "model/model.h"
@@ -49,7 +50,8 @@
 static volatile sig_atomic_t stop_signal;
 
 /* Test hooks (environment variables, used by tests/test_mpi_train.py):
- *   PHASELAB_TRACE_SAMPLES=PATH   each rank appends "step rank sample window" lines to PATH.rankR
+ *   PHASELAB_TRACE_SAMPLES=PATH   each rank appends "step rank sample window stage" lines to PATH.rankR
+ *                                 (window: an index of that stage's window list)
  *   PHASELAB_FAIL_RANK=R, PHASELAB_FAIL_STEP=S   rank R kills itself (SIGKILL) before step S
  *   PHASELAB_TRACE_COMM=PATH      each rank appends "step rank step_controls max_int_allreduces
  *                                 sum_host_allreduces" lines to PATH.rankR: the host all-reduces
@@ -99,7 +101,7 @@ typedef struct {
     const Backend *be;
     Model *model;
     Optimizer opt;
-    TrainLoader *loader;
+    TrainData *data;        /* data.train and the stages of data.stages */
     ValSet *val;
     ProbeSet *probe;
     Metrics *metrics;
@@ -127,7 +129,8 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     DIFF(now->train.batch_tokens != then.train.batch_tokens, "train.batch_tokens differs");
     DIFF(now->train.seed != then.train.seed, "train.seed differs");
     DIFF(strcmp(data_fp, st->data_fingerprint) != 0,
-         "the training data (the files matched by data.train, or their sizes) differ");
+         "the training data (the files matched by data.train or data.stages, their sizes, or the stages' first "
+         "steps) differ");
 #undef DIFF
     if (why[0])
         return set_err(err, "refusing to resume %s: %s. That would not continue the same run: start a new run "
@@ -246,10 +249,14 @@ static int setup(Trainer *tr, char *err) {
         set_err(err, "%s: [data] train: no training data given (a glob of token shards is expected)", cfg->source);
         return -2;
     }
-    if (train_loader_open(&tr->loader, cfg->data.train, T, (uint32_t)cfg->model.vocab_size, cfg->train.seed, err))
+    if (train_data_open(&tr->data, cfg->data.train, cfg->data.stages, Bg, T, (uint32_t)cfg->model.vocab_size,
+                        cfg->train.seed, err))
         return -1;
-    if (loss_targets_check(cfg->data.loss_targets, cfg->data.train, train_loader_tokenizer(tr->loader), err))
-        return -2;
+    for (int j = 0; j < train_data_n_stages(tr->data); j++) {
+        const char *glob;
+        train_data_stage(tr->data, j, &glob, NULL);
+        if (loss_targets_check(cfg->data.loss_targets, glob, train_data_tokenizer(tr->data), err)) return -2;
+    }
     if (hf_export_prepare(cfg, err)) return -2;   /* the tokenizer checkpoints carry, before any work */
     if (cfg->data.val[0] &&
         val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
@@ -258,9 +265,17 @@ static int setup(Trainer *tr, char *err) {
         return -2;    /* at start-up, not at the first evaluation */
     if (cfg->eval.probe[0] && probe_set_load(&tr->probe, cfg->eval.probe, (uint32_t)cfg->model.vocab_size, T, err))
         return -1;
+    const TrainLoader *l0 = train_data_stage(tr->data, 0, NULL, NULL);
     log_printf("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
-          (unsigned long long)train_loader_n_windows(tr->loader), T, train_loader_n_files(tr->loader),
+          (unsigned long long)train_loader_n_windows(l0), T, train_loader_n_files(l0),
           tr->val ? val_set_n_windows(tr->val) : 0L, tr->probe ? "probe set loaded" : "no probe set");
+    for (int j = 1; j < train_data_n_stages(tr->data); j++) {
+        const char *glob;
+        long first;
+        const TrainLoader *l = train_data_stage(tr->data, j, &glob, &first);
+        log_printf("data: stage %d from step %ld: %s, %llu training windows in %d file(s)\n", j, first, glob,
+                   (unsigned long long)train_loader_n_windows(l), train_loader_n_files(l));
+    }
 
     TensorTable tt;
     if (tensor_table_build(&tt, &cfg->model, err)) return -2;
@@ -281,7 +296,7 @@ static int setup(Trainer *tr, char *err) {
 
     memset(&tr->st, 0, sizeof tr->st);
     char data_fp[LOADER_FINGERPRINT_LEN + 1];
-    train_loader_fingerprint(tr->loader, data_fp);
+    train_data_fingerprint(tr->data, data_fp);
     char ckpt[4096];
     TrainState st;
     int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
@@ -322,7 +337,7 @@ static void teardown(Trainer *tr) {
     if (tr->metrics) metrics_close(tr->metrics);
     optimizer_free(&tr->opt);
     model_free(tr->model);
-    if (tr->loader) train_loader_close(tr->loader);
+    train_data_close(tr->data);
     if (tr->val) val_set_close(tr->val);
     if (tr->probe) probe_set_free(tr->probe);
     log_close();
@@ -367,7 +382,6 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     int consecutive_bad = 0, exit_code = 0;
     TestHooks hooks;
     hooks_init(&hooks, comm->rank);
-    const uint64_t n_windows = train_loader_n_windows(tr.loader);
     if (start_step >= cfg->train.steps) log_printf("run already at step %ld of %ld: nothing to do\n", start_step, cfg->train.steps);
 
     while (tr.st.step < cfg->train.steps) {
@@ -383,10 +397,11 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             int B = (int)(Br - i < micro ? Br - i : micro);
             for (int b = 0; b < B && !rc; b++) {
                 uint64_t g = first + i + b;
-                if (train_loader_sample(tr.loader, g, buf, err)) { rc = -1; break; }
+                uint64_t window;
+                if (train_data_sample(tr.data, step, g, buf, &window, err)) { rc = -1; break; }
                 if (hooks.trace)
-                    fprintf(hooks.trace, "%ld %d %llu %llu\n", step, comm->rank, (unsigned long long)g,
-                            (unsigned long long)loader_permute(n_windows, cfg->train.seed, g / n_windows, g % n_windows));
+                    fprintf(hooks.trace, "%ld %d %llu %llu %d\n", step, comm->rank, (unsigned long long)g,
+                            (unsigned long long)window, train_data_stage_at(tr.data, step));
                 memcpy(tok + (size_t)b * T, buf, sizeof(int32_t) * T);
                 window_targets(buf, T, cfg->data.loss_targets, tgt + (size_t)b * T);
             }

@@ -1,0 +1,62 @@
+/* The training data of a run in stages (a curriculum): data.train from step 0, then each
+ * stage of data.stages from its first step on.
+ *
+ *   data.stages = STEP:GLOB, STEP:GLOB, ...      (empty: one stage, data.train, all run long)
+ *
+ * Stage 0 is data.train and starts at step 0; stage j >= 1 starts at step first_j, with
+ * 0 < first_1 < first_2 < ... (strictly increasing), and stage j covers the steps
+ * [first_j, first_{j+1}). A GLOB is everything after the first ':' of its entry, without the
+ * spaces around it; entries are separated by ',' (a glob cannot contain one).
+ *
+ * Which window a sample reads. The trainer numbers the samples of the run g = step * Bg + i
+ * (Bg sequences a step, i < Bg: data/loader.h). At a step of stage j, sample g is read as
+ * sample number g - first_j * Bg of stage j's loader (its own keyed permutation, from its own
+ * epoch 0). That is still a function of (step, i, seed) alone, so a resumed run reads exactly
+ * what an uninterrupted one would, across stage boundaries too.
+ *
+ * Fingerprint (resume check): with no data.stages, that of data.train's loader, unchanged, so
+ * runs from before stages existed still resume; with stages, sha256 of the text
+ * "FIRST_STEP\0LOADER_FINGERPRINT\0" per stage, stage 0 first (a changed boundary or a changed
+ * stage's files refuse the resume).
+ *
+ * Every stage must carry the same tokenizer fingerprint as data.train. */
+#ifndef PHASELAB_TRAIN_STAGES_H
+#define PHASELAB_TRAIN_STAGES_H
+#include <stdint.h>
+#include <stdio.h>
+#include "data/loader.h"
+
+#define TRAIN_STAGES_MAX 16            /* data.train plus at most 15 stages */
+
+typedef struct {
+    long first_step;
+    char glob[1024];
+} TrainStageSpec;
+
+/* Parses data.stages into out[0 .. *n-1] (stage 1 on; data.train, stage 0, is not in spec).
+ * On a bad spec returns non-zero with what is wrong and what was expected in why (no file
+ * name: the config loader adds it). An empty spec gives *n = 0. */
+int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1], int *n, char *why);
+
+/* Prints which steps read which glob ("training data: steps 0..1999 from GLOB; ..."), for
+ * --dry-run; a spec that does not parse is printed as nothing (the config loader rejects it). */
+void train_stages_print(FILE *f, const char *train_glob, const char *spec, long steps);
+
+typedef struct TrainData TrainData;
+
+/* Opens data.train and every stage of stages_spec (train_loader_open each, then the tokenizer
+ * check). samples_per_step is Bg, the sequences of one optimizer step, all ranks together. */
+int train_data_open(TrainData **D, const char *train_glob, const char *stages_spec, long samples_per_step,
+                    int T, uint32_t vocab_limit, uint64_t seed, char *err);
+int train_data_n_stages(const TrainData *D);                       /* >= 1 */
+/* Stage j (0 <= j < n_stages): its loader, glob and first step. */
+const TrainLoader *train_data_stage(const TrainData *D, int j, const char **glob, long *first_step);
+/* The stage that step belongs to. */
+int train_data_stage_at(const TrainData *D, long step);
+/* Run sample g of step `step` (g in [step * Bg, (step + 1) * Bg)) into out [T+1]; *window (may
+ * be NULL) receives the window it read, an index of that stage's window list. */
+int train_data_sample(const TrainData *D, long step, uint64_t g, int32_t *out, uint64_t *window, char *err);
+const char *train_data_tokenizer(const TrainData *D);
+void train_data_fingerprint(const TrainData *D, char out[LOADER_FINGERPRINT_LEN + 1]);
+void train_data_close(TrainData *D);
+#endif

@@ -1,0 +1,130 @@
+/* data.stages (data/train_stages.c): the spec parser's accepted and refused forms, the stage
+ * of a step, the stage-local sample number, the fingerprint rule (no stages: exactly the
+ * data.train loader's, so old checkpoints resume; stages: depends on every boundary), and a
+ * stage with another tokenizer refused. Shards are written byte by byte here (token value =
+ * FILE_ID * 1000 + position), as in tests/test_loader.c. The training-run behaviour (windows
+ * per step, resume across a boundary, config errors) is tests/test_train_stages.py. */
+#include "data/train_stages.h"
+#include "common/errors.h"
+#include "tests/check.h"
+
+#include <stdint.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DIR "build/scratch/test_train_stages_c"
+
+static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
+
+static void write_shard(const char *path, uint64_t n, uint32_t id, const char *fp) {
+    unsigned char h[1024] = {0};
+    memcpy(h, "PHLTOKv1", 8);
+    put_u32(h + 8, 1024);
+    put_u32(h + 12, 4);
+    put_u32(h + 16, 1u << 24);
+    put_u32(h + 24, (uint32_t)n);
+    memcpy(h + 32, fp, strlen(fp));
+    FILE *f = fopen(path, "wb");
+    if (!f) { perror(path); exit(1); }
+    fwrite(h, 1, 1024, f);
+    for (uint64_t i = 0; i < n; i++) {
+        unsigned char b[4];
+        put_u32(b, id * 1000 + (uint32_t)i);
+        fwrite(b, 1, 4, f);
+    }
+    fclose(f);
+}
+
+static void test_parse(void) {
+    TrainStageSpec s[TRAIN_STAGES_MAX - 1];
+    int n = -1;
+    char why[ERR_LEN] = "";
+    check(train_stages_parse("", s, &n, why) == 0 && n == 0, "parse: empty spec = no stages", "n %d: %s", n, why);
+    check(train_stages_parse("  ", s, &n, why) == 0 && n == 0, "parse: blank spec = no stages", "n %d: %s", n, why);
+    int rc = train_stages_parse(" 100 : a/*.bin ,2000:b:c.bin", s, &n, why);
+    check(rc == 0 && n == 2 && s[0].first_step == 100 && !strcmp(s[0].glob, "a/*.bin") && s[1].first_step == 2000 &&
+          !strcmp(s[1].glob, "b:c.bin"), "parse: two stages, spaces trimmed, the glob is all after the first ':'",
+          "rc %d n %d '%s' '%s': %s", rc, n, n > 0 ? s[0].glob : "", n > 1 ? s[1].glob : "", why);
+    const char *bad[][2] = {{"100", "no ':'"}, {"x:a", "whole number"}, {"0:a", "whole number >= 1"},
+                            {"-5:a", "whole number"}, {"5:a, 5:b", "strictly increasing"},
+                            {"5:a, 3:b", "strictly increasing"}, {"5:", "empty glob"}, {"5:a,", "no ':'"},
+                            {"99999999999999999999:a", "whole number"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        why[0] = 0;
+        rc = train_stages_parse(bad[i][0], s, &n, why);
+        check(rc != 0 && strstr(why, bad[i][1]) != NULL, "parse: a bad spec is refused with its reason",
+              "'%s': rc %d, '%s' (expected '%s')", bad[i][0], rc, why, bad[i][1]);
+    }
+    char many[1024] = "";
+    for (int j = 1; j <= TRAIN_STAGES_MAX; j++) sprintf(many + strlen(many), "%s%d:g", j > 1 ? "," : "", j);
+    rc = train_stages_parse(many, s, &n, why);
+    check(rc != 0 && strstr(why, "at most"), "parse: more than TRAIN_STAGES_MAX - 1 stages are refused", "rc %d: %s",
+          rc, why);
+}
+
+static void test_stages(void) {
+    mkdir("build", 0755);
+    mkdir("build/scratch", 0755);
+    mkdir(DIR, 0755);
+    write_shard(DIR "/a.bin", 41, 1, "tok");     /* T = 4: 10 windows */
+    write_shard(DIR "/b.bin", 25, 2, "tok");     /* 6 windows */
+    write_shard(DIR "/c.bin", 25, 3, "other");
+    const int T = 4;
+    const long Bg = 3;
+    char err[ERR_LEN] = "";
+    TrainData *plain = NULL, *st = NULL, *st2 = NULL;
+    int rc = train_data_open(&plain, DIR "/a.bin", "", Bg, T, 1u << 24, 5, err);
+    check(rc == 0 && train_data_n_stages(plain) == 1, "open: no stages gives one stage", "rc %d: %s", rc, err);
+    rc = train_data_open(&st, DIR "/a.bin", "4:" DIR "/b.bin", Bg, T, 1u << 24, 5, err);
+    check(rc == 0 && train_data_n_stages(st) == 2, "open: one stage after data.train", "rc %d: %s", rc, err);
+    rc = train_data_open(&st2, DIR "/a.bin", "5:" DIR "/b.bin", Bg, T, 1u << 24, 5, err);
+    if (!plain || !st || !st2) { check(0, "open: all three datasets", "%s", err); return; }
+
+    check(train_data_stage_at(st, 0) == 0 && train_data_stage_at(st, 3) == 0 && train_data_stage_at(st, 4) == 1 &&
+          train_data_stage_at(st, 1000) == 1, "stage_at: steps 0..3 stage 0, 4 on stage 1", "");
+    /* step 4's first sample (g = 12) is stage 1's sample 0: a window of b.bin (tokens 2000 + 4w) */
+    int32_t out[5];
+    uint64_t w = 99;
+    rc = train_data_sample(st, 4, 12, out, &w, err);
+    TrainLoader *b = NULL;
+    int32_t ref[5];
+    train_loader_open(&b, DIR "/b.bin", T, 1u << 24, 5, err);
+    train_loader_sample(b, 0, ref, err);
+    check(rc == 0 && out[0] / 1000 == 2 && memcmp(out, ref, sizeof out) == 0 && (int32_t)w * T == out[0] - 2000,
+          "sample: the first sample of stage 1 is sample 0 of its own loader", "rc %d out[0] %d ref[0] %d w %llu",
+          rc, out[0], ref[0], (unsigned long long)w);
+    rc = train_data_sample(st, 3, 11, out, &w, err);
+    check(rc == 0 && out[0] / 1000 == 1, "sample: step 3 reads data.train", "rc %d out[0] %d", rc, out[0]);
+    rc = train_data_sample(st, 4, 11, out, &w, err);
+    check(rc != 0, "sample: a sample number before its stage's first sample is an error", "rc %d", rc);
+    train_loader_close(b);
+
+    char fp_plain[LOADER_FINGERPRINT_LEN + 1], fp_loader[LOADER_FINGERPRINT_LEN + 1];
+    char fp_st[LOADER_FINGERPRINT_LEN + 1], fp_st2[LOADER_FINGERPRINT_LEN + 1];
+    train_data_fingerprint(plain, fp_plain);
+    train_loader_fingerprint(train_data_stage(plain, 0, NULL, NULL), fp_loader);
+    train_data_fingerprint(st, fp_st);
+    train_data_fingerprint(st2, fp_st2);
+    check(!strcmp(fp_plain, fp_loader), "fingerprint: without stages, exactly data.train's loader fingerprint",
+          "%s vs %s", fp_plain, fp_loader);
+    check(strcmp(fp_st, fp_plain) && strcmp(fp_st, fp_st2) && strlen(fp_st) == LOADER_FINGERPRINT_LEN,
+          "fingerprint: with stages, another one, and it depends on the boundary", "%s %s %s", fp_plain, fp_st, fp_st2);
+    train_data_close(plain);
+    train_data_close(st);
+    train_data_close(st2);
+
+    TrainData *bad = NULL;
+    err[0] = 0;
+    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/c.bin", Bg, T, 1u << 24, 5, err);
+    check(rc != 0 && bad == NULL && strstr(err, "tokenizer") && strstr(err, "c.bin"),
+          "open: a stage with another tokenizer is refused, naming it", "rc %d: %s", rc, err);
+    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/none*.bin", Bg, T, 1u << 24, 5, err);
+    check(rc != 0 && bad == NULL && strstr(err, "stage 1 (from step 4)") && strstr(err, "none*.bin"),
+          "open: a stage matching no file is refused, naming the stage and its glob", "rc %d: %s", rc, err);
+}
+
+int main(void) {
+    test_parse();
+    test_stages();
+    return check_exit_code();
+}
