@@ -30,6 +30,9 @@ int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1
         item[len] = 0;
         char *s = item;
         while (isspace((unsigned char)*s)) s++;
+        if (!*s)
+            return set_err(why, "stage %d is empty (a ',' with no STEP:GLOB %s it); expected STEP:GLOB between "
+                           "the commas", entry, entry == 1 ? "before" : "after");
         char *colon = strchr(s, ':');
         if (!colon)
             return set_err(why, "stage %d \"%s\" has no ':'; expected STEP:GLOB, e.g. 2000:data/long/*.bin", entry, s);
@@ -38,7 +41,7 @@ int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1
         errno = 0;
         long step = strtol(s, &num_end, 10);
         while (isspace((unsigned char)*num_end)) num_end++;
-        if (!*s || *num_end || errno || step < 1)
+        if (!isdigit((unsigned char)*s) || *num_end || errno || step < 1)
             return set_err(why, "stage %d: first step \"%s\" is not a whole number >= 1; expected STEP:GLOB", entry, s);
         if (step <= prev)
             return set_err(why, "stage %d starts at step %ld, not after stage %d's step %ld; expected the stages' first "
@@ -67,10 +70,12 @@ void train_stages_print(FILE *f, const char *train_glob, const char *spec, long 
     int n;
     char why[ERR_LEN];
     if (train_stages_parse(spec, st, &n, why)) return;
-    fprintf(f, "training data:");
+    fprintf(f, "training data (steps numbered as the log does, 1..%ld):", steps);
     for (int j = 0; j <= n; j++) {
-        long first = j ? st[j - 1].first_step : 0, last = (j < n ? st[j].first_step : steps) - 1;
-        fprintf(f, "%s steps %ld..%ld from %s", j ? ";" : "", first, last, j ? st[j - 1].glob : train_glob);
+        long first = j ? st[j - 1].first_step : 0, next = j < n ? st[j].first_step : steps;
+        const char *glob = j ? st[j - 1].glob : train_glob;
+        if (first >= steps) fprintf(f, "; %s from step %ld: not reached (train.steps = %ld)", glob, first + 1, steps);
+        else fprintf(f, "%s steps %ld..%ld from %s", j ? ";" : "", first + 1, next < steps ? next : steps, glob);
     }
     fprintf(f, "\n");
 }
@@ -100,20 +105,20 @@ int train_data_open(TrainData **D, const char *train_glob, const char *stages_sp
     snprintf(d->spec[0].glob, sizeof d->spec[0].glob, "%s", train_glob);
     d->samples_per_step = (uint64_t)samples_per_step;
     for (int j = 0; j < d->n; j++) {
-        if (train_loader_open(&d->loader[j], d->spec[j].glob, T, vocab_limit, seed, err)) {
+        if (train_loader_open(&d->loader[j], d->spec[j].glob, T, vocab_limit, train_stage_seed(seed, j), err)) {
             if (j) {   /* say which stage */
                 char inner[ERR_LEN];
                 snprintf(inner, sizeof inner, "%s", err);
-                set_err(err, "[data] stages: stage %d (from step %ld): %s", j, d->spec[j].first_step, inner);
+                set_err(err, "[data] stages: stage %d (%ld:%s): %s", j, d->spec[j].first_step, d->spec[j].glob, inner);
             }
             train_data_close(d);
             return -1;
         }
         const char *tok0 = train_loader_tokenizer(d->loader[0]), *tok = train_loader_tokenizer(d->loader[j]);
         if (strcmp(tok0, tok)) {
-            set_err(err, "[data] stages: stage %d (%s, from step %ld) was made with tokenizer '%.64s', data.train (%s) "
-                    "with '%.64s'; expected every stage to share data.train's tokenizer", j, d->spec[j].glob,
-                    d->spec[j].first_step, tok, train_glob, tok0);
+            set_err(err, "[data] stages: stage %d (%ld:%s) was made with tokenizer '%.64s', data.train (%s) "
+                    "with '%.64s'; expected every stage to share data.train's tokenizer", j, d->spec[j].first_step,
+                    d->spec[j].glob, tok, train_glob, tok0);
             train_data_close(d);
             return -1;
         }
@@ -139,7 +144,10 @@ int train_data_stage_at(const TrainData *D, long step) {
 int train_data_sample(const TrainData *D, long step, uint64_t g, int32_t *out, uint64_t *window, char *err) {
     int j = train_data_stage_at(D, step);
     uint64_t first = (uint64_t)D->spec[j].first_step * D->samples_per_step;
-    if (g < first) return set_err(err, "sample %" PRIu64 " is before stage %d's first sample %" PRIu64, g, j, first);
+    uint64_t step_first = (uint64_t)step * D->samples_per_step;
+    if (g < step_first || g >= step_first + D->samples_per_step)
+        return set_err(err, "sample %" PRIu64 " is not one of step %ld's samples %" PRIu64 "..%" PRIu64, g, step,
+                       step_first, step_first + D->samples_per_step - 1);
     uint64_t w = train_loader_sample_window(D->loader[j], g - first);
     if (window) *window = w;
     return train_loader_window(D->loader[j], w, out, err);
@@ -147,11 +155,17 @@ int train_data_sample(const TrainData *D, long step, uint64_t g, int32_t *out, u
 
 const char *train_data_tokenizer(const TrainData *D) { return train_loader_tokenizer(D->loader[0]); }
 
-void train_data_fingerprint(const TrainData *D, char out[LOADER_FINGERPRINT_LEN + 1]) {
-    if (D->n == 1) { train_loader_fingerprint(D->loader[0], out); return; }
+uint64_t train_stage_seed(uint64_t seed, int stage) {
+    return stage ? seed ^ 0x9e3779b97f4a7c15ULL * (uint64_t)stage : seed;
+}
+
+void train_data_fingerprint(const TrainData *D, long step, char out[LOADER_FINGERPRINT_LEN + 1]) {
+    int begun = 1;                               /* stage 0, then those begun before step */
+    while (begun < D->n && D->spec[begun].first_step < step) begun++;
+    if (begun == 1) { train_loader_fingerprint(D->loader[0], out); return; }
     char text[TRAIN_STAGES_MAX * (LOADER_FINGERPRINT_LEN + 24)];
     size_t used = 0;
-    for (int j = 0; j < D->n; j++) {
+    for (int j = 0; j < begun; j++) {
         char fp[LOADER_FINGERPRINT_LEN + 1];
         train_loader_fingerprint(D->loader[j], fp);
         used += (size_t)sprintf(text + used, "%ld", D->spec[j].first_step) + 1;

@@ -8,16 +8,24 @@
  * [first_j, first_{j+1}). A GLOB is everything after the first ':' of its entry, without the
  * spaces around it; entries are separated by ',' (a glob cannot contain one).
  *
+ * Steps count optimizer updates done: a stage from STEP is read by the update the log calls
+ * step STEP+1 and on; a checkpoint at step STEP is the last one written before it.
+ *
  * Which window a sample reads. The trainer numbers the samples of the run g = step * Bg + i
  * (Bg sequences a step, i < Bg: data/loader.h). At a step of stage j, sample g is read as
- * sample number g - first_j * Bg of stage j's loader (its own keyed permutation, from its own
- * epoch 0). That is still a function of (step, i, seed) alone, so a resumed run reads exactly
- * what an uninterrupted one would, across stage boundaries too.
+ * sample number g - first_j * Bg of stage j's loader, shuffled by its own keyed permutation
+ * from its own epoch 0, keyed by train_stage_seed(train.seed, j) (stage 0: train.seed itself,
+ * so a run without stages reads what it always did; a later stage over the same files as an
+ * earlier one reads them in another order). That is a function of (step, i, seed) alone, so a
+ * resumed run reads exactly what an uninterrupted one would, across stage boundaries too.
  *
- * Fingerprint (resume check): with no data.stages, that of data.train's loader, unchanged, so
- * runs from before stages existed still resume; with stages, sha256 of the text
- * "FIRST_STEP\0LOADER_FINGERPRINT\0" per stage, stage 0 first (a changed boundary or a changed
- * stage's files refuse the resume).
+ * Fingerprint at step s (the resume check; stored with every checkpoint): over the stages
+ * begun before s, i.e. stage 0 and every j with first_j < s. With stage 0 alone, exactly the
+ * data.train loader's fingerprint (so runs from before stages existed, and staged runs before
+ * their first boundary, resume as ever); else sha256 of "FIRST_STEP\0LOADER_FINGERPRINT\0" per
+ * begun stage, stage 0 first. So a resume is refused when data already read would change (a
+ * begun stage's files or boundary), and allowed when only stages not yet begun change: a run
+ * can be continued with a new stage after its last checkpoint.
  *
  * Every stage must carry the same tokenizer fingerprint as data.train. */
 #ifndef PHASELAB_TRAIN_STAGES_H
@@ -38,8 +46,9 @@ typedef struct {
  * name: the config loader adds it). An empty spec gives *n = 0. */
 int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1], int *n, char *why);
 
-/* Prints which steps read which glob ("training data: steps 0..1999 from GLOB; ..."), for
- * --dry-run; a spec that does not parse is printed as nothing (the config loader rejects it). */
+/* Prints which steps (numbered as the log does, from 1) read which glob, and the stages that
+ * train.steps does not reach, for --dry-run; a spec that does not parse prints nothing (the
+ * config loader rejects it). */
 void train_stages_print(FILE *f, const char *train_glob, const char *spec, long steps);
 
 typedef struct TrainData TrainData;
@@ -57,6 +66,9 @@ int train_data_stage_at(const TrainData *D, long step);
  * be NULL) receives the window it read, an index of that stage's window list. */
 int train_data_sample(const TrainData *D, long step, uint64_t g, int32_t *out, uint64_t *window, char *err);
 const char *train_data_tokenizer(const TrainData *D);
-void train_data_fingerprint(const TrainData *D, char out[LOADER_FINGERPRINT_LEN + 1]);
+/* The permutation key of stage j: seed for j = 0, seed xor (j * 0x9e3779b97f4a7c15) after. */
+uint64_t train_stage_seed(uint64_t seed, int stage);
+/* The fingerprint of the data read before step (rule above). */
+void train_data_fingerprint(const TrainData *D, long step, char out[LOADER_FINGERPRINT_LEN + 1]);
 void train_data_close(TrainData *D);
 #endif

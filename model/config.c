@@ -105,8 +105,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
-      "curriculum: later training data, STEP:GLOB, ... (from step STEP on, that glob instead of train; "   \
-      "steps increasing; empty = train for the whole run)")                                        \
+      "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
+      "STEPs increasing; empty = train for the whole run)")                                        \
     X(data, val, T_STR, "", 0, 0, 0, NULL, "glob of the validation token shards (empty = no validation loss)") \
     X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
     X(data, tokenizer, T_STR, "", 0, 0, 0, NULL,                                                   \
@@ -717,12 +717,8 @@ static int validate(const LoadCtx *c) {
     char why[ERR_LEN];
     if (train_stages_parse(cfg->data.stages, stages, &n_stages, why))
         return key_error(c, KEY_INDEX(data, stages), "%s", why);
-    if (n_stages && stages[n_stages - 1].first_step >= cfg->train.steps) {
-        int k = blame(c, KEY_INDEX(data, stages), KEY_INDEX(train, steps), -1);
-        return key_error(c, k, "stage %d starts at step %ld, but the run has train.steps = %ld; it would never be "
-                         "used (expected every stage's first step below train.steps)", n_stages,
-                         stages[n_stages - 1].first_step, cfg->train.steps);
-    }
+    /* a stage at or past train.steps is allowed (a short smoke run of a long config, or steps added
+     * on resume): --dry-run and the run's log say it is not reached */
 
     /* [eval] */
     if (cfg->data.val[0] && cfg->eval.val_tokens < cfg->data.seq_len) {

@@ -47,8 +47,9 @@ static void test_parse(void) {
           "rc %d n %d '%s' '%s': %s", rc, n, n > 0 ? s[0].glob : "", n > 1 ? s[1].glob : "", why);
     const char *bad[][2] = {{"100", "no ':'"}, {"x:a", "whole number"}, {"0:a", "whole number >= 1"},
                             {"-5:a", "whole number"}, {"5:a, 5:b", "strictly increasing"},
-                            {"5:a, 3:b", "strictly increasing"}, {"5:", "empty glob"}, {"5:a,", "no ':'"},
-                            {"99999999999999999999:a", "whole number"}};
+                            {"5:a, 3:b", "strictly increasing"}, {"5:", "empty glob"},
+                            {"99999999999999999999:a", "whole number"}, {"+5:a", "whole number"},
+                            {"5:a,", "is empty"}, {",5:a", "is empty"}, {"5:a, ,7:b", "is empty"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         why[0] = 0;
         rc = train_stages_parse(bad[i][0], s, &n, why);
@@ -88,7 +89,7 @@ static void test_stages(void) {
     rc = train_data_sample(st, 4, 12, out, &w, err);
     TrainLoader *b = NULL;
     int32_t ref[5];
-    train_loader_open(&b, DIR "/b.bin", T, 1u << 24, 5, err);
+    train_loader_open(&b, DIR "/b.bin", T, 1u << 24, 5 ^ 0x9e3779b97f4a7c15ULL, err);   /* stage 1's key (header) */
     train_loader_sample(b, 0, ref, err);
     check(rc == 0 && out[0] / 1000 == 2 && memcmp(out, ref, sizeof out) == 0 && (int32_t)w * T == out[0] - 2000,
           "sample: the first sample of stage 1 is sample 0 of its own loader", "rc %d out[0] %d ref[0] %d w %llu",
@@ -96,19 +97,40 @@ static void test_stages(void) {
     rc = train_data_sample(st, 3, 11, out, &w, err);
     check(rc == 0 && out[0] / 1000 == 1, "sample: step 3 reads data.train", "rc %d out[0] %d", rc, out[0]);
     rc = train_data_sample(st, 4, 11, out, &w, err);
-    check(rc != 0, "sample: a sample number before its stage's first sample is an error", "rc %d", rc);
+    int rc2 = train_data_sample(st, 4, 15, out, &w, err);
+    check(rc != 0 && rc2 != 0, "sample: a sample number outside its step's samples is an error", "rc %d %d", rc, rc2);
     train_loader_close(b);
 
     char fp_plain[LOADER_FINGERPRINT_LEN + 1], fp_loader[LOADER_FINGERPRINT_LEN + 1];
     char fp_st[LOADER_FINGERPRINT_LEN + 1], fp_st2[LOADER_FINGERPRINT_LEN + 1];
-    train_data_fingerprint(plain, fp_plain);
+    train_data_fingerprint(plain, 1000, fp_plain);
     train_loader_fingerprint(train_data_stage(plain, 0, NULL, NULL), fp_loader);
-    train_data_fingerprint(st, fp_st);
-    train_data_fingerprint(st2, fp_st2);
     check(!strcmp(fp_plain, fp_loader), "fingerprint: without stages, exactly data.train's loader fingerprint",
           "%s vs %s", fp_plain, fp_loader);
-    check(strcmp(fp_st, fp_plain) && strcmp(fp_st, fp_st2) && strlen(fp_st) == LOADER_FINGERPRINT_LEN,
-          "fingerprint: with stages, another one, and it depends on the boundary", "%s %s %s", fp_plain, fp_st, fp_st2);
+    train_data_fingerprint(st, 4, fp_st);        /* stage 1 (from 4) not begun before step 4 */
+    check(!strcmp(fp_st, fp_loader), "fingerprint: before the first boundary, the plain one", "%s vs %s", fp_st,
+          fp_loader);
+    train_data_fingerprint(st, 5, fp_st);
+    train_data_fingerprint(st2, 5, fp_st2);      /* st2's stage 1 (from 5) not begun */
+    check(strcmp(fp_st, fp_loader) && !strcmp(fp_st2, fp_loader) && strlen(fp_st) == LOADER_FINGERPRINT_LEN,
+          "fingerprint: at step 5, the begun stage counts, the one not begun does not", "%s %s %s", fp_loader, fp_st,
+          fp_st2);
+    train_data_fingerprint(st, 6, fp_st);
+    train_data_fingerprint(st2, 6, fp_st2);
+    check(strcmp(fp_st, fp_st2) && strcmp(fp_st2, fp_loader), "fingerprint: once both began, it depends on the boundary",
+          "%s %s", fp_st, fp_st2);
+
+    /* stage 2 re-reads data.train's file: another order (train_stage_seed), one epoch compared */
+    TrainData *again = NULL;
+    rc = train_data_open(&again, DIR "/a.bin", "4:" DIR "/b.bin, 8:" DIR "/a.bin", Bg, T, 1u << 24, 5, err);
+    uint64_t w0[12], w2[12];
+    for (int k = 0; rc == 0 && k < 12; k++) {
+        rc |= train_data_sample(again, k / 3, (uint64_t)k, out, &w0[k], err);
+        rc |= train_data_sample(again, 8 + k / 3, 24 + (uint64_t)k, out, &w2[k], err);
+    }
+    check(rc == 0 && memcmp(w0, w2, sizeof w0) != 0, "seed: a later stage over data.train's files reads another order",
+          "rc %d: %s", rc, err);
+    train_data_close(again);
     train_data_close(plain);
     train_data_close(st);
     train_data_close(st2);
@@ -119,7 +141,7 @@ static void test_stages(void) {
     check(rc != 0 && bad == NULL && strstr(err, "tokenizer") && strstr(err, "c.bin"),
           "open: a stage with another tokenizer is refused, naming it", "rc %d: %s", rc, err);
     rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/none*.bin", Bg, T, 1u << 24, 5, err);
-    check(rc != 0 && bad == NULL && strstr(err, "stage 1 (from step 4)") && strstr(err, "none*.bin"),
+    check(rc != 0 && bad == NULL && strstr(err, "stage 1 (4:") && strstr(err, "none*.bin"),
           "open: a stage matching no file is refused, naming the stage and its glob", "rc %d: %s", rc, err);
 }
 

@@ -207,6 +207,7 @@ static int run_evaluation(Trainer *tr, char *err) {
 
 static int save_checkpoint(Trainer *tr, char *err) {
     double t0 = now_seconds();
+    train_data_fingerprint(tr->data, tr->st.step, tr->st.data_fingerprint);   /* the data read so far */
     if (checkpoint_save(tr->run_dir, &tr->st, tr->cfg, tr->model, &tr->opt, tr->comm, tr->code_version,
                         tr->cfg->checkpoint.keep, err))
         return -1;
@@ -273,8 +274,11 @@ static int setup(Trainer *tr, char *err) {
         const char *glob;
         long first;
         const TrainLoader *l = train_data_stage(tr->data, j, &glob, &first);
-        log_printf("data: stage %d from step %ld: %s, %llu training windows in %d file(s)\n", j, first, glob,
-                   (unsigned long long)train_loader_n_windows(l), train_loader_n_files(l));
+        char note[96] = "";
+        if (first >= cfg->train.steps)
+            snprintf(note, sizeof note, " (warning: not reached with train.steps = %ld)", cfg->train.steps);
+        log_printf("data: stage %d (%ld:%s): steps %ld on read its %llu training windows in %d file(s)%s\n", j, first,
+                   glob, first + 1, (unsigned long long)train_loader_n_windows(l), train_loader_n_files(l), note);
     }
 
     TensorTable tt;
@@ -296,11 +300,11 @@ static int setup(Trainer *tr, char *err) {
 
     memset(&tr->st, 0, sizeof tr->st);
     char data_fp[LOADER_FINGERPRINT_LEN + 1];
-    train_data_fingerprint(tr->data, data_fp);
     char ckpt[4096];
     TrainState st;
     int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
     if (found < 0) return -1;
+    train_data_fingerprint(tr->data, found ? st.step : 0, data_fp);   /* what the checkpoint's steps read */
     if (found) {
         if (!st.checksummed)
             log_printf("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
@@ -386,6 +390,14 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
 
     while (tr.st.step < cfg->train.steps) {
         const long step = tr.st.step;
+        const int stage = train_data_stage_at(tr.data, step);
+        if (stage > 0 && (step == start_step || stage != train_data_stage_at(tr.data, step - 1))) {
+            const char *glob;
+            long first;
+            train_data_stage(tr.data, stage, &glob, &first);
+            log_printf("data: step %ld on reads stage %d (%ld:%s)%s\n", step + 1, stage, first, glob,
+                       first == step ? "" : ", resumed inside it");
+        }
         double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
         if (hooks.fail_rank == comm->rank && hooks.fail_step == step) raise(SIGKILL);
         const long n_sum0 = comm->n_allreduce_sum_host, n_max0 = comm->n_allreduce_max_int, n_ctl0 = comm->n_step_control;
