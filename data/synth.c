@@ -45,6 +45,7 @@ void synth_default_params(SynthParams *p) {
     p->long_records = 64;
     p->long_fraction = 0.3;
     p->ordered_fraction = 0.0;
+    p->row_tokens = 0;
 }
 
 int synth_check_params(const SynthParams *p, int T, char *err) {
@@ -60,16 +61,21 @@ int synth_check_params(const SynthParams *p, int T, char *err) {
         return set_err(err, "synthetic corpus: long_fraction %g, expected 0..1", p->long_fraction);
     if (!(p->ordered_fraction >= 0.0 && p->ordered_fraction <= 1.0))
         return set_err(err, "synthetic corpus: ordered_fraction %g, expected 0..1", p->ordered_fraction);
+    if (p->row_tokens < 0 || p->row_tokens > T)
+        return set_err(err, "synthetic corpus: row_tokens %d, expected 1..T = %d (or 0: T)", p->row_tokens, T);
+    int L = p->row_tokens ? p->row_tokens : T;
     int min_T = p->max_filler + 2 * p->short_min + 2 + 1;
-    if (T < min_T)
-        return set_err(err, "synthetic corpus: T = %d, expected at least %d (fillers, %d records, "
-                       "one query and the end-of-text)", T, min_T, p->short_min);
+    if (L < min_T)
+        return set_err(err, "synthetic corpus: %s = %d, expected at least %d (fillers, %d records, "
+                       "one query and the end-of-text)", p->row_tokens ? "row_tokens" : "T", L, min_T, p->short_min);
     return 0;
 }
 
 int synth_row(const SynthParams *p, int T, uint64_t seed, int stream, uint64_t row, uint32_t *out) {
     SynthRng r = row_rng(seed, stream, row);
-    int pos = 0, body = T - 1;                       /* out[T-1] is the end-of-text */
+    const int L = p->row_tokens ? p->row_tokens : T; /* the row proper; L..T-1 end-of-text */
+    for (int t = L; t < T; t++) out[t] = SYNTH_EOT;
+    int pos = 0, body = L - 1;                       /* out[L-1] is the end-of-text */
     int n_filler = rng_below(&r, p->max_filler + 1);
     for (; pos < n_filler; pos++) out[pos] = SYNTH_FILLER_FIRST + (uint32_t)rng_below(&r, SYNTH_N_FILLERS);
 

@@ -16,6 +16,10 @@
  *                              (with probability ordered_fraction, 0: every pass in list order)
  *   [one filler]               when a single slot is left before the end-of-text
  *   end-of-text
+ *   [end-of-text padding]      with row_tokens L < T: the row above is built in L tokens (its
+ *                              end-of-text at L-1) and positions L..T-1 are end-of-text, so a
+ *                              query sees at most L-1 tokens of context while the window stays
+ *                              T long (the loss of data.loss_targets = answers ignores them)
  * n is clamped so that at least one query fits (relevant only for small T). Row r of a stream
  * depends only on (seed, stream, r, T, params): rows are generated independently.
  *
@@ -49,11 +53,15 @@ typedef struct {
                                 order (each pass an exact repeat of the list, so every token
                                 of a pass is predictable by induction) instead of a fresh
                                 shuffle per pass                                    [0.0] */
+    int row_tokens;          /* L: tokens of the row before the end-of-text padding, 0 = T;
+                                a row of L tokens is exactly row r of a corpus made with T = L,
+                                padded                                                [0] */
 } SynthParams;
 
 void synth_default_params(SynthParams *p);
-/* Validates params and T: T must be at least max_filler + 2*short_min + 3 (fillers, the
- * shortest list, one query, the end-of-text). */
+/* Validates params and T: the row length (row_tokens, or T) must be at least
+ * max_filler + 2*short_min + 3 (fillers, the shortest list, one query, the end-of-text), and
+ * row_tokens at most T. */
 int synth_check_params(const SynthParams *p, int T, char *err);
 
 /* Fills row [T] with row `row` of `stream`; returns its number of records n. T must satisfy

@@ -134,6 +134,34 @@ static void test_rows(void) {
     check(synth_check_params(&q, 256, err) != 0 && strstr(err, "ordered_fraction"),
           "synth: ordered_fraction outside 0..1 rejected", "\"%s\"", err);
 
+    /* row_tokens L: the row proper in L tokens, then end-of-text to T. Row r of a T-token
+     * corpus with row_tokens 64 is row r of a 64-token corpus, padded; every query of it
+     * (a repeated key) is in the first 64 tokens, and the row ends in the end-of-text. */
+    q = p;
+    q.max_filler = 7;
+    q.long_fraction = 0.0;
+    q.short_max = 4;
+    uint32_t short_row[64];
+    ok = synth_check_params(&q, 64, err) == 0;
+    q.row_tokens = 64;
+    ok = ok && synth_check_params(&q, T, err) == 0;
+    for (int r = 0; r < 300 && ok; r++) {
+        SynthParams q64 = q;
+        q64.row_tokens = 0;
+        int n64 = synth_row(&q64, 64, 1, SYNTH_STREAM_TRAIN, (uint64_t)r, short_row);
+        int n = synth_row(&q, T, 1, SYNTH_STREAM_TRAIN, (uint64_t)r, row);
+        ok = n == n64 && memcmp(row, short_row, sizeof short_row) == 0;
+        for (int t = 64; t < T && ok; t++) ok = row[t] == SYNTH_EOT;
+        if (!ok) bad_row = r;
+    }
+    check(ok, "synth: row_tokens 64 in 256-token rows is the 64-token row, then end-of-text", "row %ld: %s", bad_row, err);
+    q.row_tokens = T + 1;
+    check(synth_check_params(&q, T, err) != 0 && strstr(err, "row_tokens"), "synth: row_tokens above T rejected",
+          "\"%s\"", err);
+    q.row_tokens = 10;
+    check(synth_check_params(&q, T, err) != 0 && strstr(err, "row_tokens = 10"),
+          "synth: row_tokens too short for fillers, records and a query rejected", "\"%s\"", err);
+
     /* Determinism and independence of streams and seeds. */
     uint32_t a[T], b[T], c[T], d[T];
     synth_row(&p, T, 1, SYNTH_STREAM_TRAIN, 17, a);

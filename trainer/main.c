@@ -7,7 +7,7 @@
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
- *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X]
+ *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
@@ -58,7 +58,7 @@ static void usage(FILE *f) {
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
-            "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X]\n"
+            "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
             "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
             "       ./train --help                                    this text and every config key\n");
@@ -119,7 +119,7 @@ static int cmd_make_synthetic(int argc, char **argv) {
     SynthParams params;
     synth_default_params(&params);
     long max_filler = params.max_filler, short_min = params.short_min, short_max = params.short_max,
-         long_records = params.long_records;
+         long_records = params.long_records, row_tokens = params.row_tokens;
     for (int i = 1; i < argc; i++) {
         if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
         const char *o = argv[i], *v = argv[++i];
@@ -133,6 +133,7 @@ static int cmd_make_synthetic(int argc, char **argv) {
                : !strcmp(o, "--long-records") ? parse_long(o, v, 1, SYNTH_N_KEYS, &long_records)
                : !strcmp(o, "--long-fraction") ? parse_fraction(o, v, &params.long_fraction)
                : !strcmp(o, "--ordered-fraction") ? parse_fraction(o, v, &params.ordered_fraction)
+               : !strcmp(o, "--row-tokens") ? parse_long(o, v, 1, 1 << 22, &row_tokens)
                : (fprintf(stderr, "phaselab: unknown option %s\n", o), 2);
         if (rc) return rc;
     }
@@ -140,6 +141,7 @@ static int cmd_make_synthetic(int argc, char **argv) {
     params.short_min = (int)short_min;
     params.short_max = (int)short_max;
     params.long_records = (int)long_records;
+    params.row_tokens = (int)row_tokens;
     char err[ERR_LEN];
     if (synth_write_corpus_params(dir, (int)T, train_rows, val_rows, (uint64_t)seed, &params, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
