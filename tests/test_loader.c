@@ -9,6 +9,7 @@
 #include "data/loader.h"
 #include "common/errors.h"
 #include "tests/check.h"
+#include "tests/shard_testutil.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -17,29 +18,6 @@
 #include <sys/resource.h>
 
 #define DIR "build/scratch/test_loader"
-
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
-
-/* Shard by hand (DESIGN.md layout), tokens id*1000 + position unless tok is given. */
-static void write_shard(const char *path, uint64_t n, uint32_t id, const uint32_t *tok, const char *fp) {
-    unsigned char h[1024] = {0};
-    memcpy(h, "PHLTOKv1", 8);
-    put_u32(h + 8, 1024);
-    put_u32(h + 12, 4);
-    put_u32(h + 16, 1u << 24);
-    put_u32(h + 20, 0);
-    put_u32(h + 24, (uint32_t)n);
-    memcpy(h + 32, fp, strlen(fp));
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fwrite(h, 1, 1024, f);
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char b[4];
-        put_u32(b, tok ? tok[i] : id * 1000 + (uint32_t)i);
-        fwrite(b, 1, 4, f);
-    }
-    fclose(f);
-}
 
 static int cmp_i32(const void *a, const void *b) {
     int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;

@@ -7,33 +7,13 @@
 #include "data/train_stages.h"
 #include "common/errors.h"
 #include "tests/check.h"
+#include "tests/shard_testutil.h"
 
 #include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define DIR "build/scratch/test_train_stages_c"
-
-static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> 8 * i); }
-
-static void write_shard(const char *path, uint64_t n, uint32_t id, const char *fp) {
-    unsigned char h[1024] = {0};
-    memcpy(h, "PHLTOKv1", 8);
-    put_u32(h + 8, 1024);
-    put_u32(h + 12, 4);
-    put_u32(h + 16, 1u << 24);
-    put_u32(h + 24, (uint32_t)n);
-    memcpy(h + 32, fp, strlen(fp));
-    FILE *f = fopen(path, "wb");
-    if (!f) { perror(path); exit(1); }
-    fwrite(h, 1, 1024, f);
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char b[4];
-        put_u32(b, id * 1000 + (uint32_t)i);
-        fwrite(b, 1, 4, f);
-    }
-    fclose(f);
-}
 
 static void test_parse(void) {
     TrainStageSpec s[TRAIN_STAGES_MAX - 1];
@@ -67,9 +47,9 @@ static void test_stages(void) {
     mkdir("build", 0755);
     mkdir("build/scratch", 0755);
     mkdir(DIR, 0755);
-    write_shard(DIR "/a.bin", 41, 1, "tok");     /* T = 4: 10 windows */
-    write_shard(DIR "/b.bin", 25, 2, "tok");     /* 6 windows */
-    write_shard(DIR "/c.bin", 25, 3, "other");
+    write_shard(DIR "/a.bin", 41, 1, NULL, "tok");     /* T = 4: 10 windows */
+    write_shard(DIR "/b.bin", 25, 2, NULL, "tok");     /* 6 windows */
+    write_shard(DIR "/c.bin", 25, 3, NULL, "other");
     const int T = 4;
     const long Bg = 3;
     char err[ERR_LEN] = "";
