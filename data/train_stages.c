@@ -50,6 +50,20 @@ int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1
         while (isspace((unsigned char)*g)) g++;
         while (g_end > g && isspace((unsigned char)g_end[-1])) *--g_end = 0;
         if (!*g) return set_err(why, "stage %d (step %ld) has an empty glob; expected STEP:GLOB", entry, step);
+        int seq_len = 0;                          /* an "@T" ending: the stage's length */
+        char *at = strrchr(g, '@');
+        if (at && at[1] && strspn(at + 1, "0123456789") == strlen(at + 1)) {
+            errno = 0;
+            long t = strtol(at + 1, NULL, 10);
+            if (errno || t < 1 || t > 1 << 30)
+                return set_err(why, "stage %d (step %ld): sequence length \"@%s\" is not a whole number >= 1 (at most 2^30); "
+                               "expected STEP:GLOB@T", entry, step, at + 1);
+            seq_len = (int)t;
+            *at = 0;
+            for (char *e = at; e > g && isspace((unsigned char)e[-1]);) *--e = 0;
+            if (!*g) return set_err(why, "stage %d (step %ld) has an empty glob before \"@%d\"; expected STEP:GLOB@T",
+                                    entry, step, seq_len);
+        }
         if (*n >= TRAIN_STAGES_MAX - 1)
             return set_err(why, "more than %d stages; expected at most %d after data.train", TRAIN_STAGES_MAX - 1,
                            TRAIN_STAGES_MAX - 1);
@@ -57,6 +71,7 @@ int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1
             return set_err(why, "stage %d: glob of %zu characters; expected at most %zu", entry, strlen(g),
                            sizeof out[0].glob - 1);
         out[*n].first_step = step;
+        out[*n].seq_len = seq_len;
         snprintf(out[*n].glob, sizeof out[*n].glob, "%s", g);
         (*n)++;
         prev = step;
@@ -65,7 +80,7 @@ int train_stages_parse(const char *spec, TrainStageSpec out[TRAIN_STAGES_MAX - 1
     }
 }
 
-void train_stages_print(FILE *f, const char *train_glob, const char *spec, long steps) {
+void train_stages_print(FILE *f, const char *train_glob, int T0, int T, const char *spec, long steps) {
     TrainStageSpec st[TRAIN_STAGES_MAX - 1];
     int n;
     char why[ERR_LEN];
@@ -74,8 +89,11 @@ void train_stages_print(FILE *f, const char *train_glob, const char *spec, long 
     for (int j = 0; j <= n; j++) {
         long first = j ? st[j - 1].first_step : 0, next = j < n ? st[j].first_step : steps;
         const char *glob = j ? st[j - 1].glob : train_glob;
-        if (first >= steps) fprintf(f, "; %s from step %ld: not reached (train.steps = %ld)", glob, first + 1, steps);
-        else fprintf(f, "%s steps %ld..%ld from %s", j ? ";" : "", first + 1, next < steps ? next : steps, glob);
+        int len = j ? st[j - 1].seq_len : T0;
+        char at[48] = "";
+        if (len && len != T) snprintf(at, sizeof at, " at seq_len %d", len);
+        if (first >= steps) fprintf(f, "; %s%s from step %ld: not reached (train.steps = %ld)", glob, at, first + 1, steps);
+        else fprintf(f, "%s steps %ld..%ld from %s%s", j ? ";" : "", first + 1, next < steps ? next : steps, glob, at);
     }
     fprintf(f, "\n");
 }
@@ -87,10 +105,11 @@ struct TrainData {
     TrainStageSpec spec[TRAIN_STAGES_MAX];   /* [n]; spec[0] = data.train from step 0 */
     TrainLoader *loader[TRAIN_STAGES_MAX];   /* [n] */
     uint64_t samples_per_step;               /* Bg */
+    int T;                                   /* data.seq_len: every spec[j].seq_len is set, <= T */
 };
 
 int train_data_open(TrainData **D, const char *train_glob, const char *stages_spec, long samples_per_step,
-                    int T, uint32_t vocab_limit, uint64_t seed, char *err) {
+                    int T, int T0, uint32_t vocab_limit, uint64_t seed, char *err) {
     *D = NULL;
     TrainData *d = calloc(1, sizeof *d);
     if (!d) return set_err(err, "%s: out of memory", train_glob);
@@ -103,9 +122,22 @@ int train_data_open(TrainData **D, const char *train_glob, const char *stages_sp
     d->n = 1 + n_more;
     d->spec[0].first_step = 0;
     snprintf(d->spec[0].glob, sizeof d->spec[0].glob, "%s", train_glob);
+    d->spec[0].seq_len = T0;
     d->samples_per_step = (uint64_t)samples_per_step;
+    d->T = T;
     for (int j = 0; j < d->n; j++) {
-        if (train_loader_open(&d->loader[j], d->spec[j].glob, T, vocab_limit, train_stage_seed(seed, j), err)) {
+        if (!d->spec[j].seq_len) d->spec[j].seq_len = T;
+        if (d->spec[j].seq_len > T) {
+            if (j) set_err(err, "[data] stages: stage %d (%ld:%s@%d): a sequence length above data.seq_len = %d; "
+                           "expected 1 <= T <= %d (the model's context)", j, d->spec[j].first_step, d->spec[j].glob,
+                           d->spec[j].seq_len, T, T);
+            else set_err(err, "[data] train_seq_len = %d is above data.seq_len = %d; expected 0 (= seq_len) or "
+                         "1..%d", T0, T, T);
+            train_data_close(d);
+            return -1;
+        }
+        if (train_loader_open(&d->loader[j], d->spec[j].glob, d->spec[j].seq_len, vocab_limit,
+                              train_stage_seed(seed, j), err)) {
             if (j) {   /* say which stage */
                 char inner[ERR_LEN];
                 snprintf(inner, sizeof inner, "%s", err);
@@ -135,6 +167,8 @@ const TrainLoader *train_data_stage(const TrainData *D, int j, const char **glob
     return D->loader[j];
 }
 
+int train_data_stage_seq_len(const TrainData *D, int j) { return D->spec[j].seq_len; }
+
 int train_data_stage_at(const TrainData *D, long step) {
     int j = 0;
     while (j + 1 < D->n && D->spec[j + 1].first_step <= step) j++;
@@ -162,13 +196,14 @@ uint64_t train_stage_seed(uint64_t seed, int stage) {
 void train_data_fingerprint(const TrainData *D, long step, char out[LOADER_FINGERPRINT_LEN + 1]) {
     int begun = 1;                               /* stage 0, then those begun before step */
     while (begun < D->n && D->spec[begun].first_step < step) begun++;
-    if (begun == 1) { train_loader_fingerprint(D->loader[0], out); return; }
-    char text[TRAIN_STAGES_MAX * (LOADER_FINGERPRINT_LEN + 24)];
+    if (begun == 1 && D->spec[0].seq_len == D->T) { train_loader_fingerprint(D->loader[0], out); return; }
+    char text[TRAIN_STAGES_MAX * (LOADER_FINGERPRINT_LEN + 40)];
     size_t used = 0;
     for (int j = 0; j < begun; j++) {
         char fp[LOADER_FINGERPRINT_LEN + 1];
         train_loader_fingerprint(D->loader[j], fp);
-        used += (size_t)sprintf(text + used, "%ld", D->spec[j].first_step) + 1;
+        if (D->spec[j].seq_len == D->T) used += (size_t)sprintf(text + used, "%ld", D->spec[j].first_step) + 1;
+        else used += (size_t)sprintf(text + used, "%ld@%d", D->spec[j].first_step, D->spec[j].seq_len) + 1;
         used += (size_t)sprintf(text + used, "%s", fp) + 1;
     }
     sha256_hex(text, used, out);

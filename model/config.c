@@ -106,7 +106,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
-      "STEPs increasing; empty = train for the whole run)")                                        \
+      "STEPs increasing; GLOB@T: that stage at sequence length T <= seq_len; empty = train for the whole run)") \
+    X(data, train_seq_len, T_INT, "0", 0, 4194304, 0, NULL,                                        \
+      "sequence length of data.train's steps, before the first stage (0 = seq_len; 1..seq_len: a shorter start)") \
     X(data, val, T_STR, "", 0, 0, 0, NULL, "glob of the validation token shards (empty = no validation loss)") \
     X(data, seq_len, T_INT, "4096", 1, 4194304, 0, NULL, "training sequence length T in tokens (1..2^22)") \
     X(data, tokenizer, T_STR, "", 0, 0, 0, NULL,                                                   \
@@ -717,6 +719,20 @@ static int validate(const LoadCtx *c) {
     char why[ERR_LEN];
     if (train_stages_parse(cfg->data.stages, stages, &n_stages, why))
         return key_error(c, KEY_INDEX(data, stages), "%s", why);
+    /* a stage's sequence length: at most the model's context, and (compressed) one window long */
+    const int shortest = compressed ? m->window : 1;
+    if (cfg->data.train_seq_len && (cfg->data.train_seq_len > cfg->data.seq_len || cfg->data.train_seq_len < shortest)) {
+        int k = blame(c, KEY_INDEX(data, train_seq_len), KEY_INDEX(data, seq_len), -1);
+        return key_error(c, k, "train_seq_len = %d; expected 0 (= seq_len) or %d..%d (%s..seq_len)", cfg->data.train_seq_len,
+                         shortest, cfg->data.seq_len, compressed ? "one compression window" : "1");
+    }
+    for (int j = 0; j < n_stages; j++)
+        if (stages[j].seq_len && (stages[j].seq_len > cfg->data.seq_len || stages[j].seq_len < shortest)) {
+            int k = blame(c, KEY_INDEX(data, stages), KEY_INDEX(data, seq_len), -1);
+            return key_error(c, k, "stage %d (%ld:%s@%d): sequence length %d; expected %d..%d (%s..seq_len)", j + 1,
+                             stages[j].first_step, stages[j].glob, stages[j].seq_len, stages[j].seq_len, shortest,
+                             cfg->data.seq_len, compressed ? "one compression window" : "1");
+        }
     /* a stage at or past train.steps is allowed (a short smoke run of a long config, or steps added
      * on resume): --dry-run and the run's log say it is not reached */
 

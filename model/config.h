@@ -28,7 +28,8 @@ typedef struct {
 
 typedef struct {
     char train[1024];        /* glob of training shards (stage 0) */
-    char stages[4096];       /* later stages "STEP:GLOB, ..." (data/train_stages.h); "" = none */
+    char stages[4096];       /* later stages "STEP:GLOB[@T], ..." (data/train_stages.h); "" = none */
+    int train_seq_len;       /* data.train's (stage 0's) sequence length; 0 = seq_len */
     char val[1024];          /* glob of validation shards */
     int seq_len;             /* T */
     char tokenizer[1024];    /* tokenizer.json of ./tokenize shards ("" = look next to them) */

@@ -36,6 +36,24 @@ static void test_parse(void) {
         check(rc != 0 && strstr(why, bad[i][1]) != NULL, "parse: a bad spec is refused with its reason",
               "'%s': rc %d, '%s' (expected '%s')", bad[i][0], rc, why, bad[i][1]);
     }
+    /* a stage's own length: "@DIGITS" at the end of its glob; any other '@' belongs to the glob */
+    rc = train_stages_parse("5:a/*.bin@64, 9: b@x.bin , 12:c@ 128", s, &n, why);
+    check(rc == 0 && n == 3 && !strcmp(s[0].glob, "a/*.bin") && s[0].seq_len == 64 && !strcmp(s[1].glob, "b@x.bin") &&
+          s[1].seq_len == 0 && !strcmp(s[2].glob, "c@ 128") && s[2].seq_len == 0,
+          "parse: GLOB@T sets the stage's length; an '@' not followed by digits only is part of the glob",
+          "rc %d n %d '%s'@%d '%s'@%d '%s'@%d: %s", rc, n, n > 0 ? s[0].glob : "", n > 0 ? s[0].seq_len : -1,
+          n > 1 ? s[1].glob : "", n > 1 ? s[1].seq_len : -1, n > 2 ? s[2].glob : "", n > 2 ? s[2].seq_len : -1, why);
+    rc = train_stages_parse("5:a @32", s, &n, why);
+    check(rc == 0 && n == 1 && !strcmp(s[0].glob, "a") && s[0].seq_len == 32, "parse: spaces before '@T' are trimmed",
+          "rc %d '%s' %d: %s", rc, n ? s[0].glob : "", n ? s[0].seq_len : -1, why);
+    const char *bad_len[][2] = {{"5:a@0", "whole number >= 1"}, {"5:@16", "empty glob"},
+                                {"5:a@99999999999", "whole number >= 1"}};
+    for (size_t i = 0; i < sizeof bad_len / sizeof bad_len[0]; i++) {
+        why[0] = 0;
+        rc = train_stages_parse(bad_len[i][0], s, &n, why);
+        check(rc != 0 && strstr(why, bad_len[i][1]) != NULL, "parse: a bad stage length is refused with its reason",
+              "'%s': rc %d, '%s' (expected '%s')", bad_len[i][0], rc, why, bad_len[i][1]);
+    }
     char many[1024] = "";
     for (int j = 1; j <= TRAIN_STAGES_MAX; j++) sprintf(many + strlen(many), "%s%d:g", j > 1 ? "," : "", j);
     rc = train_stages_parse(many, s, &n, why);
@@ -54,11 +72,11 @@ static void test_stages(void) {
     const long Bg = 3;
     char err[ERR_LEN] = "";
     TrainData *plain = NULL, *st = NULL, *st2 = NULL;
-    int rc = train_data_open(&plain, DIR "/a.bin", "", Bg, T, 1u << 24, 5, err);
+    int rc = train_data_open(&plain, DIR "/a.bin", "", Bg, T, 0, 1u << 24, 5, err);
     check(rc == 0 && train_data_n_stages(plain) == 1, "open: no stages gives one stage", "rc %d: %s", rc, err);
-    rc = train_data_open(&st, DIR "/a.bin", "4:" DIR "/b.bin", Bg, T, 1u << 24, 5, err);
+    rc = train_data_open(&st, DIR "/a.bin", "4:" DIR "/b.bin", Bg, T, 0, 1u << 24, 5, err);
     check(rc == 0 && train_data_n_stages(st) == 2, "open: one stage after data.train", "rc %d: %s", rc, err);
-    rc = train_data_open(&st2, DIR "/a.bin", "5:" DIR "/b.bin", Bg, T, 1u << 24, 5, err);
+    rc = train_data_open(&st2, DIR "/a.bin", "5:" DIR "/b.bin", Bg, T, 0, 1u << 24, 5, err);
     if (!plain || !st || !st2) { check(0, "open: all three datasets", "%s", err); return; }
 
     check(train_data_stage_at(st, 0) == 0 && train_data_stage_at(st, 3) == 0 && train_data_stage_at(st, 4) == 1 &&
@@ -102,7 +120,7 @@ static void test_stages(void) {
 
     /* stage 2 re-reads data.train's file: another order (train_stage_seed), one epoch compared */
     TrainData *again = NULL;
-    rc = train_data_open(&again, DIR "/a.bin", "4:" DIR "/b.bin, 8:" DIR "/a.bin", Bg, T, 1u << 24, 5, err);
+    rc = train_data_open(&again, DIR "/a.bin", "4:" DIR "/b.bin, 8:" DIR "/a.bin", Bg, T, 0, 1u << 24, 5, err);
     uint64_t w0[12], w2[12];
     for (int k = 0; rc == 0 && k < 12; k++) {
         rc |= train_data_sample(again, k / 3, (uint64_t)k, out, &w0[k], err);
@@ -115,12 +133,42 @@ static void test_stages(void) {
     train_data_close(st);
     train_data_close(st2);
 
+    /* lengths: each stage reads windows of its own T+1 tokens; a begun stage's length is in the
+     * fingerprint, and a run whose every stage is at data.seq_len keeps the length-free one */
+    TrainData *len_st = NULL, *len_same = NULL;
+    rc = train_data_open(&len_st, DIR "/a.bin", "4:" DIR "/b.bin@2", Bg, T, 2, 1u << 24, 5, err);
+    rc |= train_data_open(&len_same, DIR "/a.bin", "4:" DIR "/b.bin@4", Bg, T, T, 1u << 24, 5, err);
+    check(rc == 0 && train_data_stage_seq_len(len_st, 0) == 2 && train_data_stage_seq_len(len_st, 1) == 2 &&
+          train_data_stage_seq_len(len_same, 1) == T &&
+          train_loader_n_windows(train_data_stage(len_st, 0, NULL, NULL)) == 20 &&
+          train_loader_n_windows(train_data_stage(len_st, 1, NULL, NULL)) == 12,
+          "lengths: stage 0 at data.train_seq_len, stage 1 at its @T, each cut into windows of its own T",
+          "rc %d: %s", rc, err);
+    int32_t w3[3];
+    rc = train_data_sample(len_st, 0, 0, w3, NULL, err);
+    check(rc == 0 && w3[1] == w3[0] + 1 && w3[2] == w3[0] + 2 && w3[0] % 2 == 0 && w3[0] / 1000 == 1,
+          "lengths: a sample of a 2-token stage is 3 consecutive tokens starting at a multiple of 2",
+          "rc %d: %d %d %d", rc, w3[0], w3[1], w3[2]);
+    char fp_len[LOADER_FINGERPRINT_LEN + 1], fp_same[LOADER_FINGERPRINT_LEN + 1];
+    train_data_fingerprint(len_st, 1, fp_len);
+    train_data_fingerprint(len_same, 6, fp_same);
+    check(strcmp(fp_len, fp_loader) != 0 && !strcmp(fp_same, fp_st),
+          "fingerprint: data.train at another length is other data; lengths equal to seq_len change nothing",
+          "%s %s %s", fp_len, fp_same, fp_st);
+    train_data_close(len_st);
+    train_data_close(len_same);
     TrainData *bad = NULL;
+    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/b.bin@5", Bg, T, 0, 1u << 24, 5, err);
+    check(rc != 0 && bad == NULL && strstr(err, "stage 1") && strstr(err, "above data.seq_len"),
+          "open: a stage longer than data.seq_len is refused, naming it", "rc %d: %s", rc, err);
+    rc = train_data_open(&bad, DIR "/a.bin", "", Bg, T, 8, 1u << 24, 5, err);
+    check(rc != 0 && bad == NULL && strstr(err, "train_seq_len"), "open: data.train_seq_len above data.seq_len is refused",
+          "rc %d: %s", rc, err);
     err[0] = 0;
-    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/c.bin", Bg, T, 1u << 24, 5, err);
+    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/c.bin", Bg, T, 0, 1u << 24, 5, err);
     check(rc != 0 && bad == NULL && strstr(err, "tokenizer") && strstr(err, "c.bin"),
           "open: a stage with another tokenizer is refused, naming it", "rc %d: %s", rc, err);
-    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/none*.bin", Bg, T, 1u << 24, 5, err);
+    rc = train_data_open(&bad, DIR "/a.bin", "4:" DIR "/none*.bin", Bg, T, 0, 1u << 24, 5, err);
     check(rc != 0 && bad == NULL && strstr(err, "stage 1 (4:") && strstr(err, "none*.bin"),
           "open: a stage matching no file is refused, naming the stage and its glob", "rc %d: %s", rc, err);
 }

@@ -323,8 +323,8 @@ int main(int argc, char **argv) {
         long ctx[] = {cfg.data.seq_len, 4096, 32768, 131072};
         int n_ctx = cfg.data.seq_len == 4096 || cfg.data.seq_len == 32768 || cfg.data.seq_len == 131072 ? 3 : 4;
         printf("\n");
-        train_stages_print(stdout, cfg.data.train[0] ? cfg.data.train : "(data.train, not set)", cfg.data.stages,
-                           cfg.train.steps);
+        train_stages_print(stdout, cfg.data.train[0] ? cfg.data.train : "(data.train, not set)", cfg.data.train_seq_len,
+                           cfg.data.seq_len, cfg.data.stages, cfg.train.steps);
         print_eval_cost(stdout, &cfg);
         printf("\n");
         print_cache_report(stdout, &cfg.model, n_ctx == 4 ? ctx : ctx + 1, n_ctx, 2);

@@ -7,7 +7,10 @@
  *     of step s is samples [s*Bg, (s+1)*Bg), Bg = batch_tokens / T, split into equal contiguous
  *     parts over the ranks, each processed in micro-batches of train.micro_batch sequences with
  *     gradient accumulation. The union over ranks of one step is the single-process batch.
- *  3. Loss scale 1/(Bg*T): the accumulated gradient is that of the global mean loss.
+ *  3. Loss scale 1/(Bg*T): the accumulated gradient is that of the global mean loss. A stage of
+ *     data.stages (or data.train_seq_len) at a shorter length T_j trains the same Bg rows at
+ *     T_j (model_set_seq_len; the arena stays sized for T) with scale 1/(Bg*T_j), Bg*T_j tokens a
+ *     step; evaluation always runs at T.
  *  4. Optimizer step: ZeRO-1 AdamW (trainer/optimizer.h) with the warm-up + cosine schedule and
  *     global-norm clipping; the step owns the working-copy write. The per-token losses stay on
  *     the backend (one download of the step's sum); ONE control all-reduce per step carries the
@@ -126,6 +129,8 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     if (cond) snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", what)
     DIFF(memcmp(&now->model, &then.model, sizeof now->model) != 0, "[model] differs (shape or variant)");
     DIFF(now->data.seq_len != then.data.seq_len, "data.seq_len differs");
+    DIFF((now->data.train_seq_len ? now->data.train_seq_len : now->data.seq_len) !=
+             (then.data.train_seq_len ? then.data.train_seq_len : then.data.seq_len), "data.train_seq_len differs");
     DIFF(now->train.batch_tokens != then.train.batch_tokens, "train.batch_tokens differs");
     DIFF(now->train.seed != then.train.seed, "train.seed differs");
     DIFF(strcmp(data_fp, st->data_fingerprint) != 0,
@@ -154,6 +159,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
 static int run_evaluation(Trainer *tr, char *err) {
     Config *cfg = tr->cfg;
     int T = cfg->data.seq_len;
+    if (model_set_seq_len(tr->model, T, err)) return -1;   /* a short stage trains below T */
     if (tr->val) {
         EvalResult r;
         double t0 = now_seconds();
@@ -250,7 +256,8 @@ static int setup(Trainer *tr, char *err) {
         set_err(err, "%s: [data] train: no training data given (a glob of token shards is expected)", cfg->source);
         return -2;
     }
-    if (train_data_open(&tr->data, cfg->data.train, cfg->data.stages, Bg, T, (uint32_t)cfg->model.vocab_size,
+    if (train_data_open(&tr->data, cfg->data.train, cfg->data.stages, Bg, T, cfg->data.train_seq_len,
+                        (uint32_t)cfg->model.vocab_size,
                         cfg->train.seed, err))
         return -1;
     for (int j = 0; j < train_data_n_stages(tr->data); j++) {
@@ -268,7 +275,7 @@ static int setup(Trainer *tr, char *err) {
         return -1;
     const TrainLoader *l0 = train_data_stage(tr->data, 0, NULL, NULL);
     log_printf("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
-          (unsigned long long)train_loader_n_windows(l0), T, train_loader_n_files(l0),
+          (unsigned long long)train_loader_n_windows(l0), train_data_stage_seq_len(tr->data, 0), train_loader_n_files(l0),
           tr->val ? val_set_n_windows(tr->val) : 0L, tr->probe ? "probe set loaded" : "no probe set");
     for (int j = 1; j < train_data_n_stages(tr->data); j++) {
         const char *glob;
@@ -277,8 +284,9 @@ static int setup(Trainer *tr, char *err) {
         char note[96] = "";
         if (first >= cfg->train.steps)
             snprintf(note, sizeof note, " (warning: not reached with train.steps = %ld)", cfg->train.steps);
-        log_printf("data: stage %d (%ld:%s): steps %ld on read its %llu training windows in %d file(s)%s\n", j, first,
-                   glob, first + 1, (unsigned long long)train_loader_n_windows(l), train_loader_n_files(l), note);
+        log_printf("data: stage %d (%ld:%s): steps %ld on read its %llu training windows of %d+1 tokens in %d file(s)%s\n",
+                   j, first, glob, first + 1, (unsigned long long)train_loader_n_windows(l),
+                   train_data_stage_seq_len(tr->data, j), train_loader_n_files(l), note);
     }
 
     TensorTable tt;
@@ -378,7 +386,6 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     const long Bg = cfg->train.batch_tokens / T, Br = Bg / comm->world;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1));
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro);
-    const double loss_scale = 1.0 / ((double)Bg * T);
     const long start_step = tr.st.step;
     const int step_width = snprintf(NULL, 0, "%ld", cfg->train.steps);
     double t_start = now_seconds(), t_window = t_start;
@@ -391,11 +398,16 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     while (tr.st.step < cfg->train.steps) {
         const long step = tr.st.step;
         const int stage = train_data_stage_at(tr.data, step);
+        const int Ts = train_data_stage_seq_len(tr.data, stage);   /* this step's length, <= T */
+        if (model_seq_len(tr.model) != Ts && model_set_seq_len(tr.model, Ts, err)) { log_error("%s", err); exit_code = 1; break; }
+        const double loss_scale = 1.0 / ((double)Bg * Ts);
         if (stage > 0 && (step == start_step || stage != train_data_stage_at(tr.data, step - 1))) {
             const char *glob;
             long first;
             train_data_stage(tr.data, stage, &glob, &first);
-            log_printf("data: step %ld on reads stage %d (%ld:%s)%s\n", step + 1, stage, first, glob,
+            char at[48] = "";
+            if (Ts != T) snprintf(at, sizeof at, "@%d", Ts);
+            log_printf("data: step %ld on reads stage %d (%ld:%s%s)%s\n", step + 1, stage, first, glob, at,
                        first == step ? "" : ", resumed inside it");
         }
         double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
@@ -414,8 +426,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
                 if (hooks.trace)
                     fprintf(hooks.trace, "%ld %d %llu %llu %d\n", step, comm->rank, (unsigned long long)g,
                             (unsigned long long)window, train_data_stage_at(tr.data, step));
-                memcpy(tok + (size_t)b * T, buf, sizeof(int32_t) * T);
-                window_targets(buf, T, cfg->data.loss_targets, tgt + (size_t)b * T);
+                memcpy(tok + (size_t)b * Ts, buf, sizeof(int32_t) * Ts);            /* tok [B, Ts] */
+                window_targets(buf, Ts, cfg->data.loss_targets, tgt + (size_t)b * Ts);
             }
             if (rc) break;
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
@@ -430,7 +442,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             exit_code = 1;
             break;
         }
-        double loss = ctl.loss_sum / ((double)Bg * T);   /* plain cross-entropy: the penalty is never mixed in */
+        double loss = ctl.loss_sum / ((double)Bg * Ts);   /* plain cross-entropy: the penalty is never mixed in */
         double coverage = 0.0;                            /* SPEC.md 2b: lambda * mean over the step's sequences */
         if (lambda > 0) coverage = lambda * ctl.coverage_sum / (double)Bg;
         double gnorm = 0.0;   /* the owned step: clip + AdamW + the working-copy write, one pass per shard */
@@ -440,8 +452,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
                     comm->n_allreduce_max_int - n_max0, comm->n_allreduce_sum_host - n_sum0);
         tr.st.step++;
         tr.st.samples += (uint64_t)Bg;
-        tr.st.tokens += Bg * T;
-        window_tokens += Bg * T;
+        tr.st.tokens += Bg * Ts;
+        window_tokens += Bg * Ts;
         if (applied) {
             consecutive_bad = 0;
         } else {
@@ -462,7 +474,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         if (s % cfg->run.log_every == 0 || last || s == start_step + 1) {
             double now = now_seconds();
             double tps = window_tokens / (now - t_window > 1e-9 ? now - t_window : 1e-9);
-            double mfu = tps * tr.flops_per_token / (tr.be->peak_flops * comm->world);
+            double mfu = tps * model_flops_per_token(&cfg->model, Ts) / (tr.be->peak_flops * comm->world);
             double elapsed = now - t_start;
             double eta = elapsed / (double)(s - start_step) * (double)(cfg->train.steps - s);
             char el[32], et[32];

@@ -27,7 +27,7 @@ for ini in ["configs/test/tiny.ini", "configs/test/tiny_full.ini", "configs/test
     out("config", os.path.basename(ini), open(os.path.join(ROOT, ini), "rb").read())
 out("config", "overrides.ini", b"[model]\nd_model = 32\nattention = compressed\nwindow = 4\nstride = 2\n"
     b"\0train.steps=3\0model.gate=vector\0run.name=x\0eval.probe=\0data.seq_len=16")
-out("config", "stages.ini", b"[data]\ntrain = a/*.bin\nstages = 5:b/*.bin, 9 : c:d.bin\nloss_targets = answers\n"
+out("config", "stages.ini", b"[data]\ntrain = a/*.bin\ntrain_seq_len = 32\nstages = 5:b/*.bin@32, 9 : c:d.bin\nloss_targets = answers\n"
     b"[train]\nsteps = 10\n\0data.stages=2:x,3:y\0train.steps=4")
 
 # ---- shard: 1024-byte header + tokens
