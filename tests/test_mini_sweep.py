@@ -45,6 +45,17 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None
 check(len(recipes) == 1 and f"`loss_targets = {loss}`" in README, "every_mini_config_has_one_recipe",
       f"{len(recipes)} recipes: {list(recipes.values())}; loss_targets {loss}")
+# the recipe the README's first bullets describe is the one in the configs: the stage boundary,
+# the stage-0 length, the steps, the learning rate and the batch
+if recipes:
+    rc = {sec: dict(kv) for sec, kv in next(iter(recipes))}
+    boundary = rc["data"].get("stages", "").split(":")[0].strip()
+    promised = [f"steps 1-{boundary}", f"`train_seq_len = {rc['data'].get('train_seq_len', '')}`",
+                f"steps {int(boundary) + 1 if boundary.isdigit() else '?'}-{rc['train']['steps']}",
+                f"lr {rc['train']['lr']}", f"`batch_tokens = {rc['train']['batch_tokens']}`",
+                f"{rc['train']['warmup_steps']} warm-up steps"]
+    missing = [p for p in promised if p not in README]
+    check(not missing, "readme_states_the_configs_recipe", f"not in configs/mini/README.md: {missing}")
 cols = re.search(r"report\.csv columns:\n```\n(.*?)\n```", README, re.S)
 readme_cols = cols.group(1).replace("\n", " ").split() if cols else []
 check(len(readme_cols) > 20, "readme_lists_report_columns", f"{len(readme_cols)} columns found")
