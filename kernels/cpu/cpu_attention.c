@@ -13,16 +13,18 @@
  *   dz_x = p_x (dp_x - D),  dq = sum_x dz_x key_x / sqrt(d),  dkey_x += dz_x q / sqrt(d),
  *   dvalue_x += p_x dout,   dsink_h += -p_sink D.
  *
- * Blocked with sgemm: queries are taken in blocks of qb rows of one head (block_rows: 16 or 32
- * from the raw span a query sees); the block's keys are the entries visible to its last query
- * plus the raw range [lo(first), last] (lo is non-decreasing in t), so one block touches about
- * qb x (nvis + qb + n_local) scores, never
- * T x T, and the cost of compressed attention grows with T*T/S + T*n_local. Scores of keys a
- * row may not see are masked to zero probability. Work is split over (sequence b, KV head g):
- * every key/value gradient row of the pair is owned by one thread (no races, no
- * order-dependent sums); sgemm called inside the parallel region runs single-threaded.
- * The forward softmax of a row (softmax_row) takes the max and the exp-sum in 8 lanes, in a
- * fixed order: deterministic. */
+ * Blocked with sgemm: queries are taken in blocks of qb positions (block_rows: 16 or 32 from
+ * the raw span a query sees) and hc heads of one KV group (heads_per_block: every head reading
+ * KV head g sees the same keys), packed as one matrix of qb*hc rows (row r*hc + e: position
+ * t0 + r, head h0 + e), so each sgemm has qb*hc rows rather than qb. The block's keys are the
+ * entries visible to its last position plus the raw range [lo(first), last] (lo is
+ * non-decreasing in t), so one block touches about qb x (nvis + qb + n_local) scores per head,
+ * never T x T, and the cost of compressed attention grows with T*T/S + T*n_local. Scores of
+ * keys a row may not see are masked to zero probability. Forward work is split over
+ * (sequence b, head chunk, block); backward over (sequence b, KV head g): every key/value
+ * gradient row of the pair is owned by one thread (no races, no order-dependent sums); sgemm
+ * called inside the parallel region runs single-threaded. The forward softmax of a row
+ * (softmax_row) takes the max and the exp-sum in 8 lanes, in a fixed order: deterministic. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -31,7 +33,8 @@
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_expf.h"
 
-#define QB 32   /* most queries per block */
+#define QB 32          /* most positions per block */
+#define BLOCK_ROWS 128 /* most packed query rows (positions x heads) per block */
 
 /* Query rows per block. A block's raw keys are [lo(first row), last row], about rows + span - 1
  * keys of which each row sees span (the raw tokens one query sees at most: n_local for the
@@ -45,6 +48,17 @@ static int block_rows(const AttnShape *s) {
     int span = s->visibility == VIS_WINDOW ? s->n_local : s->visibility == VIS_TAIL ? s->window : s->T;
     int r = (span + 15) / 16 * 16;
     return r < 16 ? 16 : r > QB ? QB : r;
+}
+
+/* Heads per block: the largest divisor hc of the group (H/G heads reading one KV head) with
+ * qb * hc <= BLOCK_ROWS. Each sgemm then has qb * hc rows (64 or 128 on the bench shapes instead
+ * of 16 or 32), a quarter of the calls and of their fixed costs; the score buffers stay within
+ * BLOCK_ROWS rows at any head count. Depends on the shape only (same sums on every run). */
+static int heads_per_block(int group, int qb) {
+    int hc = 1;
+    for (int c = 1; c <= group; c++)
+        if (group % c == 0 && c * qb <= BLOCK_ROWS) hc = c;
+    return hc;
 }
 
 /* The visible set of query t reading KV head g: *nvis compressed entries and raw tokens [*lo, t]. */
@@ -72,22 +86,36 @@ static Block block_of(const AttnShape *s, int g, int t0, int qb) {
     return bk;
 }
 
-/* Scores of block bk for query rows qrow (lda ldq) into z [rows, ne + nr], scaled, masked
- * entries = -inf. */
-static void block_scores(const AttnShape *s, const Block *bk, const float *qrows, int ldq, const float *ckg,
+/* Rows t0..t0+rows-1, heads h0..h0+hc-1 of x [B,T,H,d] (sequence b) into the packed block
+ * xp [rows*hc, d] (row r*hc + e = position t0 + r, head h0 + e): one copy of hc*d floats per
+ * position; unpack_rows is the inverse. */
+static void pack_rows(float *xp, const float *x, const AttnShape *s, int b, int t0, int rows, int h0, int hc) {
+    const size_t n = (size_t)hc * s->d;
+    for (int r = 0; r < rows; r++) memcpy(xp + r * n, x + (((size_t)b * s->T + t0 + r) * s->H + h0) * s->d, n * sizeof(float));
+}
+static void unpack_rows(float *x, const float *xp, const AttnShape *s, int b, int t0, int rows, int h0, int hc) {
+    const size_t n = (size_t)hc * s->d;
+    for (int r = 0; r < rows; r++) memcpy(x + (((size_t)b * s->T + t0 + r) * s->H + h0) * s->d, xp + r * n, n * sizeof(float));
+}
+
+/* Scores of block bk for the packed query rows qp [rows*hc, d] into z [rows*hc, ne + nr], scaled,
+ * keys row r*hc + e may not see (position t0 + r) = -inf. */
+static void block_scores(const AttnShape *s, const Block *bk, int hc, const float *qp, const float *ckg,
                          const float *kg, float *z, float scale) {
-    const int d = s->d, G = s->G, rows = bk->t1 - bk->t0, nk = bk->ne + bk->nr;
+    const int d = s->d, G = s->G, rows = bk->t1 - bk->t0, m = rows * hc, nk = bk->ne + bk->nr;
     if (bk->ne > 0)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk->ne, d, scale, qrows, ldq, ckg, G * d, 0.0f, z, nk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk->nr, d, scale, qrows, ldq,
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, bk->ne, d, scale, qp, d, ckg, G * d, 0.0f, z, nk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, bk->nr, d, scale, qp, d,
                 kg + (size_t)bk->r0 * G * d, G * d, 0.0f, z + bk->ne, nk);
     for (int r = 0; r < rows; r++) {
         int nvis, lo, t = bk->t0 + r;
         visible_range(s, bk->g, t, &nvis, &lo);
-        float *zr = z + (size_t)r * nk;
-        for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
-        for (int x = bk->r0; x < lo; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
-        for (int x = t + 1; x < bk->t1; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
+        for (int e = 0; e < hc; e++) {
+            float *zr = z + ((size_t)r * hc + e) * nk;
+            for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
+            for (int x = bk->r0; x < lo; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
+            for (int x = t + 1; x < bk->t1; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
+        }
     }
 }
 
@@ -140,36 +168,39 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
     const float scale = 1.0f / sqrtf((float)d);
     float *out = F(out_);
     const float *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
-    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb;
+    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb, hc = heads_per_block(group, qb), n_chunks = H / hc;
     #pragma omp parallel num_threads(ctx->threads)
     {
-        float *z = malloc(sizeof(float) * (size_t)QB * (nW + T));
-        #pragma omp for collapse(2) schedule(dynamic, 1)
+        float *z = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));   /* [rows*hc, nk] */
+        float *qp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] */
+        float *op = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] */
+        #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
-            for (int h = 0; h < H; h++) {
-                const int g = h / group;
-                const float *kg = k + (size_t)b * T * G * d + g * d, *vg = v + (size_t)b * T * G * d + g * d;
-                const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
-                const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
+            for (int c = 0; c < n_chunks; c++)
                 for (int blk = 0; blk < n_blocks; blk++) {
+                    const int h0 = c * hc, g = h0 / group;
+                    const float *kg = k + (size_t)b * T * G * d + g * d, *vg = v + (size_t)b * T * G * d + g * d;
+                    const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
+                    const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
                     Block bk = block_of(s, g, blk * qb, qb);
-                    const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
-                    const float *qrows = q + (((size_t)b * T + bk.t0) * H + h) * d;
-                    float *orows = out + (((size_t)b * T + bk.t0) * H + h) * d;
-                    block_scores(s, &bk, qrows, H * d, ckg, kg, z, scale);
-                    for (int r = 0; r < rows; r++) {
-                        float *zr = z + (size_t)r * nk;
-                        float sum, mx = softmax_row(zr, nk, sink ? sink[h] : -INFINITY, sink != NULL, &sum);
+                    const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
+                    pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
+                    block_scores(s, &bk, hc, qp, ckg, kg, z, scale);
+                    for (int i = 0; i < m; i++) {
+                        const int r = i / hc, h = h0 + i % hc;
+                        float sum, mx = softmax_row(z + (size_t)i * nk, nk, sink ? sink[h] : -INFINITY, sink != NULL, &sum);
                         lse[((size_t)b * T + bk.t0 + r) * H + h] = mx + logf(sum);
                     }
                     if (bk.ne > 0)
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.ne, 1.0f, z, nk, cvg, G * d,
-                                    0.0f, orows, H * d);
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.nr, 1.0f, z + bk.ne, nk,
-                                vg + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, orows, H * d);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.ne, 1.0f, z, nk, cvg, G * d,
+                                    0.0f, op, d);
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.nr, 1.0f, z + bk.ne, nk,
+                                vg + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, op, d);
+                    unpack_rows(out, op, s, b, bk.t0, rows, h0, hc);
                 }
-            }
         free(z);
+        free(qp);
+        free(op);
     }
 }
 
@@ -181,7 +212,7 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
     const float scale = 1.0f / sqrtf((float)d);
     float *dq = F(dq_), *dk = F(dk_), *dv = F(dv_), *dck = F(dck_), *dcv = F(dcv_);
     const float *dout = CF(dout_), *out = CF(out_), *q = CF(q_), *k = CF(k_), *v = CF(v_), *ck = CF(ck_), *cv = CF(cv_);
-    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb;
+    const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb, hc = heads_per_block(group, qb);
     memset(dk, 0, sizeof(float) * (size_t)B * T * G * d);
     memset(dv, 0, sizeof(float) * (size_t)B * T * G * d);
     if (nW > 0) {
@@ -191,60 +222,69 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
     float *dsink_part = sink ? calloc((size_t)B * H, sizeof(float)) : NULL; /* [B, H] */
     #pragma omp parallel num_threads(ctx->threads)
     {
-        float *p = malloc(sizeof(float) * (size_t)QB * (nW + T));    /* probabilities, then dz */
-        float *dp = malloc(sizeof(float) * (size_t)QB * (nW + T));
-        float Drow[QB];
+        float *p = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));    /* [rows*hc, nk] probabilities, then dz */
+        float *dp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));   /* [rows*hc, nk] */
+        float *qp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);          /* [rows*hc, d] packed q, dout, dq */
+        float *dop = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);
+        float *dqp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);
+        float Drow[BLOCK_ROWS];
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int g = 0; g < G; g++) {
                 const size_t kv0 = (size_t)b * T * G * d + g * d, e0 = (size_t)b * nW * G * d + g * d;
-                for (int h = g * group; h < (g + 1) * group; h++)
+                for (int h0 = g * group; h0 < (g + 1) * group; h0 += hc)
                     for (int blk = 0; blk < n_blocks; blk++) {
                         Block bk = block_of(s, g, blk * qb, qb);
-                        const int rows = bk.t1 - bk.t0, nk = bk.ne + bk.nr;
-                        const size_t row0 = ((size_t)b * T + bk.t0) * H + h;
-                        const float *qrows = q + row0 * d, *dorows = dout + row0 * d, *orows = out + row0 * d;
-                        block_scores(s, &bk, qrows, H * d, nW ? ck + e0 : NULL, k + kv0, p, scale);
-                        for (int r = 0; r < rows; r++) {
-                            float L = lse[row0 + (size_t)r * H], *pr = p + (size_t)r * nk;
+                        const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
+                        pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
+                        pack_rows(dop, dout, s, b, bk.t0, rows, h0, hc);
+                        block_scores(s, &bk, hc, qp, nW ? ck + e0 : NULL, k + kv0, p, scale);
+                        for (int i = 0; i < m; i++) {
+                            const int h = h0 + i % hc;
+                            const size_t row = ((size_t)b * T + bk.t0 + i / hc) * H + h;
+                            float L = lse[row], *pr = p + (size_t)i * nk;
                             cpu_exp_shifted(pr, pr, L, nk);
+                            const float *dor = dout + row * d, *orow = out + row * d;
                             float D = 0.0f;
-                            for (int i = 0; i < d; i++) D += dorows[(size_t)r * H * d + i] * orows[(size_t)r * H * d + i];
-                            Drow[r] = D;
+                            for (int x = 0; x < d; x++) D += dor[x] * orow[x];
+                            Drow[i] = D;
                             if (sink) dsink_part[(size_t)b * H + h] -= cpu_expf(sink[h] - L) * D;
                         }
                         /* dp = dout . values */
                         if (bk.ne > 0)
-                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk.ne, d, 1.0f, dorows, H * d,
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, bk.ne, d, 1.0f, dop, d,
                                         cv + e0, G * d, 0.0f, dp, nk);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, bk.nr, d, 1.0f, dorows, H * d,
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, bk.nr, d, 1.0f, dop, d,
                                     v + kv0 + (size_t)bk.r0 * G * d, G * d, 0.0f, dp + bk.ne, nk);
                         /* dvalue += p^T dout */
                         if (bk.ne > 0)
-                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, rows, 1.0f, p, nk, dorows,
-                                        H * d, 1.0f, dcv + e0, G * d);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, rows, 1.0f, p + bk.ne, nk,
-                                    dorows, H * d, 1.0f, dv + kv0 + (size_t)bk.r0 * G * d, G * d);
+                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, m, 1.0f, p, nk, dop,
+                                        d, 1.0f, dcv + e0, G * d);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, m, 1.0f, p + bk.ne, nk,
+                                    dop, d, 1.0f, dv + kv0 + (size_t)bk.r0 * G * d, G * d);
                         /* dz = p (dp - D) scale  (in place in p) */
-                        for (int r = 0; r < rows; r++) {
-                            float *pr = p + (size_t)r * nk, *dpr = dp + (size_t)r * nk;
-                            for (int x = 0; x < nk; x++) pr[x] = pr[x] * (dpr[x] - Drow[r]) * scale;
+                        for (int i = 0; i < m; i++) {
+                            float *pr = p + (size_t)i * nk, *dpr = dp + (size_t)i * nk;
+                            for (int x = 0; x < nk; x++) pr[x] = pr[x] * (dpr[x] - Drow[i]) * scale;
                         }
-                        float *dqrows = dq + row0 * d;
                         if (bk.ne > 0) {
-                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.ne, 1.0f, p, nk,
-                                        ck + e0, G * d, 0.0f, dqrows, H * d);
-                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, rows, 1.0f, p, nk, qrows,
-                                        H * d, 1.0f, dck + e0, G * d);
+                            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.ne, 1.0f, p, nk,
+                                        ck + e0, G * d, 0.0f, dqp, d);
+                            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.ne, d, m, 1.0f, p, nk, qp,
+                                        d, 1.0f, dck + e0, G * d);
                         }
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, d, bk.nr, 1.0f, p + bk.ne, nk,
-                                    k + kv0 + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, dqrows, H * d);
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, rows, 1.0f, p + bk.ne, nk,
-                                    qrows, H * d, 1.0f, dk + kv0 + (size_t)bk.r0 * G * d, G * d);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.nr, 1.0f, p + bk.ne, nk,
+                                    k + kv0 + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, dqp, d);
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, bk.nr, d, m, 1.0f, p + bk.ne, nk,
+                                    qp, d, 1.0f, dk + kv0 + (size_t)bk.r0 * G * d, G * d);
+                        unpack_rows(dq, dqp, s, b, bk.t0, rows, h0, hc);
                     }
             }
         free(p);
         free(dp);
+        free(qp);
+        free(dop);
+        free(dqp);
     }
     if (sink) {
         for (int b = 0; b < B; b++)
