@@ -134,13 +134,17 @@ typedef struct Backend {
 #undef OP
 } Backend;
 
-/* The CPU backend (fp32, OpenMP, OpenBLAS); threads <= 0 uses every core. Each call returns
+/* The CPU backend (fp32, OpenMP, a CBLAS); threads <= 0 uses every core. Each call returns
  * a backend of its own (its context holds the thread count); they live until exit. */
 const Backend *backend_cpu(int threads);
 /* The thread count the BLAS uses for cblas calls made outside the backend's ops (--bench's
  * references). The CPU backend sets it before each of its own matmuls; until then the BLAS
  * runs on every core. threads <= 0: every core. */
 void cpu_set_blas_threads(int threads);
+/* The BLAS the build links ("OpenBLAS", "BLIS" or "CBLAS") and the thread count it is set to
+ * now (kernels/cpu/cpu_blas.c). */
+const char *cpu_blas_name(void);
+int cpu_blas_thread_count(void);
 #ifdef PHASELAB_CUDA
 /* The CUDA backend on the given device (taken modulo the visible devices: ranks share GPUs
  * round-robin); one per device, made on the first call for it and returned by later ones. NULL

@@ -9,6 +9,8 @@
 #     exit 1 and a message naming the missing dependency and the package that provides it.
 #  3. tools/install-deps --list names the Python modules a bare Python lacks, and exits 1.
 #  4. make clean removes ./train and ./tokenize; the version header carries git describe.
+#  5. Where Debian's BLIS is installed (libblis-openmp-dev; make test's install-deps adds it):
+#     BLAS=blis finds it without a .pc file, and a BLIS build's BLAS follows --threads.
 set -u
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -115,6 +117,26 @@ check "make clean removes ./train, ./tokenize and the build directory" "[ ! -e '
 want=$(git describe --always --dirty 2>/dev/null || echo unknown)
 hdr=$(cat "$B/gen/phaselab_version.h" 2>/dev/null)
 check "the generated version header carries git describe ($want)" "grep -q \"PHASELAB_VERSION \\\"$want\\\"\" <<<\"\$hdr\"" "$hdr"
+
+# ---- 5. BLAS=blis from Debian's multiarch directories (no .pc file) ---------------------------
+# configure must find it by itself, define PHASELAB_BLIS, and the backend must set BLIS's own
+# thread count (tests/test_blas_threads.c, built against BLIS here; BLIS ignores --threads
+# otherwise and runs on one thread)
+triplet=$(cc -print-multiarch 2>/dev/null)
+if [ -n "$triplet" ] && [ -e "/usr/include/$triplet/blis-openmp/cblas.h" ]; then
+  out=$(cd "$SRC" && BLAS=blis CUDA=0 tools/configure --out "$S/blis.mk" 2>&1); rc=$?
+  check "BLAS=blis finds Debian's BLIS under /usr/lib/$triplet/blis-openmp" \
+    "[ $rc -eq 0 ] && grep -q 'BLAS *blis (/usr/lib/$triplet/blis-openmp)' <<<\"\$out\"" "exit $rc: $(grep BLAS <<<"$out")"
+  check "BLAS=blis builds with -DPHASELAB_BLIS" "grep -q -- '-DPHASELAB_BLIS' '$S/blis.mk'" "$(grep CONFIG_CFLAGS "$S/blis.mk")"
+  (cd "$SRC" && BLAS=blis make -j2 CUDA=0 BUILD=blisb blisb/tests/test_blas_threads) >"$S/blis.log" 2>&1; rc=$?
+  check "the BLIS build of test_blas_threads links" "[ $rc -eq 0 ]" "exit $rc: $(tail -n 3 "$S/blis.log" | tr '\n' ' ')"
+  if [ $rc -eq 0 ]; then
+    out=$("$SRC/blisb/tests/test_blas_threads" 2>&1); rc=$?
+    check "against BLIS, --threads reaches the BLAS (test_blas_threads)" "[ $rc -eq 0 ] && ! grep -q '^not ok' <<<\"\$out\" && grep -q '^ok - a 2-thread backend' <<<\"\$out\"" "exit $rc: $(grep -v '^ok' <<<"$out" | head -n 3 | tr '\n' ' ')"
+  fi
+else
+  echo "skip - $T: BLAS=blis: skipped: no Debian BLIS (libblis-openmp-dev) here"
+fi
 
 rm -rf "$S/src" "$S/prefix"
 [ $fails -eq 0 ]

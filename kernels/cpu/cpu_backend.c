@@ -1,16 +1,10 @@
 /* The CPU backend: host memory, fp32 everywhere (act_t == float, working weights are the master
- * weights), OpenMP threads for loops and OpenBLAS for matmuls. Peak FLOP/s for MFU is estimated
+ * weights), OpenMP threads for loops and a CBLAS for matmuls (kernels/cpu/cpu_blas.c). Peak FLOP/s for MFU is estimated
  * as cores x 2.5 GHz x 32 fp32 FLOP/cycle (AVX2, two FMA units). */
-#include <cblas.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include "kernels/cpu/cpu_internal.h"
-
-#ifdef PHASELAB_OPENBLAS /* tools/configure: the BLAS is OpenBLAS, which keeps its own thread count */
-void openblas_set_num_threads(int);
-#endif
 
 void *cpu_alloc(BackendCtx *ctx, size_t bytes) {
     void *p = NULL;
@@ -33,14 +27,6 @@ void cpu_synchronize(BackendCtx *ctx) {}
 void cpu_upload_act(BackendCtx *ctx, act_t *dst, const float *src, size_t n) { cpu_copy(ctx, dst, src, n * sizeof(float)); }
 void cpu_download_act(BackendCtx *ctx, float *dst, const act_t *src, size_t n) { cpu_copy(ctx, dst, src, n * sizeof(float)); }
 void cpu_cast_params(BackendCtx *ctx, act_t *dst, const float *src, size_t n) { cpu_copy(ctx, dst, src, n * sizeof(float)); }
-
-void cpu_blas_threads(const BackendCtx *ctx) {
-#ifdef PHASELAB_OPENBLAS
-    openblas_set_num_threads(ctx->threads);
-#else
-    omp_set_num_threads(ctx->threads);
-#endif
-}
 
 /* threads <= 0: every online core (at least 1) */
 static int resolve_threads(int threads) {

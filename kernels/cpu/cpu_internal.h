@@ -25,6 +25,6 @@ struct BackendCtx {
 /* fp32 views of activations (act_t is float on this backend) */
 static inline float *F(act_t *p) { return (float *)p; }
 static inline const float *CF(const act_t *p) { return (const float *)p; }
-/* OpenBLAS (or the OpenMP runtime BLAS uses) on the context's thread count */
+/* the BLAS on the context's thread count (kernels/cpu/cpu_blas.c) */
 void cpu_blas_threads(const BackendCtx *ctx);
 #endif
