@@ -1,6 +1,6 @@
 /* The CPU backend: host memory, fp32 everywhere (act_t == float, working weights are the master
- * weights), OpenMP threads for loops and a CBLAS for matmuls (kernels/cpu/cpu_blas.c). Peak FLOP/s for MFU is estimated
- * as cores x 2.5 GHz x 32 fp32 FLOP/cycle (AVX2, two FMA units). */
+ * weights), OpenMP threads for loops and a CBLAS for matmuls (kernels/cpu/cpu_blas.c). Peak
+ * FLOP/s for MFU is estimated as cores x 2.5 GHz x 32 fp32 FLOP/cycle (AVX2, two FMA units). */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>

@@ -19,17 +19,15 @@ int openblas_get_num_threads(void);
 #include <blis.h>
 #endif
 
-static void set_blas_threads(int threads) {
+void cpu_blas_threads(const BackendCtx *ctx) {
 #if defined(PHASELAB_OPENBLAS)
-    openblas_set_num_threads(threads);
+    openblas_set_num_threads(ctx->threads);
 #elif defined(PHASELAB_BLIS)
-    bli_thread_set_num_threads((dim_t)threads);
+    bli_thread_set_num_threads((dim_t)ctx->threads);
 #else
-    omp_set_num_threads(threads);
+    omp_set_num_threads(ctx->threads);
 #endif
 }
-
-void cpu_blas_threads(const BackendCtx *ctx) { set_blas_threads(ctx->threads); }
 
 int cpu_blas_thread_count(void) {
 #if defined(PHASELAB_OPENBLAS)

@@ -29,15 +29,19 @@ static int chunk_rows(int N, int V) {
  * <= 64 terms in (0, 1] keeps ~1e-7 relative error), the lanes added in lane order: a fixed
  * order, so the same bits on every run and thread count. */
 #define FOLD 64
-static float row_exp_sum(float *l, int V, double *sum) {
+/* logits 8b..8b+7 of the row; lanes past V are -inf */
+static cpu_v8f row_vector(const float *l, int b, int V) {
     const cpu_v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const int left = V - 8 * b;
+    cpu_v8f x = cpu_v8_load(l + 8 * b, left);
+    return left < 8 ? cpu_v8_select(lane < left, x, x - INFINITY) : x;
+}
+static float row_exp_sum(float *l, int V, double *sum) {
     const int nv = (V + 7) / 8;
     cpu_v8f vm = {0};
     vm -= INFINITY;
     for (int b = 0; b < nv; b++) {
-        const int left = V - 8 * b;
-        cpu_v8f x = cpu_v8_load(l + 8 * b, left);
-        if (left < 8) x = cpu_v8_select(lane < left, x, x - INFINITY);
+        cpu_v8f x = row_vector(l, b, V);
         vm = cpu_v8_select(x > vm, x, vm);
     }
     float mx = vm[0];
@@ -46,11 +50,8 @@ static float row_exp_sum(float *l, int V, double *sum) {
     for (int b0 = 0; b0 < nv; b0 += FOLD) {
         cpu_v8f part = {0};
         for (int b = b0; b < nv && b < b0 + FOLD; b++) {
-            const int left = V - 8 * b;
-            cpu_v8f x = cpu_v8_load(l + 8 * b, left);
-            if (left < 8) x = cpu_v8_select(lane < left, x, x - INFINITY);
-            cpu_v8f e = cpu_expf8(x - mx);
-            cpu_v8_store(l + 8 * b, e, left);
+            cpu_v8f e = cpu_expf8(row_vector(l, b, V) - mx);
+            cpu_v8_store(l + 8 * b, e, V - 8 * b);
             part += e;
         }
         for (int k = 0; k < 8; k++) lanes[k] += part[k];
