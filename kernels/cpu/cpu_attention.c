@@ -24,7 +24,9 @@
  * (sequence b, head chunk, block); backward over (sequence b, KV head g): every key/value
  * gradient row of the pair is owned by one thread (no races, no order-dependent sums); sgemm
  * called inside the parallel region runs single-threaded. The forward softmax of a row
- * (softmax_row) takes the max and the exp-sum in 8 lanes, in a fixed order: deterministic. */
+ * (softmax_row) takes the max and the exp-sum in 8 lanes, in a fixed order: deterministic; it
+ * leaves the exps unnormalized, and the block's output rows are divided by Z after the value
+ * GEMM (out = (e V) / Z: d multiplies per row instead of one per score). */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -97,6 +99,18 @@ static void unpack_rows(float *x, const float *xp, const AttnShape *s, int b, in
     const size_t n = (size_t)hc * s->d;
     for (int r = 0; r < rows; r++) memcpy(x + (((size_t)b * s->T + t0 + r) * s->H + h0) * s->d, xp + r * n, n * sizeof(float));
 }
+/* unpack_rows with packed row i (d floats) multiplied by row_scale[i]. */
+static void unpack_rows_scaled(float *x, const float *xp, const float *row_scale, const AttnShape *s, int b, int t0,
+                               int rows, int h0, int hc) {
+    const int d = s->d;
+    for (int r = 0; r < rows; r++) {
+        float *dst = x + (((size_t)b * s->T + t0 + r) * s->H + h0) * d;
+        for (int e = 0; e < hc; e++) {
+            const float *src = xp + ((size_t)r * hc + e) * d, c = row_scale[r * hc + e];
+            for (int j = 0; j < d; j++) dst[e * d + j] = src[j] * c;
+        }
+    }
+}
 
 /* Scores of block bk for the packed query rows qp [rows*hc, d] into z [rows*hc, ne + nr], scaled,
  * keys row r*hc + e may not see (position t0 + r) = -inf. */
@@ -119,31 +133,39 @@ static void block_scores(const AttnShape *s, const Block *bk, int hc, const floa
     }
 }
 
-/* One row of scores in place: z[x] = exp(z[x] - mx) / Z over x < n, with mx = the max of the
- * row and of m0 (the sink logit, or -inf), Z = (exp(m0 - mx) when with_sink) + sum_x exp(z[x] - mx).
- * Returns mx and sets *sum = Z. The max is exact in any order; the sum is taken in 8 lanes
- * (lane x mod 8, the tail of the row as a last vector whose missing lanes are exp(-inf) = 0),
- * the lanes added in lane order, then the sink: a fixed order, so the same bits on every run
- * and thread count. */
+/* One row of scores in place: z[x] = exp(z[x] - mx) over x < n, unnormalized, with mx = the max
+ * of the row and of m0 (the sink logit, or -inf); returns mx and sets *sum = Z = (exp(m0 - mx)
+ * when with_sink) + sum_x exp(z[x] - mx). The caller divides the output row by Z (d values,
+ * not n). The max is exact in any order (four running maxima, so the compares do not wait on
+ * each other); the sum is taken in 8 lanes (lane x mod 8, the tail of the row as a last vector
+ * whose missing lanes are exp(-inf) = 0), the lanes added in lane order, then the sink: a fixed
+ * order, so the same bits on every run and thread count. */
 static float softmax_row(float *z, int n, float m0, int with_sink, float *sum) {
     const int nv = n & ~7, nt = n - nv;
-    cpu_v8f vm = {0};
-    vm += m0;
-    for (int x = 0; x < nv; x += 8) {
+    cpu_v8f vm[4] = {{0}, {0}, {0}, {0}};
+    for (int a = 0; a < 4; a++) vm[a] += m0;
+    int x = 0;
+    for (; x + 32 <= nv; x += 32)
+        for (int a = 0; a < 4; a++) {
+            cpu_v8f v = cpu_v8_load(z + x + 8 * a, 8);
+            vm[a] = cpu_v8_select(v > vm[a], v, vm[a]);
+        }
+    for (; x < nv; x += 8) {
         cpu_v8f v = cpu_v8_load(z + x, 8);
-        vm = cpu_v8_select(v > vm, v, vm);
+        vm[0] = cpu_v8_select(v > vm[0], v, vm[0]);
     }
     cpu_v8f tail = {0};
     if (nt) {
         const cpu_v8i lane = {0, 1, 2, 3, 4, 5, 6, 7};
         tail = cpu_v8_load(z + nv, nt);
         tail = cpu_v8_select(lane < nt, tail, tail - INFINITY);
-        vm = cpu_v8_select(tail > vm, tail, vm);
+        vm[0] = cpu_v8_select(tail > vm[0], tail, vm[0]);
     }
-    float mx = vm[0];
-    for (int l = 1; l < 8; l++) if (vm[l] > mx) mx = vm[l];
+    float mx = m0;
+    for (int a = 0; a < 4; a++)
+        for (int l = 0; l < 8; l++) if (vm[a][l] > mx) mx = vm[a][l];
     cpu_v8f vs = {0};
-    for (int x = 0; x < nv; x += 8) {
+    for (x = 0; x < nv; x += 8) {
         cpu_v8f e = cpu_expf8(cpu_v8_load(z + x, 8) - mx);
         cpu_v8_store(z + x, e, 8);
         vs += e;
@@ -156,8 +178,6 @@ static float softmax_row(float *z, int n, float m0, int with_sink, float *sum) {
     float s = 0.0f;
     for (int l = 0; l < 8; l++) s += vs[l];
     if (with_sink) s += cpu_expf(m0 - mx);
-    const float inv = 1.0f / s;
-    for (int x = 0; x < n; x++) z[x] *= inv;
     *sum = s;
     return mx;
 }
@@ -173,7 +193,8 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
     {
         float *z = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));   /* [rows*hc, nk] */
         float *qp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] */
-        float *op = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] */
+        float *op = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] unnormalized */
+        float inv_sum[BLOCK_ROWS];                                           /* [rows*hc] 1 / Z */
         #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
             for (int c = 0; c < n_chunks; c++)
@@ -190,13 +211,14 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                         const int r = i / hc, h = h0 + i % hc;
                         float sum, mx = softmax_row(z + (size_t)i * nk, nk, sink ? sink[h] : -INFINITY, sink != NULL, &sum);
                         lse[((size_t)b * T + bk.t0 + r) * H + h] = mx + logf(sum);
+                        inv_sum[i] = 1.0f / sum;
                     }
                     if (bk.ne > 0)
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.ne, 1.0f, z, nk, cvg, G * d,
                                     0.0f, op, d);
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, d, bk.nr, 1.0f, z + bk.ne, nk,
                                 vg + (size_t)bk.r0 * G * d, G * d, bk.ne > 0 ? 1.0f : 0.0f, op, d);
-                    unpack_rows(out, op, s, b, bk.t0, rows, h0, hc);
+                    unpack_rows_scaled(out, op, inv_sum, s, b, bk.t0, rows, h0, hc);   /* out = (e V) / Z */
                 }
         free(z);
         free(qp);
