@@ -12,15 +12,20 @@
  * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows, and one of
  * B*nW_g rows when sequence b+1's rows continue sequence b's stride (row_blocks below). Rows
  * j >= nW_g of a head (staggered grids only) do not exist: their entry, payload and alpha are 0.
+ * Heads with the same grid offset (a head group: every head on the aligned grid, one head each
+ * on the staggered grid when G <= S) read the same rows, so their payload and gate projections
+ * are one sgemm: the group's weights of map m stacked per head, [C_{g,m}; Z_{g,m}] (d + c rows
+ * each, c = 0 for uniform gates; pack_group_weights), give N = group size x (d + c) columns
+ * instead of 2 x group-size sgemms of d and c columns, each of which packed the same rows again.
  * Threads: the projections run one single-threaded sgemm per task (the OpenMP build of OpenBLAS,
  * which tools/configure prefers, and MKL run single-threaded inside an OpenMP region; a pthreads
  * BLAS would oversubscribe, as in cpu_attention.c), tasks in parallel, each writing its own outputs in a
  * fixed order, so results do not depend on the thread count or the schedule:
- *   forward   one task per (g, i): its payload and gate slots;
- *   dC, dZ    one task per (g, m): the offsets i of map m in ascending order;
+ *   forward   one task per (head group, i): its payload and gate slots;
+ *   dC, dZ    one task per (head group, m): the offsets i of map m in ascending order, summed in
+ *             a task buffer that is then added to the group's dC_{g,m} and dZ_{g,m};
  *   da        one task per residue r = (o_g + i) mod S: the rows at in-sequence positions
- *             t = r mod S, which only the (g, i) with that residue touch, in (g, i) order (the
- *             same order per row as a serial loop over b, g, i).
+ *             t = r mod S, which only the (g, i) with that residue touch, in (head group, i) order.
  *
  * Backward, from dE_j:
  *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
@@ -28,7 +33,9 @@
  *   ds_{j,i}  = alpha_{j,i} (dalpha_{j,i} - sum_k alpha_{j,k} dalpha_{j,k})
  *   post-norm backward dp'->dp;  dC_{g,m} += dp^T a;  dZ_{g,m} += ds^T a;  db_{g,i} += sum_j ds
  *   da_{o_g+jS+i} += dp C_{g,m} + ds Z_{g,m}
- * Buffers: alpha [B,nW,G,W,c], payload [B,nW,G,W,d] (raw p), pn_rstd [B,nW,G,W]. */
+ * Buffers: alpha [B,nW,G,W,c], payload [B,nW,G,W,d] (raw p), pn_rstd [B,nW,G,W]; inside the
+ * backward, dgrad [B,nW,W,G,d+c] holds (dp, ds) per slot with the heads of one offset i side by
+ * side, the layout the group sgemms read. */
 #include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
@@ -60,32 +67,75 @@ static int projections_parallel(const CompShape *s) {
     return (size_t)s->B * s->n_windows * s->G * s->window * s->d * s->D > CPU_SERIAL_WORK;
 }
 
+/* Columns one head contributes to a group sgemm: its d payload channels, then its c gate
+ * channels (none for uniform gates, which have no gate weights). */
+static int head_cols(const CompShape *s) { return s->d + (s->gate != GATE_UNIFORM ? s->channels : 0); }
+
+/* The head groups: maximal runs [start[k], start[k+1]) of consecutive KV heads with the same grid
+ * offset (the offsets are non-decreasing in g), which then have the same windows. Returns the
+ * number of groups; start has G + 1 entries. */
+static int head_groups(const CompShape *s, int *start) {
+    int n = 0;
+    for (int g = 0; g < s->G; g++)
+        if (g == 0 || comp_head_offset(s, g) != comp_head_offset(s, g - 1)) start[n++] = g;
+    start[n] = s->G;
+    return n;
+}
+
+/* wcat [ng*(d+c), D]: for each head g0 + e of the group, C_{g,m} (d rows) then Z_{g,m} (c rows). */
+static void pack_group_weights(const CompShape *s, float *wcat, int g0, int ng, int m, const float *payload_w,
+                               const float *gate_w) {
+    const int d = s->d, c = s->channels, D = s->D, M = s->n_maps, hc = head_cols(s);
+    for (int e = 0; e < ng; e++) {
+        const int g = g0 + e;
+        memcpy(wcat + (size_t)e * hc * D, payload_w + ((size_t)g * M + m) * d * D, sizeof(float) * d * D);
+        if (hc > d) memcpy(wcat + ((size_t)e * hc + d) * D, gate_w + ((size_t)g * M + m) * c * D, sizeof(float) * c * D);
+    }
+}
+
+/* offset of slot (b, j, i, g) in dgrad [B,nW,W,G,d+c] */
+static inline size_t dgrad_at(const CompShape *s, int b, int j, int i, int g) {
+    return ((((size_t)b * s->n_windows + j) * s->window + i) * s->G + g) * head_cols(s);
+}
+
 void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
                         const act_t *a_, const act_t *gate_w_, const act_t *gate_b_,
                         const act_t *payload_w_, const act_t *post_w_) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
-    const int nW = s->n_windows, c = s->channels, M = s->n_maps;
+    const int nW = s->n_windows, c = s->channels;
     float *entry = F(entry_), *payload = F(payload_);
     const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
     if (nW == 0) return;
     cpu_blas_threads(ctx);      /* for the serial (small) case: sgemm threads itself on ctx's count */
-    /* projections: one task per (g, i), one sgemm per row block */
-    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (projections_parallel(s)) num_threads(ctx->threads)
-    for (int g = 0; g < G; g++)
-        for (int i = 0; i < W; i++) {
-            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
-            const int m = comp_map_index(s, i), o = comp_head_offset(s, g);
-            for (int b = 0; b < n_blocks; b++) {
-                const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, d, D, 1.0f, rows, S * D,
-                            payload_w + ((size_t)g * M + m) * d * D, D, 0.0f,
-                            payload + slot(s, b, 0, g, i) * d, G * W * d);
-                if (s->gate != GATE_UNIFORM)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, c, D, 1.0f, rows, S * D,
-                                gate_w + ((size_t)g * M + m) * c * D, D, 0.0f,
-                                alpha + slot(s, b, 0, g, i) * c, G * W * c);
+    /* projections: one task per (head group, i), one sgemm per row block into out [rows, ng*(d+c)],
+     * then scattered to the payload and gate slots */
+    int group_start[G + 1];
+    const int n_groups = head_groups(s, group_start), hc = head_cols(s);
+    #pragma omp parallel if (projections_parallel(s)) num_threads(ctx->threads)
+    {
+        float *wcat = malloc(sizeof(float) * (size_t)G * hc * D);          /* [ng*(d+c), D] */
+        float *out = malloc(sizeof(float) * (size_t)B * nW * G * hc);      /* [rows, ng*(d+c)] */
+        #pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int k = 0; k < n_groups; k++)
+            for (int i = 0; i < W; i++) {
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
+                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
+                for (int b = 0; b < n_blocks; b++) {
+                    const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
+                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, ng * hc, D, 1.0f, rows, S * D, wcat, D,
+                                0.0f, out, ng * hc);
+                    for (int r = 0; r < rows_n; r++)
+                        for (int e = 0; e < ng; e++) {
+                            const float *src = out + ((size_t)r * ng + e) * hc;
+                            memcpy(payload + slot(s, b, r, g0 + e, i) * d, src, sizeof(float) * d);
+                            if (hc > d) memcpy(alpha + slot(s, b, r, g0 + e, i) * c, src + d, sizeof(float) * c);
+                        }
+                }
             }
-        }
+        free(wcat);
+        free(out);
+    }
     /* softmax over offsets, post-norm, pooling: independent per (b, j, g) */
     #pragma omp parallel for collapse(2) schedule(static) if ((size_t)B * nW * G * W * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
@@ -142,9 +192,9 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                 *post_w = CF(post_w_);
     if (nW == 0) return;
     cpu_blas_threads(ctx);
-    size_t n_slots = (size_t)B * nW * G * W;
-    float *dp = malloc(sizeof(float) * n_slots * d);                 /* d payload (raw) [B,nW,G,W,d] */
-    float *ds = s->gate != GATE_UNIFORM ? malloc(sizeof(float) * n_slots * c) : NULL; /* [B,nW,G,W,c] */
+    const size_t n_slots = (size_t)B * nW * G * W;
+    const int hc = head_cols(s), has_gate = s->gate != GATE_UNIFORM;
+    float *dgrad = malloc(sizeof(float) * n_slots * hc);              /* [B,nW,W,G,d+c]: dp (raw), ds */
     float *dpost_part = post_w ? calloc((size_t)B * nW * G * d, sizeof(float)) : NULL;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
@@ -157,7 +207,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                 for (int i = 0; i < W; i++) {
                     size_t sl = slot(s, b, j, g, i);
                     const float *p = payload + sl * d;
-                    float *dpi = dp + sl * d;
+                    float *dpi = dgrad + dgrad_at(s, b, j, i, g);
                     float rs = post_w ? pn_rstd[sl] : 1.0f;
                     const float *ai = al + i * c;
                     /* p' = p * rs * w; dalpha = dE . p'; dp' = alpha dE */
@@ -179,8 +229,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                         for (int x = 0; x < d; x++) dpi[x] = rs * (dpi[x] * post_w[x] - p[x] * rs * dot);
                     }
                 }
-                if (ds) {
-                    float *dsj = ds + slot(s, b, j, g, 0) * c;
+                if (has_gate) {
                     if (dalpha_extra) {
                         const float *dx = dalpha_extra + slot(s, b, j, g, 0) * c;
                         for (int x = 0; x < W * c; x++) dal[x] += dx[x];
@@ -188,60 +237,80 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                     for (int ch = 0; ch < c; ch++) {
                         float sum = 0.0f;
                         for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
-                        for (int i = 0; i < W; i++) dsj[i * c + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
+                        for (int i = 0; i < W; i++)
+                            dgrad[dgrad_at(s, b, j, i, g) + d + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
                     }
                 }
             }
     /* bias and post-norm weight gradients: fixed-order sums */
-    if (dgate_b && ds)
+    if (dgate_b && has_gate)
         for (int b = 0; b < B; b++)
             for (int j = 0; j < nW; j++)
                 for (int g = 0; g < G; g++)
                     if (j < comp_head_windows(s, g))
-                        for (int x = 0; x < W * c; x++) dgate_b[(size_t)g * W * c + x] += ds[slot(s, b, j, g, 0) * c + x];
+                        for (int i = 0; i < W; i++)
+                            for (int ch = 0; ch < c; ch++)
+                                dgate_b[((size_t)g * W + i) * c + ch] += dgrad[dgrad_at(s, b, j, i, g) + d + ch];
     if (dpost_w) {
         for (size_t r = 0; r < (size_t)B * nW * G; r++)
             for (int x = 0; x < d; x++) dpost_w[x] += dpost_part[r * d + x];
     }
     const int par = projections_parallel(s);
-    /* weight gradients dC_{g,m} += dp^T a, dZ_{g,m} += ds^T a: one task per (g, m) */
-    #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (par) num_threads(ctx->threads)
-    for (int g = 0; g < G; g++)
-        for (int m = 0; m < M; m++) {
-            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
-            const int o = comp_head_offset(s, g);
-            for (int i = 0; i < W; i++) {
-                if (comp_map_index(s, i) != m) continue;
-                for (int b = 0; b < n_blocks; b++) {
-                    const float *rows = a + ((size_t)b * T + o + i) * D;
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, rows_n, 1.0f, dp + slot(s, b, 0, g, i) * d,
-                                G * W * d, rows, S * D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
-                    if (ds)
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, rows_n, 1.0f, ds + slot(s, b, 0, g, i) * c,
-                                    G * W * c, rows, S * D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
+    int group_start[G + 1];
+    const int n_groups = head_groups(s, group_start);
+    const int ld_dgrad = W * G * hc;          /* dgrad rows (b, j) at one offset i */
+    /* weight gradients [dC_{g,m}; dZ_{g,m}] += dgrad_i^T a_i over the offsets i of map m, one task
+     * per (head group, m), summed in acc [ng*(d+c), D] and then added to each head's gradients */
+    #pragma omp parallel if (par) num_threads(ctx->threads)
+    {
+        float *acc = malloc(sizeof(float) * (size_t)G * hc * D);          /* [ng*(d+c), D] */
+        #pragma omp for collapse(2) schedule(dynamic, 1)
+        for (int k = 0; k < n_groups; k++)
+            for (int m = 0; m < M; m++) {
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
+                int rows_n, n_blocks = row_blocks(s, g0, &rows_n), any = 0;
+                for (int i = 0; i < W; i++) {
+                    if (comp_map_index(s, i) != m) continue;
+                    for (int b = 0; b < n_blocks; b++, any = 1)
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, rows_n, 1.0f,
+                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, a + ((size_t)b * T + o + i) * D, S * D,
+                                    any ? 1.0f : 0.0f, acc, D);
+                }
+                if (!any) continue;
+                for (int e = 0; e < ng; e++) {
+                    const int g = g0 + e;
+                    float *dC = dpayload_w + ((size_t)g * M + m) * d * D;
+                    const float *src = acc + (size_t)e * hc * D;
+                    for (size_t x = 0; x < (size_t)d * D; x++) dC[x] += src[x];
+                    if (has_gate) {
+                        float *dZ = dgate_w + ((size_t)g * M + m) * c * D;
+                        for (size_t x = 0; x < (size_t)c * D; x++) dZ[x] += src[(size_t)d * D + x];
+                    }
                 }
             }
-        }
-    /* input gradient da_{o_g+jS+i} += dp C_{g,m} + ds Z_{g,m}: one task per row residue r mod S */
-    #pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(ctx->threads)
-    for (int r = 0; r < S; r++)
-        for (int g = 0; g < G; g++) {
-            int rows_n, n_blocks = row_blocks(s, g, &rows_n);
-            const int o = comp_head_offset(s, g);
-            for (int i = 0; i < W; i++) {
-                if ((o + i) % S != r) continue;
-                const int m = comp_map_index(s, i);
-                for (int b = 0; b < n_blocks; b++) {
-                    float *drows = da + ((size_t)b * T + o + i) * D;
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, d, 1.0f, dp + slot(s, b, 0, g, i) * d,
-                                G * W * d, payload_w + ((size_t)g * M + m) * d * D, D, 1.0f, drows, S * D);
-                    if (ds)
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, c, 1.0f, ds + slot(s, b, 0, g, i) * c,
-                                    G * W * c, gate_w + ((size_t)g * M + m) * c * D, D, 1.0f, drows, S * D);
+        free(acc);
+    }
+    /* input gradient da_{o_g+jS+i} += [dp | ds]_{group, i} [C; Z]_{group, m}: one task per row
+     * residue r mod S */
+    #pragma omp parallel if (par) num_threads(ctx->threads)
+    {
+        float *wcat = malloc(sizeof(float) * (size_t)G * hc * D);         /* [ng*(d+c), D] */
+        #pragma omp for schedule(dynamic, 1)
+        for (int r = 0; r < S; r++)
+            for (int k = 0; k < n_groups; k++) {
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
+                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                for (int i = 0; i < W; i++) {
+                    if ((o + i) % S != r) continue;
+                    pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
+                    for (int b = 0; b < n_blocks; b++)
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, ng * hc, 1.0f,
+                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, wcat, D, 1.0f,
+                                    da + ((size_t)b * T + o + i) * D, S * D);
                 }
             }
-        }
-    free(dp);
-    free(ds);
+        free(wcat);
+    }
+    free(dgrad);
     free(dpost_part);
 }
