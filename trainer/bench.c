@@ -196,7 +196,8 @@ int run_bench(int threads, int steps) {
         int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
         for (int i = 0; i < B * T; i++) { tok[i] = (i * 7 + 3) % mc.vocab_size; tgt[i] = (i * 11 + 5) % mc.vocab_size; }
         double t0 = 0, best_step = 1e30, busy = 0;
-        double *paired = malloc(sizeof(double) * (steps > 0 ? steps : 1));   /* [steps] step / sgemm beside it */
+        double *paired = malloc(sizeof(double) * steps);   /* [steps] step / sgemm beside it (steps >= 1) */
+        if (!tok || !tgt || !paired) { fprintf(stderr, "phaselab: --bench: out of memory\n"); return 1; }
         for (int s = 0; s < steps + 2; s++) {
             if (s == 2) t0 = seconds();    /* two warm-up steps */
             double ts = seconds();

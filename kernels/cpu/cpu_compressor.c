@@ -268,15 +268,16 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         for (int k = 0; k < n_groups; k++)
             for (int m = 0; m < M; m++) {
                 const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
-                int rows_n, n_blocks = row_blocks(s, g0, &rows_n), any = 0;
+                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                float beta = 0.0f;                     /* the first product sets acc, the rest add */
                 for (int i = 0; i < W; i++) {
                     if (comp_map_index(s, i) != m) continue;
-                    for (int b = 0; b < n_blocks; b++, any = 1)
+                    for (int b = 0; b < n_blocks; b++, beta = 1.0f)
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, rows_n, 1.0f,
                                     dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, a + ((size_t)b * T + o + i) * D, S * D,
-                                    any ? 1.0f : 0.0f, acc, D);
+                                    beta, acc, D);
                 }
-                if (!any) continue;
+                if (beta == 0.0f) continue;            /* no offset uses map m, or no windows */
                 for (int e = 0; e < ng; e++) {
                     const int g = g0 + e;
                     float *dC = dpayload_w + ((size_t)g * M + m) * d * D;
