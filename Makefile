@@ -14,8 +14,9 @@
 # tools/configure --help): CC ARCH_FLAGS BLAS BLAS_CFLAGS BLAS_LIBS HDF5_DIR MPI_HOME CUDA
 # CUDA_HOME CUDA_ARCHS CUDNN_HOME NCCL_HOME PKG_CONFIG_PATH; changing one re-configures.
 #
-# Layout of the build: every .c under common/ model/ kernels/ kernels/cpu/ trainer/ data/ except *main.c goes
-# into build/libphaselab.a; every kernels/cuda/*.cu into the same archive when CUDA is on.
+# Layout of the build (docs/CONVENTIONS.md): every .c under common/ model/ kernels/ kernels/cpu/ data/
+# trainer/ analysis/ goes into build/libphaselab.a; every kernels/cuda/*.cu into the same archive
+# when CUDA is on; cli/*.c are the programs' own objects, never in the archive.
 # tests/test_*.c each become build/tests/test_* linked against that archive.
 
 BUILD   ?= build
@@ -79,7 +80,10 @@ ifneq ($(HAVE_CUDA),)
              $(if $(filter 1,$(CONFIG_HAVE_NCCL)),$(CONFIG_NCCL_LIBS)) -lstdc++
 endif
 
-LIB_SRC  := $(filter-out %main.c,$(wildcard common/*.c model/*.c kernels/cpu/*.c trainer/*.c data/*.c kernels/*.c))
+LIB_SRC  := $(wildcard common/*.c model/*.c kernels/*.c kernels/cpu/*.c data/*.c trainer/*.c analysis/*.c)
+# cli/: the programs' main()s and their dispatch (--bench, --summary); linked into the programs only.
+TRAIN_CLI_OBJ    := $(patsubst %.c,$(BUILD)/%.o,$(filter-out cli/tokenize_main.c,$(wildcard cli/*.c)))
+TOKENIZE_CLI_OBJ := $(BUILD)/cli/tokenize_main.o
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CU_SRC   := $(if $(HAVE_CUDA),$(wildcard kernels/cuda/*.cu))
 CU_OBJ   := $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
@@ -119,12 +123,12 @@ $(BUILD)/libphaselab.a: $(LIB_OBJ) $(CU_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-# The program is ./train; its sources live in trainer/ (a file and a directory cannot share
-# the name "train").
-train: $(BUILD)/trainer/main.o $(BUILD)/libphaselab.a
+# The programs: ./train (cli/train_main.c with cli/bench.c and cli/summary.c) and ./tokenize
+# (cli/tokenize_main.c), each linked against the library archive.
+train: $(TRAIN_CLI_OBJ) $(BUILD)/libphaselab.a
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tokenize: $(BUILD)/data/tokenize_main.o $(BUILD)/libphaselab.a
+tokenize: $(TOKENIZE_CLI_OBJ) $(BUILD)/libphaselab.a
 	$(CC) -o $@ $^ $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(BUILD)/libphaselab.a

@@ -1,7 +1,7 @@
 /* The counting backend: alloc returns a dummy pointer and adds the request to a total, upload
  * and free do nothing, every other op is absent. Creating a model or a decoder on it measures
  * exactly what they would ask of a real backend (trainer/summary.c: the activation arena;
- * trainer/cache_report.c: the KV cache), without the memory. Its context is the running total. */
+ * analysis/cache_report.c: the KV cache), without the memory. Its context is the running total. */
 #include <stdlib.h>
 #include "kernels/kernels.h"
 

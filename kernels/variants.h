@@ -1,7 +1,7 @@
 /* The model variants of SPEC.md sections 2 and 2b, one enum per config key, written once.
  *
- * These constants are what the config parser stores (model/config.c: the value of key k is the
- * index of its word in config_K_names[], model/config.h) and what the kernels read from their
+ * These constants are what the config parser stores (trainer/run_config.c: the value of key k is the
+ * index of its word in config_K_names[], trainer/run_config.h) and what the kernels read from their
  * shapes (CompShape.gate, AttnShape.grid, kernels/kernels.h): the same names from the INI to the
  * kernels. Header-only and free of code, so that C, nvcc and the CUDA emulator (g++) include it
  * alike (through kernels/visibility.h, the kernels' one other model/ header).

@@ -37,10 +37,10 @@ $(BUILD)/tests/test_asan_cli: tests/asan/test_asan_cli.sh
 	@mkdir -p $(dir $@)
 	cp $< $@
 
-$(BUILD)/bin/train: $(BUILD)/trainer/main.o $(BUILD)/libphaselab.a
+$(BUILD)/bin/train: $(TRAIN_CLI_OBJ) $(BUILD)/libphaselab.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/bin/tokenize: $(BUILD)/data/tokenize_main.o $(BUILD)/libphaselab.a
+$(BUILD)/bin/tokenize: $(BUILD)/cli/tokenize_main.o $(BUILD)/libphaselab.a
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)

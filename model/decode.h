@@ -19,7 +19,7 @@
 #define PHASELAB_DECODE_H
 #include <stddef.h>
 #include <stdint.h>
-#include "model/config.h"
+#include "model/model_config.h"
 
 struct Backend;
 struct Model;

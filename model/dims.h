@@ -18,7 +18,7 @@
  * All integer arithmetic; T = 0 where only the T-free sizes are needed (n_windows is then 0). */
 #ifndef PHASELAB_DIMS_H
 #define PHASELAB_DIMS_H
-#include "model/config.h"
+#include "model/model_config.h"
 
 typedef struct {
     int T;                     /* sequence length the window counts are for */

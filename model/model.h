@@ -8,7 +8,7 @@
 #ifndef PHASELAB_MODEL_H
 #define PHASELAB_MODEL_H
 #include <stdint.h>
-#include "model/config.h"
+#include "model/model_config.h"
 #include "model/tensors.h"
 
 struct Backend;

@@ -6,7 +6,7 @@
 #define PHASELAB_TENSORS_H
 #include <stddef.h>
 #include <stdint.h>
-#include "model/config.h"
+#include "model/model_config.h"
 
 #define TENSOR_NAME_LEN 96
 #define TENSOR_MAX_DIMS 4

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "model/model.h"
 #include "kernels/kernels.h"
 #include "common/errors.h"

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/safetensors.h"

@@ -1,8 +1,8 @@
-/* Tests of model/config.c: defaults (Qwen3-0.6B shape, SPEC.md section 2 variant defaults),
+/* Tests of trainer/run_config.c: defaults (Qwen3-0.6B shape, SPEC.md section 2 variant defaults),
  * INI loading, command-line overrides, every validation error (file, line and key named in
  * the message), the config_write / config_load round trip and the --help key table.
  * Scratch INI files live under build/scratch/test_config/. */
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "tests/check.h"
 

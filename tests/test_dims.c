@@ -1,4 +1,4 @@
-/* The derived sizes of model/dims.h and the enum words of model/config.h.
+/* The derived sizes of model/dims.h and the enum words of trainer/run_config.h.
  *
  * dims_of(cfg, T) against values worked out by hand from SPEC.md sections 2 and 2b:
  *   nW = #{j : jS + W - 1 <= T - 1} = (T - W) / S + 1 (0 when T < W, 0 for full attention);
@@ -10,6 +10,7 @@
 #include <string.h>
 #include "tests/check.h"
 #include "model/dims.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 
 static ModelConfig compressed(int W, int S) {

@@ -1,4 +1,4 @@
-/* Filler sweep (trainer/filler_sweep.c): the periodogram finds planted periods in synthetic
+/* Filler sweep (analysis/filler_sweep.c): the periodogram finds planted periods in synthetic
  * curves (a square wave of period 8, the flip of a phase-sensitive model, the same on a strong
  * linear drift, and a noisy sine of period 6), and the sweep-file reader takes tokens and refuses bad files with one line naming
  * the file, the line and what is allowed. */
@@ -10,7 +10,7 @@
 
 #include "common/errors.h"
 #include "tests/check.h"
-#include "trainer/filler_sweep.h"
+#include "analysis/filler_sweep.h"
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "w");

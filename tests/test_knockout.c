@@ -1,4 +1,4 @@
-/* KV-head knockout by mean replacement (trainer/interventions.c) with a hand-built stand-in
+/* KV-head knockout by mean replacement (analysis/interventions.c) with a hand-built stand-in
  * model in which KV head 1 of layer 0 alone carries the answer: the attention outputs z of its
  * query heads (2, 3) hold the answer token as a number, the other heads a constant, and the
  * model's output is read from z of head 2 after the hook. Then
@@ -23,7 +23,7 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "tests/check.h"
-#include "trainer/interventions.h"
+#include "analysis/interventions.h"
 #include "trainer/probe_eval.h"
 
 enum { H = 4, G = 2, HD = 2, LAYERS = 2 };

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <cjson/cJSON.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/safetensors.h"
 #include "model/tensors.h"

@@ -1,4 +1,4 @@
-"""Integration tests of ./tokenize (data/tokenize_main.c).
+"""Integration tests of ./tokenize (cli/tokenize_main.c and data/tokenize_pipeline.c).
 
 Expected token streams are computed here, independently of the C code:
   - byte tokenizer: the UTF-8 bytes of each document (Python's decode(errors="replace") for

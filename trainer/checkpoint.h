@@ -28,7 +28,7 @@
 #define PHASELAB_CHECKPOINT_H
 #include <stddef.h>
 #include <stdint.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "trainer/optimizer.h"
 
 struct Model;

@@ -3,7 +3,7 @@
 #ifndef PHASELAB_EVAL_COST_H
 #define PHASELAB_EVAL_COST_H
 #include <stdio.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 
 /* Forward FLOPs of one sequence of L tokens with the logits computed at `scored` rows only
  * (scored = L: the validation loss; 1 or nv: a probe prompt). */

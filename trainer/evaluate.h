@@ -15,7 +15,7 @@
  * answers (the mean and each residue's mean are then over those tokens). */
 #ifndef PHASELAB_EVALUATE_H
 #define PHASELAB_EVALUATE_H
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "data/loader.h"
 
 struct Model;

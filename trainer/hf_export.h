@@ -3,7 +3,7 @@
  * (details in trainer/hf_export.c). */
 #ifndef PHASELAB_HF_EXPORT_H
 #define PHASELAB_HF_EXPORT_H
-#include "model/config.h"
+#include "trainer/run_config.h"
 
 /* A plain Qwen3 (loads as Qwen3ForCausalLM): full attention, qk_norm, rope_dims = head_dim,
  * no attention sink. */

@@ -75,7 +75,7 @@ void probe_result_finalize(ProbeResult *res) {
 }
 
 /* The probe's accuracy is not per KV head: its phase is t_K mod S, KV head 0's grid (o_0 = 0) also
- * for grid = staggered (SPEC.md 2b; per-head folds: the knockout in trainer/analysis.c). */
+ * for grid = staggered (SPEC.md 2b; per-head folds: the knockout in analysis/analysis.c). */
 int probe_phase_fold(const ModelConfig *mc) { return mc->attention == ATTN_COMPRESSED ? mc->stride : 8; }
 
 const double *probe_result_acc(const ProbeResult *res, int protocol) {

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include "data/probe.h"
 #include "trainer/phase_test.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 
 struct Model;
 

@@ -2,7 +2,7 @@
  * metrics, checkpoints, pre-emption signals. See trainer/trainer.c for the step-by-step story. */
 #ifndef PHASELAB_TRAINER_H
 #define PHASELAB_TRAINER_H
-#include "model/config.h"
+#include "trainer/run_config.h"
 
 struct Comm;
 /* Trains cfg to cfg->train.steps (resuming from the run's newest checkpoint). Returns the exit

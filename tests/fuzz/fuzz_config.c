@@ -1,4 +1,4 @@
-/* libFuzzer harness: the run configuration parser (model/config.c, config_load).
+/* libFuzzer harness: the run configuration parser (trainer/run_config.c, config_load).
  *
  * Input: an INI file, optionally followed by command-line overrides, each after a NUL byte:
  *   "[model]\nd_model = 64\n" "\0" "train.steps=10" "\0" "model.window=4"
@@ -9,7 +9,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "model/dims.h"
 #include "common/errors.h"
 #include "tests/fuzz/fuzz_util.h"

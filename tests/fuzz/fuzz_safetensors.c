@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/safetensors.h"
 #include "model/tensors.h"

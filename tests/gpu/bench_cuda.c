@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 #include "kernels/kernels.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/model.h"
 

@@ -1,7 +1,7 @@
 """Reference forward pass of SPEC.md sections 1-2 in NumPy float64, written from the spec alone.
 
 It checks the C forward pass (tests/test_reference_model.py): same config keys as the [model]
-section of an INI (model/config.h), same parameter names and shapes as the checkpoints,
+section of an INI (trainer/run_config.h), same parameter names and shapes as the checkpoints,
 logits [B, T, V].
 
     x = embed[tok]
@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
-# [model] keys (model/config.h) with the SPEC.md defaults. rope_dims None = head_dim.
+# [model] keys (trainer/run_config.h) with the SPEC.md defaults. rope_dims None = head_dim.
 DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, d_ff=3072,
                 vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
                 attention="full", window=None, stride=None, gate="scalar", gate_bias=True,

@@ -1,8 +1,8 @@
-/* Filler sweep (definitions in trainer/filler_sweep.h): the sweep file reader, the periodogram,
+/* Filler sweep (definitions in analysis/filler_sweep.h): the sweep file reader, the periodogram,
  * and the run: one forward pass per batch of fillers counts L (at the batch's longest row, not
  * at seq_len), P(a) and P(b) read from the
  * per-token loss at the prompt's last position (P = exp(-loss) with that target). */
-#include "trainer/filler_sweep.h"
+#include "analysis/filler_sweep.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -16,7 +16,7 @@
 #include "kernels/kernels.h"
 #include "common/errors.h"
 #include "model/model.h"
-#include "trainer/analysis_h5.h"
+#include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/probe_eval.h"
 

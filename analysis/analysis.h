@@ -5,7 +5,7 @@
  *   ./train --eval CKPT --filler-sweep SPEC_FILE [--out FILE]
  *
  * Each prints its table and appends one group to the analysis file (default CKPT/analysis.h5,
- * layout in trainer/analysis_h5.h). Bad input (a flag the checkpoint cannot take, a probe or
+ * layout in analysis/analysis_h5.h). Bad input (a flag the checkpoint cannot take, a probe or
  * sweep file that does not fit the model's vocabulary or T, a calibration set equal to the
  * evaluated set) gives one line naming the file or flag and what is allowed, exit 2, and
  * writes nothing. */

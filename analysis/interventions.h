@@ -18,7 +18,7 @@
 #ifndef PHASELAB_INTERVENTIONS_H
 #define PHASELAB_INTERVENTIONS_H
 #include "data/probe.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "model/tensors.h"
 
 /* 0 when gate cycling applies to this config, else -1 with err saying why (prefixed by flag). */

@@ -1,4 +1,4 @@
-/* Run configuration: INI file + `section.key=value` overrides -> Config (model/config.h).
+/* Run configuration: INI file + `section.key=value` overrides -> Config (trainer/run_config.h).
  *
  * One key table (CONFIG_KEYS below) is the single source of every key's section, name, type,
  * default (as INI text), allowed range and help line: config_defaults() parses the default
@@ -19,7 +19,7 @@
  * per physical line, the same count inih uses for its error line), checks section headers
  * (inih does not call the handler for a section without keys) and hands lines too long for
  * inih's buffer to the handler itself instead of letting inih split them. */
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "common/fsutil.h"
 #include "data/train_stages.h"
@@ -47,13 +47,6 @@ enum {
     F_HI_OPEN = 4,     /* value must be < hi (else <= hi) */
 };
 
-/* The words of each enum key, indexed by its value (kernels/variants.h); exported (model/config.h)
- * so that every writer of a config name (summary, HF export, cache report) spells it from here. */
-const char *const config_attention_names[] = {"full", "compressed", NULL};             /* ATTN_* */
-const char *const config_gate_names[] = {"scalar", "vector", "uniform", NULL};         /* GATE_* */
-const char *const config_local_names[] = {"window", "tail", NULL};                     /* LOCAL_* */
-const char *const config_compressor_names[] = {"paper", "deepseek", "shared", NULL};   /* COMPRESSOR_* */
-const char *const config_grid_names[] = {"aligned", "staggered", NULL};                /* GRID_* */
 const char *const config_loss_targets_names[] = {"all", "answers", NULL};             /* LOSS_TARGETS_* */
 static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
@@ -758,7 +751,7 @@ static void apply_defaults(Config *cfg) {
     char msg[ERR_LEN];
     for (int k = 0; k < N_KEYS; k++)
         if (parse_value(cfg, k, key_info[k].def, msg, sizeof msg)) {
-            fprintf(stderr, "phaselab: model/config.c: default of [%s] %s: %s\n", key_info[k].section, key_info[k].key, msg);
+            fprintf(stderr, "phaselab: trainer/run_config.c: default of [%s] %s: %s\n", key_info[k].section, key_info[k].key, msg);
             abort();
         }
 }

@@ -1,11 +1,11 @@
-/* Model summary (see trainer/summary.h). Memory plan, per rank, for the CPU (fp32 activations)
+/* Model summary (see cli/summary.h). Memory plan, per rank, for the CPU (fp32 activations)
  * and CUDA (bf16 activations and working weights) backends:
  *   weights fp32 + gradients fp32 (full buffers) + AdamW m, v (1/world of the buffer, ZeRO-1)
  *   (+ bf16 working weights on CUDA) + the activation arena for one micro-batch. The arena size
  *   is exact: the model is laid out on a backend that only counts bytes. */
 #include <stdio.h>
 #include <string.h>
-#include "trainer/summary.h"
+#include "cli/summary.h"
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/tensors.h"

@@ -23,7 +23,7 @@
 #ifndef PHASELAB_FILLER_SWEEP_H
 #define PHASELAB_FILLER_SWEEP_H
 #include <stdint.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 
 typedef struct {
     int32_t *prompt;         /* [n_prompt] */

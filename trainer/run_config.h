@@ -1,30 +1,17 @@
 /* Run configuration: the INI sections [model] [data] [train] [eval] [checkpoint] [run].
+ * The [model] section's struct and words are the model's own (model/model_config.h); this
+ * file adds the run's sections and the one key table of all of them.
  *
- * Parsed with inih (model/config.c); `section.key=value` command-line overrides win over the
+ * Parsed with inih (trainer/run_config.c); `section.key=value` command-line overrides win over the
  * file. Every key has a default (the [model] defaults are the Qwen3-0.6B shape and the
  * variant defaults of SPEC.md section 2), a help line (`./train --help`), and validation that
  * names the file, line and key of a bad value. config_keys() exposes the table. */
-#ifndef PHASELAB_CONFIG_H
-#define PHASELAB_CONFIG_H
+#ifndef PHASELAB_RUN_CONFIG_H
+#define PHASELAB_RUN_CONFIG_H
 #include <stdint.h>
 #include <stddef.h>
-#include "kernels/visibility.h"   /* includes kernels/variants.h: ATTN_* GATE_* LOCAL_* COMPRESSOR_* GRID_* */
+#include "model/model_config.h"   /* ModelConfig ([model]) and the variant words */
 
-typedef struct {
-    int d_model, n_layers, n_heads, n_kv_heads, head_dim, d_ff, vocab_size;
-    double rope_theta, norm_eps;
-    int tie_embeddings;
-    int attention;           /* ATTN_FULL | ATTN_COMPRESSED */
-    int window, stride;      /* W, S (compressed only) */
-    int gate;                /* GATE_* */
-    int gate_bias, kv_tied, post_norm, qk_norm;
-    int rope_dims;           /* r: the LAST r dims of each head are rotated; 0 = no RoPE */
-    int local;               /* LOCAL_* */
-    int n_local;
-    int compressor;          /* COMPRESSOR_* */
-    int grid;                /* GRID_*: KV head g's windows start at o_g (kernels/visibility.h) */
-    int attn_sink;
-} ModelConfig;
 
 typedef struct {
     char train[1024];        /* glob of training shards (stage 0) */
@@ -102,13 +89,7 @@ int config_write(const Config *cfg, const char *path, char *err);
 /* Same, into a malloc'd string. */
 char *config_to_string(const Config *cfg);
 
-/* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is
- * "vector"), NULL-terminated: the one spelling the parser accepts and every writer prints. */
-extern const char *const config_attention_names[];   /* ATTN_* */
-extern const char *const config_gate_names[];        /* GATE_* */
-extern const char *const config_local_names[];       /* LOCAL_* */
-extern const char *const config_compressor_names[];  /* COMPRESSOR_* */
-extern const char *const config_grid_names[];        /* GRID_* */
+/* The words of data.loss_targets, indexed by LOSS_TARGETS_*. */
 extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */
 
 /* data.loss_targets. all: every next-token target. answers: only the value after a query key
@@ -116,10 +97,4 @@ extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */
  * validation loss alike; the lookup probe is unaffected. */
 enum { LOSS_TARGETS_ALL = 0, LOSS_TARGETS_ANSWERS = 1 };
 
-/* Sizes derived from the config (windows, channels, maps, tied K/V, grid offsets): model/dims.h. */
-
-/* The raw-token visibility (VIS_*, kernels/visibility.h) of the config's attention. */
-static inline int config_visibility(const ModelConfig *m) {
-    return m->attention == ATTN_FULL ? VIS_FULL : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
-}
 #endif

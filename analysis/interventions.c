@@ -1,7 +1,7 @@
 /* Gate cycling (a roll of the gate tensors along their W axis) and KV-head knockout by mean
  * replacement (an attention hook at the scored positions); definitions in
- * trainer/interventions.h and SPEC.md section 4. */
-#include "trainer/interventions.h"
+ * analysis/interventions.h and SPEC.md section 4. */
+#include "analysis/interventions.h"
 
 #include <stdlib.h>
 #include <string.h>

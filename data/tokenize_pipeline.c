@@ -1,4 +1,7 @@
-/* ./tokenize: raw text corpora -> token shards (format in data/shard.h).
+/* The tokenize pipeline: raw text corpora -> token shards (format in data/shard.h), as a
+ * library driven by TokenizeOptions (data/tokenize_pipeline.h); the program ./tokenize
+ * (cli/tokenize_main.c) parses the command line into them.
+ *
  *
  *   ./tokenize --tokenizer tokenizer.json|bytes --input 'GLOB' [--input 'GLOB2' ...] --out DIR
  *              [--field text] [--shard-tokens N] [--val-tokens N] [--threads N]
@@ -39,7 +42,11 @@
  * (file, decompressed offset, line), how many of its tokens are already in shards, and the
  * summary counters as of that document's start. A rerun with the same options continues from
  * there, skipping completed shards; its output is byte-identical to an uninterrupted run.
- * A finished run records "complete" and a rerun only prints the summary. */
+ * A finished run records "complete" and a rerun only prints the summary.
+ *
+ * Errors: a bad input or a failed write ends the process with one line "phaselab: ..." and exit
+ * status 2 (bad input) or 1 (runtime failure), from any of the pipeline's threads (fatal below):
+ * the pipeline is one whole run of ./tokenize, and its state file makes a rerun resume. */
 #include <errno.h>
 #include <glob.h>
 #include <pthread.h>
@@ -52,6 +59,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cjson/cJSON.h>
+#include "data/tokenize_pipeline.h"
 #include "data/jsonl.h"
 #include "data/shard.h"
 #include "data/text_reader.h"
@@ -91,15 +99,6 @@ typedef struct {
     uint64_t disk_pos, raw_bytes;
 } Batch;
 
-typedef struct {
-    const char *tokenizer, *out, *field;
-    char **inputs;
-    int n_inputs;
-    uint64_t shard_tokens, val_tokens, max_doc_bytes;
-    uint32_t vocab_size;
-    int threads, quiet;
-    TxtMode txt_mode;
-} Options;
 
 typedef struct {
     uint64_t docs, empty, bad, tokens, raw_bytes, doc_bytes;
@@ -140,7 +139,7 @@ typedef struct {
 
 /* One run of ./tokenize: everything the threads share, passed explicitly (no globals). */
 typedef struct {
-    Options opt;
+    TokenizeOptions opt;
     Tokenizer *tok;
     glob_t files;                   /* the inputs, every --input glob expanded in order */
     TextReader *reader;
@@ -570,57 +569,7 @@ static int load_state(Run *r) {
     return complete ? 2 : 1;
 }
 
-/* ---------------------------------------------------------------- command line */
-
-static void usage(void) {
-    fprintf(stderr,
-            "usage: ./tokenize --tokenizer tokenizer.json|bytes --input 'GLOB' [--input 'GLOB' ...] --out DIR\n"
-            "                  [--field text] [--shard-tokens N] [--val-tokens N] [--threads N]\n"
-            "                  [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]\n");
-}
-
-static uint64_t parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || x < min || x > max)
-        fatal(2, "%s: \"%s\" is not valid (expected an integer in [%llu, %llu])", flag, v, (unsigned long long)min,
-              (unsigned long long)max);
-    return x;
-}
-
-static void parse_args(Options *opt, int argc, char **argv, char ***globs, int *n_globs) {
-    opt->field = "text";
-    opt->shard_tokens = 100000000;
-    opt->val_tokens = 0;
-    opt->max_doc_bytes = 64ull << 20;
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    opt->threads = cpus < 1 ? 1 : cpus > 256 ? 256 : (int)cpus;
-    opt->txt_mode = TXT_DOC_PER_BLOCK;
-    *globs = calloc((size_t)argc, sizeof **globs);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
-        if (!strcmp(a, "--quiet")) { opt->quiet = 1; continue; }
-        if (i + 1 >= argc) { usage(); fatal(2, "%s: missing value", a); }
-        const char *v = argv[++i];
-        if (!strcmp(a, "--tokenizer")) opt->tokenizer = v;
-        else if (!strcmp(a, "--input")) (*globs)[(*n_globs)++] = (char *)v;
-        else if (!strcmp(a, "--out")) opt->out = v;
-        else if (!strcmp(a, "--field")) opt->field = v;
-        else if (!strcmp(a, "--shard-tokens")) opt->shard_tokens = parse_u64(a, v, 1, (uint64_t)1 << 40);
-        else if (!strcmp(a, "--val-tokens")) opt->val_tokens = parse_u64(a, v, 0, (uint64_t)1 << 50);
-        else if (!strcmp(a, "--threads")) opt->threads = (int)parse_u64(a, v, 1, 256);
-        else if (!strcmp(a, "--max-doc-bytes")) opt->max_doc_bytes = parse_u64(a, v, 4096, (uint64_t)1 << 40);
-        else if (!strcmp(a, "--vocab-size")) opt->vocab_size = (uint32_t)parse_u64(a, v, 1, UINT32_MAX);
-        else if (!strcmp(a, "--txt-docs")) {
-            if (!strcmp(v, "block")) opt->txt_mode = TXT_DOC_PER_BLOCK;
-            else if (!strcmp(v, "file")) opt->txt_mode = TXT_DOC_PER_FILE;
-            else fatal(2, "--txt-docs: \"%s\" (expected block or file)", v);
-        } else { usage(); fatal(2, "unknown option %s", a); }
-    }
-    if (!opt->tokenizer || !*n_globs || !opt->out) { usage(); fatal(2, "--tokenizer, --input and --out are required"); }
-}
+/* ---------------------------------------------------------------- the run */
 
 static void build_options_json(Run *r) {
     cJSON *o = cJSON_CreateObject();
@@ -658,20 +607,16 @@ static Run *run_init(Run *r) {
     r->kill_after = -1;
     return r;
 }
-
-int main(int argc, char **argv) {
+int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
     char err[ERR_LEN];
-    char **globs;
-    int n_globs = 0;
-    static Run run;                 /* main's, 64 KiB+: static storage rather than the stack */
+    static Run run;                 /* 64 KiB+: static storage rather than the stack (one run a process) */
     Run *r = run_init(&run);
-    parse_args(&r->opt, argc, argv, &globs, &n_globs);
+    r->opt = *opt;
     for (int i = 0; i < n_globs; i++) {
         int rc = glob(globs[i], i ? GLOB_APPEND : 0, NULL, &r->files);
         if (rc == GLOB_NOMATCH || (rc == 0 && r->files.gl_pathc == 0)) fatal(2, "--input '%s': no file matches", globs[i]);
         if (rc != 0 && rc != GLOB_NOMATCH) fatal(2, "--input '%s': cannot expand", globs[i]);
     }
-    free(globs);
     r->tok = tokenizer_open(r->opt.tokenizer, err);
     if (!r->tok) fatal(2, "%s", err);
     if (tokenizer_eot_id(r->tok) == UINT32_MAX) fatal(2, "%s: no <|endoftext|> added token (expected one for document separators)", r->opt.tokenizer);

@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "trainer/bench.h"
+#include "cli/bench.h"
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
 #include "kernels/kernels.h"

@@ -1,8 +1,8 @@
-/* analysis.h5 writer (layout in trainer/analysis_h5.h): opens or creates the file, numbers a
+/* analysis.h5 writer (layout in analysis/analysis_h5.h): opens or creates the file, numbers a
  * new group per analysis, writes axis datasets as dimension scales and labelled float64 data,
  * with NeXus NXdata attributes. HDF5's automatic error printing is off inside; the first
  * failure is kept and reported once by ah5_end. */
-#include "trainer/analysis_h5.h"
+#include "analysis/analysis_h5.h"
 
 #include <stdio.h>
 #include <stdlib.h>

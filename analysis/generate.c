@@ -27,12 +27,12 @@
 #include <string.h>
 #include <time.h>
 #include <sys/resource.h>
-#include "trainer/generate.h"
-#include "trainer/cache_report.h"
+#include "analysis/generate.h"
+#include "analysis/cache_report.h"
 #include "trainer/checkpoint.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "model/decode.h"
 #include "common/errors.h"
 #include "common/grow.h"

@@ -1,4 +1,4 @@
-/* ./train --eval CKPT with an analysis flag (trainer/analysis.h): argument checks, the
+/* ./train --eval CKPT with an analysis flag (analysis/analysis.h): argument checks, the
  * checkpoint and probe set, gate cycling, KV-head knockout and the filler sweep, their
  * printed tables and their groups in analysis.h5.
  *
@@ -22,7 +22,7 @@
  * recorded builder options and seed + 1 into a temporary file (synthetic vocabulary only: a
  * tokenizer-built probe needs --calib). The calibration set must share no prompt with the
  * evaluated set (checked token for token). */
-#include "trainer/analysis.h"
+#include "analysis/analysis.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -37,15 +37,15 @@
 
 #include "data/probe.h"
 #include "kernels/kernels.h"
-#include "model/config.h"
+#include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/model.h"
-#include "trainer/analysis_h5.h"
+#include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
-#include "trainer/filler_sweep.h"
-#include "trainer/interventions.h"
+#include "analysis/filler_sweep.h"
+#include "analysis/interventions.h"
 
 typedef struct {
     const char *ckpt, *probe, *calib, *out, *gate_cycle, *layers, *knockout, *filler;

@@ -7,7 +7,7 @@
 #define PHASELAB_CACHE_REPORT_H
 #include <stddef.h>
 #include <stdio.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 /* One table over contexts[0..n), elements of elem_bytes (2: bf16 on CUDA, 4: fp32 on the CPU).
  * Returns 0, or -1 when a measured figure differs from the formula (it says so in the table). */
 int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int n, size_t elem_bytes);

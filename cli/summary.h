@@ -3,6 +3,6 @@
 #ifndef PHASELAB_SUMMARY_H
 #define PHASELAB_SUMMARY_H
 #include <stdio.h>
-#include "model/config.h"
+#include "trainer/run_config.h"
 int print_model_summary(FILE *f, const Config *cfg, int world, char *err);
 #endif

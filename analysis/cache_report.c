@@ -1,8 +1,8 @@
-/* KV-cache accounting (see trainer/cache_report.h). The measured column allocates the decoder's
+/* KV-cache accounting (see analysis/cache_report.h). The measured column allocates the decoder's
  * cache on a counting backend (alloc returns a dummy pointer and adds the request to a total),
  * so it is exactly what decoder_create asks of a real backend, without the memory. */
 #include <string.h>
-#include "trainer/cache_report.h"
+#include "analysis/cache_report.h"
 #include "model/decode.h"
 #include "model/dims.h"
 #include "kernels/kernels.h"
