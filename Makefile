@@ -20,6 +20,8 @@
 # tests/test_*.c each become build/tests/test_* linked against that archive.
 
 BUILD   ?= build
+# Plain `make` builds the programs (the configuration rule below comes first in the file).
+.DEFAULT_GOAL := all
 CXX     ?= g++
 CONFIG_MK := $(BUILD)/config.mk
 

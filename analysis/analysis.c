@@ -15,7 +15,7 @@
  *
  * Knockout: relative change 100 (A_ko(r) - A_clean(r)) / A_clean(r) per residue, per phase
  * (the same on the counts folded by phase: the knocked-out KV head g's own phase (t_K - o_g) mod S,
- * SPEC.md 2b, o_g = 0 on the aligned grid; stored with grid_offset [G] and phase_of_residue
+ * docs/spec.md §2b, o_g = 0 on the aligned grid; stored with grid_offset [G] and phase_of_residue
  * [G, P]) and of the mean over residues; NaN where the clean
  * accuracy is 0. Default calibration set: PROBE with ".bin" replaced by ".calib.bin" when that
  * file exists, otherwise one built by tools/make-probe (found beside ./train) with the probe's
@@ -23,6 +23,7 @@
  * tokenizer-built probe needs --calib). The calibration set must share no prompt with the
  * evaluated set (checked token for token). */
 #include "analysis/analysis.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -117,12 +118,6 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Parses a non-negative integer; -1 when s is not one. */
 static long parse_nonneg(const char *s) {
     char *end;
@@ -198,7 +193,7 @@ static int eval_val(Ctx *c, ValSet *val, double *mean, double *out) {
 }
 
 /* Accuracy (percent) of the counts folded by a phase map phase_of [P] (head_phase_map: the phase
- * (t_K - o) mod S of a KV head with grid offset o, SPEC.md 2b; NULL: t_K mod S, the aligned grid
+ * (t_K - o) mod S of a KV head with grid offset o, docs/spec.md §2b; NULL: t_K mod S, the aligned grid
  * and head 0): out [S]; NaN where a phase has no prompts. */
 static void fold_acc(const ProbeResult *pr, int p, int S, const int *phase_of, double *out) {
     long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
@@ -229,7 +224,7 @@ static double pearson(const double *x, const double *y, int n) {
 /* Not per head (the probe's accuracy, gate cycling): folded by KV head 0's grid, o_0 = 0, which is
  * t_K mod S on every grid. */
 #define PHASE_AXIS_MODEL "phase t_K mod S of the target key (KV head 0's grid: with grid = staggered the other heads' phases differ)"
-#define PHASE_AXIS_HEAD "phase (t_K - o_g) mod S of the target key on the knocked-out KV head g's own grid (SPEC.md 2b; o_g = 0 on the aligned grid)"
+#define PHASE_AXIS_HEAD "phase (t_K - o_g) mod S of the target key on the knocked-out KV head g's own grid (docs/spec.md §2b; o_g = 0 on the aligned grid)"
 
 static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int S, const char *phase_label) {
     long proto[PROBE_N_PROTOCOLS] = {0, 1}, res[PROBE_MAX_RESIDUES], ph[PROBE_MAX_RESIDUES];
@@ -597,7 +592,7 @@ static int run_knockout(Ctx *c) {
     for (size_t i = 0; i < cells * 2 * P; i++) acc[i] = rel[i] = NAN;
     for (size_t i = 0; i < cells * 2 * S; i++) relp[i] = NAN;
     for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = NAN;
-    /* per KV head: its grid offset o_g and the map residue -> phase (t_K - o_g) mod S (SPEC.md 2b,
+    /* per KV head: its grid offset o_g and the map residue -> phase (t_K - o_g) mod S (docs/spec.md §2b,
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
     const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
@@ -678,7 +673,7 @@ static int run_knockout(Ctx *c) {
     ah5_data(hf, "rel_change_phase", relp, 4, (int[]){L, G, 2, S}, ax_s,
              "relative accuracy change, clean and knockout counts folded by the KV head's own phase (t_K - o_g) mod S", "%");
     const char *ax_g[] = {"kv_head"}, *ax_gr[] = {"kv_head", "residue"};
-    ah5_data(hf, "grid_offset", offd, 1, (int[]){G}, ax_g, "o_g: first position of KV head g's window grid (SPEC.md 2b)", NULL);
+    ah5_data(hf, "grid_offset", offd, 1, (int[]){G}, ax_g, "o_g: first position of KV head g's window grid (docs/spec.md §2b)", NULL);
     ah5_data(hf, "phase_of_residue", phase_of, 2, (int[]){G, P}, ax_gr,
              "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
@@ -705,7 +700,7 @@ int analysis_main(int argc, char **argv) {
     int rc = parse_args(argc, argv, &c.a);
     if (rc) return rc;
     if ((rc = load_config_only(&c))) return rc;
-    double t0 = now_s();
+    double t0 = clock_seconds();
     if (c.a.gate_cycle) rc = run_gate_cycle(&c);
     else if (c.a.knockout) rc = run_knockout(&c);
     else {
@@ -714,6 +709,6 @@ int analysis_main(int argc, char **argv) {
     }
     if (c.ps) probe_set_free(c.ps);
     if (c.m) model_free(c.m);
-    if (!rc) printf("analysis done in %.1fs\n", now_s() - t0);
+    if (!rc) printf("analysis done in %.1fs\n", clock_seconds() - t0);
     return rc;
 }

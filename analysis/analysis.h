@@ -1,4 +1,4 @@
-/* The causal analyses of a checkpoint (SPEC.md section 4), driven from ./train --eval:
+/* The causal analyses of a checkpoint (docs/spec.md §4), driven from ./train --eval:
  *
  *   ./train --eval CKPT --probe FILE --gate-cycle DELTA|all [--layers L1,L2] [--out FILE]
  *   ./train --eval CKPT --probe FILE --knockout L:H|all [--calib FILE] [--out FILE]

@@ -59,7 +59,7 @@ int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int
                 ok ? "" : "  MEASURED != FORMULA");
     }
     if (n > 0 && compressed && mc->grid == GRID_STAGGERED && mc->n_kv_heads > 1) {
-        /* SPEC.md 2b: KV head g's windows start at o_g, so it may have one window fewer than head 0;
+        /* docs/spec.md §2b: KV head g's windows start at o_g, so it may have one window fewer than head 0;
          * the cache keeps head 0's count of slots for every head (the bytes above) */
         DecodeCacheLayout a;
         decode_cache_layout(mc, contexts[n - 1], elem_bytes, &a);

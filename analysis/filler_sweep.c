@@ -3,6 +3,7 @@
  * at seq_len), P(a) and P(b) read from the
  * per-token loss at the prompt's last position (P = exp(-loss) with that target). */
 #include "analysis/filler_sweep.h"
+#include "common/clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -258,12 +259,6 @@ int folded_period(const double *x, int n, double *explained) {
     return -1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     const Config *cfg = env->cfg;
     int T = cfg->data.seq_len, micro = cfg->train.micro_batch;
@@ -290,7 +285,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)micro * T), *targets = malloc(sizeof(int32_t) * (size_t)micro * T);
     float *losses = malloc(sizeof(float) * (size_t)micro * T);
     int rows_per = micro / 2;             /* each L: one row with target a, one with target b */
-    double t0 = now_s(), last = t0;
+    double t0 = clock_seconds(), last = t0;
     for (int s = 0; s < n; s += rows_per) {
         int k = n - s < rows_per ? n - s : rows_per;
         /* the batch runs at the length of its longest row (the model is causal: a shorter row
@@ -317,7 +312,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
             double p = exp(-(double)losses[(size_t)i * Tb + len - 1]);
             if (i % 2) pb[s + i / 2] = p; else pa[s + i / 2] = p;
         }
-        double now = now_s();
+        double now = clock_seconds();
         if (now - last >= 2.0 || s + k >= n) {
             fprintf(stderr, "filler sweep: %d/%d lengths (%.0f%%), %.0fs\n", s + k, n, 100.0 * (s + k) / n, now - t0);
             last = now;

@@ -1,4 +1,4 @@
-/* Filler sweep (SPEC.md section 4, the FP8-completion flip): for a prompt, two candidate next
+/* Filler sweep (docs/spec.md §4, the FP8-completion flip): for a prompt, two candidate next
  * tokens a and b and a filler token f, prepend L fillers for L = L0 .. L1 and measure
  * P(a), P(b) (full-vocabulary softmax at the prompt's last token) and P(a) - P(b) per L, then
  * the periodogram of P(a) - P(b) over L and its peak period.
@@ -11,7 +11,7 @@
  *   L0, L1    = the filler range, 0 <= L0 < L1 (at least 4 points)
  * Relative paths (tokenizer) are taken relative to the sweep file's directory.
  *
- * Periodogram (choice: SPEC does not fix the estimator): x_L = P(a) - P(b) minus its
+ * Periodogram (choice: docs/spec.md §4.4 does not fix the estimator): x_L = P(a) - P(b) minus its
  * least-squares line over the N = L1 - L0 + 1 points (mean and linear trend removed: a slow
  * drift of P(a) - P(b) with L would otherwise own the lowest frequencies); power(k) = |sum_L x_L e^{-2 pi i k (L - L0) / N}|^2 / N at the
  * Fourier frequencies k = 1 .. floor(N/2); the peak period is N / k* for the k* of the largest

@@ -16,7 +16,7 @@
  * --ignore-eot). The cache is sized for --context tokens (default prompt + max_new); it may
  * exceed the training seq_len (RoPE positions continue; see model/decode.h).
  *
- * In place of CKPT a CONFIG.ini gives the untrained model (SPEC.md init from train.seed): for
+ * In place of CKPT a CONFIG.ini gives the untrained model (docs/spec.md init from train.seed): for
  * throughput and memory measurements of shapes without a checkpoint (e.g. configs/w8s8_kv8.ini).
  *
  * probe_evaluate_decode (./train --eval --decode) scores the lookup probe through the same
@@ -28,6 +28,7 @@
 #include <time.h>
 #include <sys/resource.h>
 #include "analysis/generate.h"
+#include "common/clock.h"
 #include "analysis/cache_report.h"
 #include "trainer/checkpoint.h"
 #include "data/tokenizer.h"
@@ -37,12 +38,6 @@
 #include "common/errors.h"
 #include "common/grow.h"
 #include "model/model.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static double peak_rss_mib(void) {
     struct rusage ru;
@@ -187,7 +182,7 @@ int cmd_generate(int argc, char **argv) {
         return 2;
     }
     char path[4600], err[ERR_LEN];
-    /* a CONFIG.ini instead of a checkpoint: the model with its SPEC.md init from train.seed (for
+    /* a CONFIG.ini instead of a checkpoint: the model with its docs/spec.md init from train.seed (for
      * throughput and cache measurements of shapes that have no trained checkpoint) */
     size_t cl = strlen(ckpt);
     const int random_init = cl > 4 && !strcmp(ckpt + cl - 4, ".ini");
@@ -238,7 +233,7 @@ int cmd_generate(int argc, char **argv) {
     Decoder *dec = decoder_create(m, ctx, err);
     if (!dec) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     fprintf(stderr, "%s %s: step %ld; prompt %d tokens, up to %d new, cache for %d positions (training seq_len %d)%s\n",
-            random_init ? "untrained model (SPEC init) of" : "checkpoint", ckpt, ts.step, n_prompt, n_new, ctx, cfg.data.seq_len,
+            random_init ? "untrained model (docs/spec.md §1.4 init) of" : "checkpoint", ckpt, ts.step, n_prompt, n_new, ctx, cfg.data.seq_len,
             ctx > cfg.data.seq_len ? "; past seq_len the RoPE positions continue" : "");
     const DecodeCacheLayout *lay = decoder_layout(dec);
     ModelConfig full = *mc;
@@ -282,9 +277,9 @@ int cmd_generate(int argc, char **argv) {
         fflush(stdout);
     }
     int rc = 0;
-    double t0 = now_s();
+    double t0 = clock_seconds();
     if ((stepwise ? decoder_prefill : decoder_prefill_chunk)(dec, ids, n_prompt, logits, err)) { fprintf(stderr, "\nphaselab: %s\n", err); return 1; }
-    double t_prefill = now_s() - t0, t_decode = 0;
+    double t_prefill = clock_seconds() - t0, t_decode = 0;
     int generated = 0, steps = 0, stopped_eot = 0;
     while (generated < n_new) {
         int next = sample_token(logits, V, temperature, (int)top_k, &rng, idx, prob);
@@ -299,9 +294,9 @@ int cmd_generate(int argc, char **argv) {
         }
         if (!ignore_eot && (uint32_t)next == eot) { stopped_eot = 1; break; }
         if (generated == n_new) break;
-        double t1 = now_s();
+        double t1 = clock_seconds();
         if (decoder_step(dec, next, logits, err)) { fprintf(stderr, "\nphaselab: %s\n", err); rc = 1; break; }
-        t_decode += now_s() - t1;
+        t_decode += clock_seconds() - t1;
         steps++;
     }
     if (tok) stream_flush(&s, 1);
@@ -329,7 +324,7 @@ int probe_evaluate_decode(struct Model *m, const ProbeSet *ps, ProbeResult *res,
     const int V = model_config(m)->vocab_size;
     float *logits = malloc(sizeof(float) * V);
     long tokens = 0;
-    double t0 = now_s();
+    double t0 = clock_seconds();
     int n = probe_set_count(ps), rc = 0;
     for (int i = 0; i < n && !rc; i++) {
         ProbePrompt pr;
@@ -340,7 +335,7 @@ int probe_evaluate_decode(struct Model *m, const ProbeSet *ps, ProbeResult *res,
         res->total[pr.protocol][pr.residue]++;
         res->correct[pr.protocol][pr.residue] += argmax_f(logits, V) == pr.answer;
     }
-    double dt = now_s() - t0;
+    double dt = clock_seconds() - t0;
     if (tokens_per_s) *tokens_per_s = dt > 0 ? tokens / dt : 0;
     free(logits);
     decoder_free(dec);

@@ -1,6 +1,6 @@
 /* Gate cycling (a roll of the gate tensors along their W axis) and KV-head knockout by mean
  * replacement (an attention hook at the scored positions); definitions in
- * analysis/interventions.h and SPEC.md section 4. */
+ * analysis/interventions.h and docs/spec.md §4. */
 #include "analysis/interventions.h"
 
 #include <stdlib.h>
@@ -14,7 +14,7 @@ int gate_cycle_check(const ModelConfig *mc, const char *flag, char *err) {
     if (mc->gate == GATE_UNIFORM)
         return set_err(err, "%s: the checkpoint has uniform gates (no gate maps or biases to cycle); needs gate = scalar or vector", flag);
     if (mc->window != mc->stride)
-        return set_err(err, "%s: window W = %d differs from stride S = %d; gate cycling needs W = S (SPEC.md section 4)", flag,
+        return set_err(err, "%s: window W = %d differs from stride S = %d; gate cycling needs W = S (docs/spec.md §4)", flag,
                        mc->window, mc->stride);
     return 0;
 }

@@ -1,4 +1,4 @@
-/* The causal interventions of SPEC.md section 4 on a loaded model.
+/* The causal interventions of docs/spec.md §4 on a loaded model.
  *
  * Gate cycling by delta (needs W = S): in the chosen layers and both branches,
  *     Z~_i = Z_{(i - delta) mod W},  b~_i = b_{(i - delta) mod W}
@@ -11,7 +11,7 @@
  * KV-head knockout by mean replacement: for layer l and KV head h, at the scored position of
  * each prompt only, the attention outputs z_{l,a} (before W_o) of the query heads a with
  * floor(a / (H/G)) = h are replaced by their mean over the scored positions of a calibration
- * probe set. Choice where SPEC is silent: the mean is taken per protocol (pp prompts are
+ * probe set. Choice where docs/spec.md §4.2 is silent: the mean is taken per protocol (pp prompts are
  * replaced by the pp calibration mean, ip by the ip mean), "same protocol" read literally.
  * The means come from one clean pass over the calibration set with every layer recorded at
  * once (a layer's z depends only on the clean layers below it). */

@@ -1,7 +1,7 @@
 /* CPU benchmark: full training steps (forward, backward, AdamW) of the demo-sized model
  * (d_model 256, 4 layers, 8 heads, 2 KV heads, head_dim 32, d_ff 768, vocab 512, T 256,
  * 16 sequences a step) with full attention and with compressed W8/S8 attention, then the
- * SPEC.md 2b remedies on the same W8/S8 model (compressor = shared, grid = staggered, the
+ * docs/spec.md §2b remedies on the same W8/S8 model (compressor = shared, grid = staggered, the
  * gate-coverage penalty with lambda 0.1, and all three together). Prints
  * tokens/s and achieved GFLOP/s (model FLOPs per token x tokens/s) against two references:
  *   sgemm          the GFLOP/s the BLAS's sgemm (OpenBLAS by default, kernels/cpu/cpu_blas.c)
@@ -23,17 +23,13 @@
 #include <string.h>
 #include <time.h>
 #include "cli/bench.h"
+#include "common/clock.h"
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "common/errors.h"
 #include "model/model.h"
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The square sgemm the ceiling is measured on: C [n,n] = A [n,n] B[n,n]^T, n = 1024. */
 typedef struct { int n; float *a, *b, *c; } SquareSgemm;
@@ -52,9 +48,9 @@ static void square_sgemm_free(SquareSgemm *q) { free(q->a); free(q->b); free(q->
 /* GFLOP/s of one timing of 2 products (~25 ms at 170 GFLOP/s). */
 static double square_sgemm_once(const SquareSgemm *q) {
     const int n = q->n;
-    double t0 = seconds();
+    double t0 = clock_seconds();
     for (int r = 0; r < 2; r++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, n, n, 1, q->a, n, q->b, n, 0, q->c, n);
-    return 2.0 * n * n * n * 2 / (seconds() - t0) / 1e9;
+    return 2.0 * n * n * n * 2 / (clock_seconds() - t0) / 1e9;
 }
 
 /* The ceiling: the best of 5 timings (a busy machine only slows some). */
@@ -96,7 +92,7 @@ static double step_gemm_gflops(const ModelConfig *c, int M, int trials) {
     for (size_t i = 0; i < par; i++) w[i] = (float)(i % 11) * 0.01f;
     double best = 0;
     for (int r = 0; r < trials + 1; r++) {
-        double flops = 0, t0 = seconds();
+        double flops = 0, t0 = clock_seconds();
         for (int L = 0; L <= c->n_layers; L++)
             for (int k = 0; k < (L < c->n_layers ? 5 : 1); k++) {
                 const int N = L < c->n_layers ? mm[k].N : V, K = L < c->n_layers ? mm[k].K : D;
@@ -106,7 +102,7 @@ static double step_gemm_gflops(const ModelConfig *c, int M, int trials) {
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, M, 1, dout, N, in, K, 1, dw, K);
                 flops += 6.0 * M * N * K;
             }
-        double g = flops / (seconds() - t0) / 1e9;
+        double g = flops / (clock_seconds() - t0) / 1e9;
         if (r > 0 && g > best) best = g;                /* r = 0 is the warm-up */
     }
     free(in); free(dout); free(out); free(din); free(w); free(dw);
@@ -145,9 +141,9 @@ static int bench_probe_eval(const Backend *be, int compressed, const char *label
         }
         if (model_set_seq_len(m, Tb, err)) { fprintf(stderr, "phaselab: %s\n", err); model_free(m); free(tok); return 1; }
         model_argmax_at(m, tok, B, pos, out);     /* warm-up */
-        double t0 = seconds();
+        double t0 = clock_seconds();
         for (int r = 0; r < BATCHES; r++) model_argmax_at(m, tok, B, pos, out);
-        rate[at_len] = (double)BATCHES * B / (seconds() - t0);
+        rate[at_len] = (double)BATCHES * B / (clock_seconds() - t0);
     }
     printf("%-26s %8.1f prompts/s padded to T=%d, %8.1f prompts/s at the prompt's length %d (%.1fx)\n", label, rate[0],
            T_MODEL, rate[1], L, rate[1] / rate[0]);
@@ -199,24 +195,24 @@ int run_bench(int threads, int steps) {
         double *paired = malloc(sizeof(double) * steps);   /* [steps] step / sgemm beside it (steps >= 1) */
         if (!tok || !tgt || !paired) { fprintf(stderr, "phaselab: --bench: out of memory\n"); return 1; }
         for (int s = 0; s < steps + 2; s++) {
-            if (s == 2) t0 = seconds();    /* two warm-up steps */
-            double ts = seconds();
+            if (s == 2) t0 = clock_seconds();    /* two warm-up steps */
+            double ts = clock_seconds();
             model_zero_grads(m);
             model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
             if (lambda > 0) model_gate_coverage(m, B);   /* the trainer logs it every micro-batch */
             double gn;
             optimizer_step(&opt, m, 1e-3, 1, &gn);
-            double step_s = seconds() - ts;
+            double step_s = clock_seconds() - ts;
             if (s >= 2) {
                 if (step_s < best_step) best_step = step_s;
                 /* the ceiling timed right after this step: a shared machine's speed drifts over
                  * a run, and a ratio of two timings taken together cancels the drift */
-                double ta = seconds(), sg = square_sgemm_once(&square);
-                busy += seconds() - ta;
+                double ta = clock_seconds(), sg = square_sgemm_once(&square);
+                busy += clock_seconds() - ta;
                 paired[s - 2] = (double)B * T / step_s * model_flops_per_token(&mc, T) / 1e9 / sg;
             }
         }
-        double dt = seconds() - t0 - busy;
+        double dt = clock_seconds() - t0 - busy;
         qsort(paired, steps, sizeof(double), cmp_double);
         const double paired_median = steps % 2 ? paired[steps / 2] : 0.5 * (paired[steps / 2 - 1] + paired[steps / 2]);
         free(paired);

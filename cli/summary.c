@@ -46,7 +46,7 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
                 m->post_norm ? ", post-norm" : "", m->qk_norm ? "" : ", no QK-norm",
                 config_local_names[m->local], config_compressor_names[m->compressor],
                 m->attn_sink ? ", attention sink" : "");
-    if (dims.grid == GRID_STAGGERED) {   /* SPEC.md 2b */
+    if (dims.grid == GRID_STAGGERED) {   /* docs/spec.md §2b */
         fprintf(f, "\n  %s grid: KV head g's windows start at o_g =", config_grid_names[dims.grid]);
         for (int g = 0; g < m->n_kv_heads && g < 16; g++) fprintf(f, "%s%d", g ? ", " : " ", dims_grid_offset(&dims, g));
         if (m->n_kv_heads > 16) fprintf(f, ", ...");

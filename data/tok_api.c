@@ -1,10 +1,9 @@
-/* The tokenizer interface of data/tokenizer.h: chooses the byte or BPE implementation,
- * creates per-thread states and manages the growable id and byte arrays. */
+/* The tokenizer interface of data/tokenizer.h: chooses the byte or BPE implementation and
+ * creates per-thread states (the growable id and byte arrays both use: data/tok_buffers.c). */
 #include <stdlib.h>
 #include <string.h>
 #include "data/tok_internal.h"
 #include "common/errors.h"
-#include "common/grow.h"
 
 Tokenizer *tokenizer_open(const char *spec, char *err) {
     Tokenizer *tok = calloc(1, sizeof *tok);
@@ -59,40 +58,4 @@ long tokenizer_encode(TokenizerState *st, const char *text, size_t len, TokenIds
 int tokenizer_decode(const Tokenizer *tok, const uint32_t *ids, size_t n, TextBuf *out, char *err) {
     if (tok->is_bytes) return byte_decode(ids, n, out, err);
     return bpe_decode(tok, ids, n, out, err);
-}
-
-int token_ids_reserve(TokenIds *t, size_t extra) {
-    if (t->n + extra <= t->cap) return 0;
-    uint32_t *ids = grow_array(t->ids, &t->cap, t->n + extra, sizeof *ids, 256);
-    if (!ids) return -1;
-    t->ids = ids;
-    return 0;
-}
-
-int token_ids_push(TokenIds *t, uint32_t id) {
-    if (t->n == t->cap && token_ids_reserve(t, 1)) return -1;
-    t->ids[t->n++] = id;
-    return 0;
-}
-
-void token_ids_free(TokenIds *t) {
-    free(t->ids);
-    t->ids = NULL;
-    t->n = t->cap = 0;
-}
-
-int text_buf_append(TextBuf *b, const void *data, size_t len) {
-    char *d = grow_array(b->data, &b->cap, b->len + len + 1, 1, 256);
-    if (!d) return -1;
-    b->data = d;
-    if (len) memcpy(b->data + b->len, data, len);
-    b->len += len;
-    b->data[b->len] = 0;
-    return 0;
-}
-
-void text_buf_free(TextBuf *b) {
-    free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
 }

@@ -60,6 +60,7 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "data/tokenize_pipeline.h"
+#include "common/clock.h"
 #include "data/jsonl.h"
 #include "data/shard.h"
 #include "data/text_reader.h"
@@ -163,12 +164,6 @@ static void fatal(int code, const char *fmt, ...) {
     va_end(ap);
     fprintf(stderr, "%s%s\n", strncmp(msg, "phaselab: ", 10) ? "phaselab: " : "", msg);
     exit(code);
-}
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 /* ---------------------------------------------------------------- reader thread */
@@ -438,7 +433,7 @@ static void human_time(double s, char *out, size_t n) {
 }
 
 static void progress(Run *r, double t0, uint64_t disk_pos0, uint64_t bytes0, uint64_t tokens0, uint64_t disk_pos, int final) {
-    double t = now_s();
+    double t = clock_seconds();
     int tty = isatty(2);
     if (r->opt.quiet || (!final && t - r->last_progress < (tty ? 0.25 : 10.0))) return;
     r->last_progress = t;
@@ -653,7 +648,7 @@ int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
     r->q.batches = calloc((size_t)r->q.n_batches, sizeof *r->q.batches);
     pthread_t rd, *wk = calloc((size_t)r->opt.threads, sizeof *wk);
     if (!r->q.batches || !wk) fatal(1, "out of memory");
-    double t0 = now_s();
+    double t0 = clock_seconds();
     uint64_t disk0 = text_reader_disk_pos(r->reader), bytes0 = r->stats.raw_bytes, tokens0 = r->stats.tokens;
     pthread_create(&rd, NULL, reader_main, r);
     for (int i = 0; i < r->opt.threads; i++) pthread_create(&wk[i], NULL, worker_main, r);
@@ -694,7 +689,7 @@ int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
     r->doc.offset = r->doc.line = 0;
     r->doc.emitted = 0;
     write_state(r, 1);
-    double seconds = now_s() - t0;
+    double seconds = clock_seconds() - t0;
     progress(r, t0, disk0, bytes0, tokens0, text_reader_disk_total(r->reader), 1);
     summary(r, seconds, r->stats.tokens - tokens0, resumed);
     text_reader_close(r->reader);

@@ -1,6 +1,6 @@
 /* The counting backend: alloc returns a dummy pointer and adds the request to a total, upload
  * and free do nothing, every other op is absent. Creating a model or a decoder on it measures
- * exactly what they would ask of a real backend (trainer/summary.c: the activation arena;
+ * exactly what they would ask of a real backend (cli/summary.c: the activation arena;
  * analysis/cache_report.c: the KV cache), without the memory. Its context is the running total. */
 #include <stdlib.h>
 #include "kernels/kernels.h"
@@ -19,7 +19,6 @@ Backend *backend_counting(size_t act_bytes) {
     if (!b || !ctx) { free(b); free(ctx); return NULL; }
     b->name = "count";
     b->act_bytes = act_bytes;
-    b->staggered_grid = 1;   /* count every variant */
     b->device = -1;
     b->ctx = ctx;
     b->alloc = count_alloc;

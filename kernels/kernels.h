@@ -41,7 +41,7 @@ typedef struct {
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
 } AttnShape;
 
-/* Shapes of one compressor branch (SPEC.md section 2). */
+/* Shapes of one compressor branch (docs/spec.md §2). */
 typedef struct {
     int B, T, D, G, d;
     int window, stride, n_windows;
@@ -73,7 +73,7 @@ static inline int comp_head_windows(const CompShape *s, int g) {
  * p % ring_cap). What KV head g shows the query is the visibility rule of kernels/visibility.h
  * for that head's grid (decode_head_view): its first n_entries entries, then its raw tokens
  * lo..t (n_raw of them, from ring slot raw_first, wrapping). With grid = staggered heads differ
- * in both (SPEC.md 2b); on the aligned grid every head sees the same slots. */
+ * in both (docs/spec.md §2b); on the aligned grid every head sees the same slots. */
 typedef struct {
     int H, G, d;
     int t;                           /* the query position */
@@ -87,11 +87,10 @@ typedef struct {
  * n_raw raw tokens starting at ring slot raw_first (kernels/visibility.h; host and device). */
 VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
     const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
-    const int n = s->n_windows > 0 ? vis_n_entries(s->t, s->window, s->stride, o, s->n_windows) : 0;
-    const int lo = vis_raw_lo(s->visibility, s->t, n, s->window, s->stride, o, s->n_local);
-    *n_entries = n;
-    *n_raw = s->t - lo + 1;
-    *raw_first = s->ring_cap > 0 ? lo % s->ring_cap : 0;
+    const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, s->stride, o, s->n_windows, s->n_local);
+    *n_entries = v.n_entries;
+    *n_raw = s->t - v.raw_lo + 1;
+    *raw_first = s->ring_cap > 0 ? v.raw_lo % s->ring_cap : 0;
 }
 
 /* A backend is an interface (the ops of kernels/ops.def) plus a context: everything an op
@@ -124,7 +123,6 @@ typedef struct Backend {
     const char *name;                /* "cpu" | "cuda" */
     size_t act_bytes;                /* sizeof one act_t element */
     double peak_flops;               /* for MFU: fp32 (cpu) or bf16 dense (cuda) FLOP/s */
-    int staggered_grid;              /* 1: attention and compressor implement grid = staggered */
     int device;                      /* the GPU this backend runs on (-1: host) */
     BackendCtx *ctx;                 /* first argument of every op */
     const BackendCollectives *collectives;   /* NULL: host memory, MPI does the collectives */
@@ -137,23 +135,13 @@ typedef struct Backend {
 /* The CPU backend (fp32, OpenMP, a CBLAS); threads <= 0 uses every core. Each call returns
  * a backend of its own (its context holds the thread count); they live until exit. */
 const Backend *backend_cpu(int threads);
-/* The thread count the BLAS uses for cblas calls made outside the backend's ops (--bench's
- * references). The CPU backend sets it before each of its own matmuls; until then the BLAS
- * runs on every core. threads <= 0: every core. */
-void cpu_set_blas_threads(int threads);
-/* The BLAS the build links ("OpenBLAS", "BLIS" or "CBLAS") and the thread count it is set to
- * now (kernels/cpu/cpu_blas.c). */
-const char *cpu_blas_name(void);
-int cpu_blas_thread_count(void);
+/* (its BLAS controls, cpu_set_blas_threads and cpu_blas_name: kernels/cpu/cpu_backend.h) */
 #ifdef PHASELAB_CUDA
 /* The CUDA backend on the given device (taken modulo the visible devices: ranks share GPUs
  * round-robin); one per device, made on the first call for it and returned by later ones. NULL
  * (and err filled) when no usable GPU exists. The calling thread's current device becomes it. */
 const Backend *backend_cuda(int device, char *err);
-/* Device bytes allocated through this CUDA backend (buffers + scratch): now and peak. */
-size_t cuda_backend_current_bytes(const Backend *be);
-size_t cuda_backend_peak_bytes(const Backend *be);
-void cuda_backend_reset_peak(const Backend *be);
+/* (its memory accounting, cuda_backend_peak_bytes ...: kernels/cuda/cuda_backend.h) */
 #endif
 /* The counting backend (kernels/backend_count.c): alloc only adds the request to a total (and
  * returns a dummy pointer), so building a model or decoder on it measures their memory. NULL
@@ -165,12 +153,7 @@ void backend_counting_free(Backend *b);
 /* Picks a backend for run.device = auto | cpu | cuda; prints one line saying which. */
 const Backend *backend_select(const char *device, int threads, int local_rank, char *err);
 
-/* Host helper: the RoPE table [positions, r/2, 2] (cos, sin) for inv_freq_i = theta^(-2i/r),
- * angles computed in double. Caller frees. */
-float *rope_table(int positions, int r, double theta);   /* malloc'd; NULL when out of memory */
-/* Host helper: the entry RoPE table of a staggered grid [n_windows * G, r/2, 2], row j*G + g =
- * row o_g + jS of tab [positions, r/2, 2] (SPEC.md 2b: entry j of KV head g sits at o_g + jS,
- * o_g = vis_grid_offset); rows at or past `positions` (a head's missing last window) are 0.
- * Caller frees; NULL when out of memory. */
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid);
+/* The host RoPE tables that the rope op reads (cos_sin), shared by every backend:
+ * rope_table, entry_rope_table (kernels/rope_table.h). */
+#include "kernels/rope_table.h"
 #endif

@@ -1,4 +1,4 @@
-/* The model variants of SPEC.md sections 2 and 2b, one enum per config key, written once.
+/* The model variants of docs/spec.md §2 and §2b, one enum per config key, written once.
  *
  * These constants are what the config parser stores (trainer/run_config.c: the value of key k is the
  * index of its word in config_K_names[], trainer/run_config.h) and what the kernels read from their

@@ -1,4 +1,4 @@
-/* The visibility rule of compressed attention (SPEC.md sections 2 and 2b), written once as
+/* The visibility rule of compressed attention (docs/spec.md §2 and §2b), written once as
  * inline functions usable from C (model, CPU kernels, config), CUDA (nvcc) and the CUDA
  * emulator (g++). Every place that needs to know which compressed entries and raw tokens a
  * query sees calls these; nothing else re-derives the rule.
@@ -25,7 +25,7 @@
 #define VIS_FN static inline
 #endif
 
-/* Which raw tokens a query sees (SPEC.md section 2): */
+/* Which raw tokens a query sees (docs/spec.md §2): */
 enum { VIS_FULL = 0,     /* causal full attention: s <= t */
        VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
        VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
@@ -53,6 +53,17 @@ VIS_FN int vis_raw_lo(int visibility, int t, int n, int W, int S, int o, int n_l
     if (visibility == VIS_WINDOW) { int lo = t - n_local + 1; return lo < 0 ? 0 : lo; }
     if (visibility == VIS_TAIL) return n > 0 ? o + (n - 1) * S + W : 0;
     return 0;
+}
+
+/* What query t of a head with grid offset o and nW windows sees, in one call: compressed entries
+ * 0..n_entries-1 and raw tokens raw_lo..t. The one helper every consumer of the rule uses (CPU
+ * and CUDA attention, the decode cache's view, the model's FLOP count). */
+typedef struct { int n_entries, raw_lo; } VisQueryView;
+VIS_FN VisQueryView vis_query_view(int visibility, int t, int W, int S, int o, int nW, int n_local) {
+    VisQueryView v;
+    v.n_entries = vis_n_entries(t, W, S, o, nW);
+    v.raw_lo = vis_raw_lo(visibility, t, v.n_entries, W, S, o, n_local);
+    return v;
 }
 
 /* The inverse rule, for kernels that walk keys and ask which queries see them:

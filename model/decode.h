@@ -1,8 +1,8 @@
-/* Incremental decoding with a real KV cache (SPEC.md sections 1-2 run the way they are deployed):
+/* Incremental decoding with a real KV cache (docs/spec.md §1-§2 run the way they are deployed):
  * one token at a time, each layer keeping
  *   - the compressed entries Khat_j (after cknorm + RoPE at o_g + jS) and Vhat_j (absent when K/V
  *     are tied), each written ONCE, when its window completes (position o_g + jS + W - 1 arrives;
- *     o_g = 0 on the aligned grid, floor(gS/G) for KV head g with grid = staggered, SPEC.md 2b);
+ *     o_g = 0 on the aligned grid, floor(gS/G) for KV head g with grid = staggered, docs/spec.md §2b);
  *   - a ring buffer of raw keys/values: the last n_local tokens (local = window) or the current
  *     tail e_t < s <= t (local = tail, e_t per KV head; at most max(W, S) - 1 tokens on the aligned
  *     grid, up to o_g more with staggered grids); full attention keeps every

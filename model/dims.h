@@ -1,4 +1,4 @@
-/* The sizes a model config implies (SPEC.md sections 2 and 2b), derived once: dims_of(cfg, T).
+/* The sizes a model config implies (docs/spec.md §2 and §2b), derived once: dims_of(cfg, T).
  *
  * Every place that needs one of these (the model's arena and op shapes, the tensor table, the
  * decoder, validation statistics, the FLOP count, the summary) reads it from a ModelDims instead

@@ -1,4 +1,4 @@
-/* The model (SPEC.md sections 1-2), written once against the op API (kernels/kernels.h).
+/* The model (docs/spec.md §1-§2), written once against the op API (kernels/kernels.h).
  *
  * Forward, N = B*T rows:
  *   x = embed[tok]                                             [N, D]
@@ -13,7 +13,7 @@
  *   cross-entropy, which also produces d(final norm output) in the same pass.
  * (x is the residual stream; the code's x_in is layer L's x, x_final the last one.)
  * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
- * norm. compressor = deepseek implies tied keys and values (SPEC.md: "keys and values tied").
+ * norm. compressor = deepseek implies tied keys and values (docs/spec.md: "keys and values tied").
  * Section 2b: compressor = shared has one gate and one payload map (n_maps = 1); grid = staggered
  * gives KV head g its own window grid starting at o_g (kernels/visibility.h): the buffers keep
  * nW = head 0's window count rows per head (a head's missing last rows stay zero) and the
@@ -99,7 +99,7 @@ struct Model {
     void *attn_hook_ctx;
     const int *hook_positions; /* [B] while model_argmax_at runs, else NULL */
     float *hook_rows;          /* [max_batch, H*d] host */
-    /* gate-coverage penalty (SPEC.md 2b), allocated by model_set_gate_coverage */
+    /* gate-coverage penalty (docs/spec.md §2b), allocated by model_set_gate_coverage */
     double cov_lambda;
     double cov_scale;          /* weight of one sequence's penalty in this backward (loss_scale * T) */
     float *dalpha;             /* [B, nW, G, W, c] */
@@ -178,10 +178,6 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     }
     m->T_max = T;
     m->nW_max = m->dims.n_windows;
-    if (m->dims.grid == GRID_STAGGERED && cfg->n_kv_heads > 1 && !be->staggered_grid) {
-        set_err(err, "grid = staggered is not implemented on the %s backend yet; use run.device = cpu", be->name);
-        tensor_table_free(&m->tt); free(m); return NULL;
-    }
     /* Every arena size below is a size_t product: bound them all in double first so that none
      * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
     double N = (double)max_batch * T, slots = (double)max_batch * m->dims.n_windows * cfg->n_kv_heads * cfg->window;
@@ -605,13 +601,12 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
     if (!dims->compressed) return t + 1;
     int o = dims_grid_offset(dims, g);
-    int n = vis_n_entries(t, c->window, c->stride, o, dims_head_windows(dims, g));
-    int lo = vis_raw_lo(dims->visibility, t, n, c->window, c->stride, o, c->n_local);
-    return n + (t - lo + 1);
+    VisQueryView v = vis_query_view(dims->visibility, t, c->window, c->stride, o, dims_head_windows(dims, g), c->n_local);
+    return v.n_entries + (t - v.raw_lo + 1);
 }
 
 /* compressor = shared has one map per branch but still projects every offset's token with it:
- * the same FLOPs as paper, fewer parameters (SPEC.md 2b). */
+ * the same FLOPs as paper, fewer parameters (docs/spec.md §2b). */
 double model_flops_per_token(const ModelConfig *c, int T) {
     double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, V = c->vocab_size;
     double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */

@@ -1,4 +1,4 @@
-/* The model: the Qwen3 decoder of SPEC.md section 1 with the compressed attention of section 2,
+/* The model: the Qwen3 decoder of docs/spec.md §1 with the compressed attention of section 2,
  * written once as a sequence of calls to the op API of kernels/kernels.h, so that the same code
  * runs on every backend.
  *
@@ -27,7 +27,7 @@ void model_free(Model *m);
 const TensorTable *model_tensors(const Model *m);
 float *model_params(Model *m);            /* [n_params] fp32, backend memory */
 float *model_grads(Model *m);             /* [n_params] fp32, backend memory */
-/* Normal(0, 0.02) matrices and embedding, norms 1, gates and biases 0, sinks 0 (SPEC.md). */
+/* Normal(0, 0.02) matrices and embedding, norms 1, gates and biases 0, sinks 0 (docs/spec.md). */
 void model_init_params(Model *m, uint64_t seed);
 /* Host copies of the fp32 parameters [n_floats] (download / upload, then refresh working copies). */
 void model_download_params(Model *m, float *host);
@@ -42,7 +42,7 @@ void model_params_updated(Model *m);
 
 /* The sequence length T of the following forward passes (and backward passes): 1 <= T <= the
  * T given to model_create (the default). The activation arena is reused: nothing is allocated.
- * The model is causal (SPEC.md sections 1-2: a query sees compressed entries whose window has
+ * The model is causal (docs/spec.md §1-§2: a query sees compressed entries whose window has
  * ended at or before it and raw tokens up to itself), so the outputs at positions t < T of a
  * sequence depend only on its tokens 0..t: a prompt evaluated at its own length gives the
  * logits it gives padded to the model's T. Returns 0, or -1 with err filled. */
@@ -87,7 +87,7 @@ const ModelConfig *model_config(const Model *m);
  * (vector). Returns the number of windows, 0 for full attention. */
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
 
-/* Gate-coverage penalty (SPEC.md 2b): from now on model_forward_backward also accumulates the
+/* Gate-coverage penalty (docs/spec.md §2b): from now on model_forward_backward also accumulates the
  * gradient of lambda * (sum over its sequences of the penalty) * loss_scale * T, i.e. with the
  * trainer's loss_scale = 1/(Bg T) the gradient of lambda * mean over the step's sequences. The
  * returned losses stay the plain cross-entropy. Error (err filled) where the backend lacks it

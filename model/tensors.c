@@ -1,5 +1,5 @@
 /* Builds the tensor table of a config: the HuggingFace Qwen3 names and shapes for the backbone
- * and the compressor names of SPEC.md section 2. Tensors a variant switches off do not exist:
+ * and the compressor names of docs/spec.md §2. Tensors a variant switches off do not exist:
  * no q_norm/k_norm/ck_norm without qk_norm, no value branch when keys and values are tied
  * (kv_tied, or compressor = deepseek), no gate tensors for uniform gates, no bias without
  * gate_bias, no lm_head with tied embeddings. */

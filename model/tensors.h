@@ -1,4 +1,4 @@
-/* The tensor table: every trainable tensor of a config, with its HuggingFace / SPEC.md name,
+/* The tensor table: every trainable tensor of a config, with its HuggingFace / docs/spec.md name,
  * shape and offset into the flat fp32 parameter buffer. It is the single source of truth for
  * checkpoint I/O, gradient reduction, optimizer sharding, weight decay, gradient norms and the
  * parameter count. Tensors are laid out in table order, each offset aligned to 16 floats. */

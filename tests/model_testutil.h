@@ -1,5 +1,5 @@
-/* Helpers shared by the model tests: tiny configs of every SPEC.md variant, and random
- * parameters large enough that every term of the model matters (the SPEC init has zero gates,
+/* Helpers shared by the model tests: tiny configs of every docs/spec.md variant, and random
+ * parameters large enough that every term of the model matters (the docs/spec.md §1.4 init has zero gates,
  * which would hide gate-gradient mistakes). */
 #ifndef PHASELAB_TESTS_MODEL_TESTUTIL_H
 #define PHASELAB_TESTS_MODEL_TESTUTIL_H

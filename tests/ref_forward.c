@@ -3,7 +3,7 @@
  *   build/tests/ref_forward CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32
  * reads the config, loads every parameter by name, reads B*T int32 tokens, and writes the
  * logits [B, T, V] as float32. With PHASELAB_REF_COVERAGE=PATH it also writes to PATH (text) the
- * gate-coverage penalty of SPEC.md 2b without lambda, mean over the B sequences. */
+ * gate-coverage penalty of docs/spec.md §2b without lambda, mean over the B sequences. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "kernels/kernels.h"

@@ -1,5 +1,5 @@
 /* Token shards written byte by byte for the loader tests (tests/test_loader.c,
- * tests/test_train_stages.c), independently of data/shard.c: the DESIGN.md layout, a 1024-byte
+ * tests/test_train_stages.c), independently of data/shard.c: the layout of data/shard.h, a 1024-byte
  * header "PHLTOKv1" (header size, 4-byte tokens, vocabulary 2^24, end-of-text 0, n_tokens at
  * byte 24, fingerprint at byte 32), then uint32 tokens. Token i is tok[i], or FILE_ID * 1000 + i
  * when tok is NULL, so every window read names its file and first position. */

@@ -194,7 +194,7 @@ if os.path.exists(ko_h5):
 else:
     check(False, "knockout file written", "")
 
-# per-head phase (SPEC.md 2b: the phase of t for KV head g is (t - o_g) mod S, o_g = floor(g S / G)):
+# per-head phase (docs/spec.md §2b: the phase of t for KV head g is (t - o_g) mod S, o_g = floor(g S / G)):
 # a staggered W4/S4 model with 2 KV heads has o = 0, 2, so residue r is phase r mod 4 on head 0
 # and (r - 2) mod 4 on head 1 (worked by hand here, not with the code under test); the aligned
 # model has o = 0, 0. rel_change_phase must be the knocked-out head's own fold of acc and acc_clean.
@@ -232,7 +232,7 @@ for name, ckpt, want_off in (("aligned", ck, [0, 0]), ("staggered", ck_stag, [0,
               f"knockout {name}: rel_change_phase is each head's own fold ({int(fin.sum())} finite cells)", f"{relp} vs {want}")
     if name == "staggered":
         check("(t_K - o_g) mod 4" in out, "knockout staggered: the table says it folds by the head's own phase", out[-600:])
-        # tools/report labels each row with the head's o_g (its own formula from the grid, SPEC.md 2b)
+        # tools/report labels each row with the head's o_g (its own formula from the grid, docs/spec.md §2b)
         shutil.copy(kh5, os.path.join(ckpt, "analysis.h5"))
         with h5py.File(os.path.join(ckpt, "analysis.h5"), "a") as f:   # the untrained model scores 0: give the maps values to draw
             grp = f[sorted(k for k in f if k.startswith("knockout_"))[-1]]

@@ -5,6 +5,7 @@
  * matmul's result is checked too, so a backend that skipped the product cannot pass. */
 #include <string.h>
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "tests/check.h"
 
 int main(void) {

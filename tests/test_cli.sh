@@ -24,7 +24,7 @@ grep -q "FLOPs per token" <<<"$out" && grep -q "memory plan per rank" <<<"$out" 
 out=$(./train --dry-run configs/paper/w8s8_kv1_seed42.ini 2>&1)
 grep -q "self_attn.compressor.k_payload.weight  *\[1, 8, 128, 1024\]" <<<"$out" \
   && grep -q "self_attn.compressor.k_gate.weight  *\[1, 8, 1, 1024\]" <<<"$out" \
-  && ok "--dry-run shows the compressor tensors with SPEC.md names and shapes" || bad "compressor tensors" "$(grep compressor <<<"$out" | head -3)"
+  && ok "--dry-run shows the compressor tensors with docs/spec.md names and shapes" || bad "compressor tensors" "$(grep compressor <<<"$out" | head -3)"
 
 printf '[model]\nd_model = 64\nn_heads = 6\nn_kv_heads = 4\n' > "$S/bad.ini"
 out=$(./train --dry-run "$S/bad.ini" 2>&1); rc=$?

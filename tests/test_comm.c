@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "kernels/kernels.h"
+#include "common/clock.h"
 #include "common/errors.h"
 #include "tests/check.h"
 #include "trainer/comm.h"
@@ -28,12 +29,6 @@
 #include <mpi.h>
 
 static Comm C;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* Reports a check decided per rank: rank 0 prints the line, counting the ranks that failed. */
 static void report(const char *name, int ok, const char *fmt, ...) {
@@ -125,9 +120,9 @@ static void test_host_collectives(void) {
 
     /* barrier: the last rank arrives 0.3 s late; everyone must wait for it */
     if (R == W - 1 && W > 1) usleep(300000);
-    double t0 = now_s();
+    double t0 = clock_seconds();
     comm_barrier(&C);
-    double dt = now_s() - t0;
+    double dt = clock_seconds() - t0;
     if (W > 1 && R != W - 1)
         report("comm_barrier waits for the last rank", dt > 0.25, "returned after %.3f s", dt);
     else
@@ -223,13 +218,13 @@ static int failure_mode(const char *mode, int victim) {
 
 int main(int argc, char **argv) {
     setenv("PHASELAB_COMM_MAX_COUNT", "1000", 0);
-    double t0 = now_s();
+    double t0 = clock_seconds();
     char err[ERR_LEN] = "";
     if (comm_init(&C, &argc, &argv, err) != 0) {
         printf("not ok - comm_init: %s\n", err);
         return 1;
     }
-    double t_init = now_s() - t0;
+    double t_init = clock_seconds() - t0;
     if (argc == 3 && (strcmp(argv[1], "--die-rank") == 0 || strcmp(argv[1], "--hang-rank") == 0 ||
                       strcmp(argv[1], "--exit-rank") == 0))
         return failure_mode(argv[1], atoi(argv[2]));

@@ -1,4 +1,4 @@
-/* Tests of trainer/run_config.c: defaults (Qwen3-0.6B shape, SPEC.md section 2 variant defaults),
+/* Tests of trainer/run_config.c: defaults (Qwen3-0.6B shape, docs/spec.md §2 variant defaults),
  * INI loading, command-line overrides, every validation error (file, line and key named in
  * the message), the config_write / config_load round trip and the --help key table.
  * Scratch INI files live under build/scratch/test_config/. */
@@ -72,7 +72,7 @@ static void test_defaults(void) {
               m->gate_bias == 1 && m->kv_tied == 0 && m->post_norm == 0 && m->rope_dims == 128 &&
               m->local == LOCAL_WINDOW && m->n_local == 16 && m->compressor == COMPRESSOR_PAPER &&
               m->attn_sink == 0,
-          "defaults: SPEC.md section 2 variants (rope_dims resolves to head_dim)",
+          "defaults: docs/spec.md §2 variants (rope_dims resolves to head_dim)",
           "attn %d W %d S %d gate %d bias %d tied %d post %d r %d local %d nl %d comp %d sink %d", m->attention,
           m->window, m->stride, m->gate, m->gate_bias, m->kv_tied, m->post_norm, m->rope_dims, m->local,
           m->n_local, m->compressor, m->attn_sink);
@@ -248,7 +248,7 @@ static const ErrCase err_cases[] = {
     {"run_name_slash", "[run]\nname = a/b\n", 2, "name", "'/'"},
     {"string_semicolon", "[data]\ntrain =;x\n", 2, "train", "';'"},
     {"eval_every_negative", "[eval]\nevery = -1\n", 2, "every", ">= 0"},
-    /* SPEC.md 2b */
+    /* docs/spec.md §2b */
     {"grid_word", "[model]\nattention = compressed\ngrid = shifted\n", 3, "grid", "aligned | staggered"},
     {"grid_staggered_full", "[model]\ngrid = staggered\n", 2, "grid", "attention = compressed"},
     {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},

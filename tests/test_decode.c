@@ -1,5 +1,5 @@
 /* Incremental decoding (model/decode.c) against the full-sequence forward (model/model.c), for
- * full attention and every compressed-attention variant of SPEC.md section 2, on tiny models with
+ * full attention and every compressed-attention variant of docs/spec.md §2, on tiny models with
  * random weights:
  *   - the logits of every position, fed token by token through the cache, equal the full
  *     forward's (final-norm output @ E_out^T, computed here on the host) to DECODE_REL_TOL
@@ -11,7 +11,7 @@
  *   - decoding past the model's seq_len equals the forward of a model built for the longer T;
  *   - the cache bytes measured from the allocations equal the formula, and the formula's figures
  *     for the Qwen3-0.6B shape (and a staggered layout) equal numbers worked out by hand here.
- * grid = staggered (SPEC.md 2b) with G = 2 and 4 KV heads, local = window and tail, S < W and
+ * grid = staggered (docs/spec.md §2b) with G = 2 and 4 KV heads, local = window and tail, S < W and
  * S = W, tied K/V, vector gates, post-norm, sink, shared compressor: every check above against the
  * full forward (which has each head's own grid); G = 1 staggered equals aligned bit for bit. */
 #include <stdio.h>
@@ -53,7 +53,7 @@ static void v_overlap_tail_vec(ModelConfig *c) { v_overlap(c); c->local = LOCAL_
 static void v_shared(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_shared_tail_vector(ModelConfig *c) { v_shared(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; }
 static void v_deepseek_sink_tail(ModelConfig *c) { v_deepseek(c); c->attn_sink = 1; c->local = LOCAL_TAIL; }
-/* grid = staggered (SPEC.md 2b): KV head g's windows start at o_g = floor(gS/G). tu_tiny_config has
+/* grid = staggered (docs/spec.md §2b): KV head g's windows start at o_g = floor(gS/G). tu_tiny_config has
  * H = 4 query heads; G = 4 puts one query head on each KV head. */
 static void v_stag(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; }                        /* G2 W4 S4: o = 0, 2 */
 static void v_stag_tail(ModelConfig *c) { v_stag(c); c->local = LOCAL_TAIL; }

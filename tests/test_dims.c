@@ -1,6 +1,6 @@
 /* The derived sizes of model/dims.h and the enum words of trainer/run_config.h.
  *
- * dims_of(cfg, T) against values worked out by hand from SPEC.md sections 2 and 2b:
+ * dims_of(cfg, T) against values worked out by hand from docs/spec.md §2 and §2b:
  *   nW = #{j : jS + W - 1 <= T - 1} = (T - W) / S + 1 (0 when T < W, 0 for full attention);
  *   tied K/V (one branch) iff kv_tied or compressor = deepseek; maps W | 2 | 1 for paper |
  *   deepseek | shared; channels head_dim for vector gates, else 1; staggered o_g = floor(g S / G).
@@ -93,7 +93,7 @@ static void test_compressor_and_gate(void) {
 }
 
 /* Every word of key `key` loads as a value whose table entry is that word. The words are
- * written here by hand (SPEC.md / the INI documentation), not taken from the table. */
+ * written here by hand (docs/spec.md / the INI documentation), not taken from the table. */
 static void words_round_trip(const char *key, const char *const *words, int n, const char *const *table,
                              size_t field_offset) {
     for (int i = 0; i < n; i++) {

@@ -8,7 +8,7 @@
  * attention and compressed W8/S8 (local window), W8/S4, W8/S8 tail and a staggered vector-gate
  * variant:
  *   - probe_evaluate at the prompt's length gives the same correct/total counts per protocol
- *     (pp, ip) and residue as the padded path (probe_evaluate_set_padded), lookup and needle;
+ *     (pp, ip) and residue as the padded path (probe_evaluate_padded), lookup and needle;
  *   - the final-norm output (the classifier's only input, so the logits) at every t < L and
  *     the per-token losses of model_forward (the filler sweep's path) are equal within fp32
  *     rounding (see below; the count of values that are not bitwise equal is printed), and the
@@ -102,9 +102,7 @@ static void check_probe(Model *m, const ProbeSet *ps, int T, const char *name, c
     long allocs = n_allocs;
     int rc = probe_evaluate(m, ps, T, MICRO, &at_len, err);
     long new_allocs = n_allocs - allocs;
-    probe_evaluate_set_padded(1);
-    rc |= probe_evaluate(m, ps, T, MICRO, &padded, err);
-    probe_evaluate_set_padded(0);
+    rc |= probe_evaluate_padded(m, ps, T, MICRO, &padded, err);
     printf("# %s %s at the prompt's length: pp %ld/%ld, ip %ld/%ld correct\n", name, what, sum_of(at_len.correct, PROBE_PP),
            sum_of(at_len.total, PROBE_PP), sum_of(at_len.correct, PROBE_IP), sum_of(at_len.total, PROBE_IP));
     snprintf(label, sizeof label, "%s %s: correct/total per protocol and residue at the prompt's length == padded to T", name,

@@ -2,7 +2,7 @@
 # ./train --generate and ./train --eval --decode on a tiny trained checkpoint (CPU, one thread):
 #   - greedy generation from --prompt-ids streams the prompt then the new ids, prints prefill and
 #     decode tokens/s and the cache bytes measured from the allocations, which must equal the
-#     figure worked out here by hand from the config (SPEC shapes, fp32 elements);
+#     figure worked out here by hand from the config (docs/spec.md shapes, fp32 elements);
 #   - --prompt TEXT with a tokenizer streams text; sampling is reproducible from --seed;
 #   - a context past the training seq_len works (RoPE positions continue);
 #   - the lookup probe scored through the KV cache (--decode) gives the same table as --eval;

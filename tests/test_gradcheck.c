@@ -1,9 +1,9 @@
 /* Finite-difference gradient check of every parameter tensor (the input embedding included)
- * for full attention and every compressed-attention variant of SPEC.md section 2, on tiny
+ * for full attention and every compressed-attention variant of docs/spec.md §2, on tiny
  * shapes. For each tensor and two random unit directions u, the analytic directional derivative
  * g.u must match (L(p + eps u) - L(p - eps u)) / (2 eps) to 2% (+ a small absolute floor for
  * fp32 noise): a wrong sign or a missed term in any tensor's gradient fails.
- * The remedies of SPEC.md section 2b (compressor = shared, grid = staggered, the gate-coverage
+ * The remedies of docs/spec.md §2b (compressor = shared, grid = staggered, the gate-coverage
  * penalty) are checked alone and combined with vector gates, tail, S < W, post-norm, tied K/V,
  * 1 and > 1 KV heads; with a penalty lambda the checked objective is
  *   mean cross-entropy + lambda * (sum over sequences of the penalty) * T / (B T - 1)
@@ -34,7 +34,7 @@ static void v_overlap(ModelConfig *c) { v_comp(c); c->window = 4; c->stride = 2;
 static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
 static void v_overlap_tail_vec(ModelConfig *c) { v_overlap(c); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
 
-/* SPEC.md 2b */
+/* docs/spec.md §2b */
 static void v_shared(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_shared_nobias(ModelConfig *c) { v_shared(c); c->gate_bias = 0; }
 static void v_shared_vec_tail_pn(ModelConfig *c) { v_shared(c); c->gate = GATE_VECTOR; c->local = LOCAL_TAIL; c->post_norm = 1; }

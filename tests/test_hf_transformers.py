@@ -213,7 +213,7 @@ for name, v in VARIANTS.items():
           f"generate {gen}, phaselab {greedy}")
 
 
-# SPEC.md 2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
+# docs/spec.md §2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
 # identities that follow from their definitions, on random weights.
 def remedy_model(**variant):
     sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))

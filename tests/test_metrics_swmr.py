@@ -158,13 +158,13 @@ def main():
                 "val": {"step", "loss", "loss_by_residue"},
                 "probe": {"step", "acc_pp", "acc_ip", "mean_pp", "worst_pp", "best_pp", "gap_pp",
                           "mean_ip", "worst_ip", "best_ip", "gap_ip",
-                          # phase-effect test (SPEC.md section 3)
+                          # phase-effect test (docs/spec.md §3)
                           "chi2_pp", "p_pp", "chi2_phase_pp", "p_phase_pp",
                           "chi2_ip", "p_ip", "chi2_phase_ip", "p_phase_ip"},
                 "gates": {"step", "eff_static", "eff_window", "profile"}}
         for group, names in want.items():
             g = f[group]
-            check(set(g.keys()) == names, f"/{group} holds exactly the DESIGN.md datasets", f"{sorted(g.keys())}")
+            check(set(g.keys()) == names, f"/{group} holds exactly the trainer/metrics.h datasets", f"{sorted(g.keys())}")
             check("NX_class" not in g.attrs and as_str(g.attrs.get("description", "")),
                   f"/{group} is a plain described table (the NXdata plots are under /entry)", f"{dict(g.attrs)}")
             # the step scale is one object reachable from several paths (/entry links to it)

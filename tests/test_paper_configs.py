@@ -32,7 +32,7 @@ def expected_keys(name):
     w, s = parts[0][1:].split("s")
     want.update({("model", "attention"): "compressed", ("model", "window"): w, ("model", "stride"): s,
                  ("model", "n_kv_heads"): parts[1][2:],
-                 # defaults of SPEC.md section 2, overridden below by what the name says
+                 # defaults of docs/spec.md §2, overridden below by what the name says
                  ("model", "gate"): "scalar", ("model", "gate_bias"): "true", ("model", "kv_tied"): "false",
                  ("model", "post_norm"): "false", ("model", "qk_norm"): "true", ("model", "rope_dims"): "128",
                  ("model", "local"): "window", ("model", "compressor"): "paper", ("train", "seed"): "42"})

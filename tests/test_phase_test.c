@@ -106,7 +106,7 @@ int main(void) {
         for (int s = 0; s < 8; s++) ok = ok && fc[s] == s + (s + 8) + (s + 16) && ft[s] == 300;
         check(ok, "fold_by_phase sums residues r = s mod S", "");
         check(fold_by_phase(c, t, 24, 7, fc, ft) == -1, "fold_by_phase refuses S not dividing P", "");
-        /* a staggered head with o = 3 (SPEC.md 2b: phase (t - o) mod S): phase s holds the residues
+        /* a staggered head with o = 3 (docs/spec.md §2b: phase (t - o) mod S): phase s holds the residues
          * r = s + 3 (mod 8), i.e. (s + 3) % 8, +8, +16 */
         ok = fold_by_head_phase(c, t, 24, 8, 3, fc, ft) == 0;
         for (int s = 0; s < 8; s++) ok = ok && fc[s] == 3 * ((s + 3) % 8) + 24 && ft[s] == 300;

@@ -155,10 +155,8 @@ int main(void) {
         check(fake.calls == 3 && fake.max_b == 3, "evaluate_batches", "calls %d max batch %d", fake.calls, fake.max_b);
         /* the prompts (LEN tokens) run at their own length, not at T = 16; T comes back after */
         check(fake.call_T == LEN && fake.T == 16, "evaluate_at_prompt_length", "ran at %d, left at %d", fake.call_T, fake.T);
-        probe_evaluate_set_padded(1);
         ProbeResult rpad;
-        rc = probe_evaluate(&fake, ps, 16, 3, &rpad, err);
-        probe_evaluate_set_padded(0);
+        rc = probe_evaluate_padded(&fake, ps, 16, 3, &rpad, err);
         check(rc == 0 && fake.call_T == 16 && !memcmp(rpad.correct, res.correct, sizeof res.correct) &&
               !memcmp(rpad.total, res.total, sizeof res.total), "evaluate_padded_path_same_counts", "rc %d ran at %d", rc,
               fake.call_T);

@@ -1,4 +1,4 @@
-"""Checks the C forward pass against an independent NumPy float64 implementation of SPEC.md
+"""Checks the C forward pass against an independent NumPy float64 implementation of docs/spec.md
 sections 1-2 (tests/ref/spec_model.py), and checks that reference itself.
 
 Part 1 (needs no C code): hand-computed RMSNorm / RoPE values, the safetensors reader and
@@ -69,7 +69,7 @@ VARIANTS = {
     "comp_combo": dict(COMP, n_kv_heads=1, tie_embeddings=False, gate="vector", post_norm=True,
                        local="tail", rope_dims=4, attn_sink=True, gate_bias=False, norm_eps=0.25,
                        window=5, stride=3),
-    # SPEC.md 2b remedies, alone and combined
+    # docs/spec.md §2b remedies, alone and combined
     "comp_shared": dict(COMP, compressor="shared"),
     "comp_shared_no_gate_bias": dict(COMP, compressor="shared", gate_bias=False),
     "comp_shared_vector_tail_post_norm": dict(COMP, compressor="shared", gate="vector", local="tail", post_norm=True),
@@ -183,7 +183,7 @@ def check_causality():
 
 
 def check_masks_by_hand():
-    """T 8, W 4, S 2: windows 0..3, 2..5, 4..7 close at t = 3, 5, 7 (SPEC.md 2, written out)."""
+    """T 8, W 4, S 2: windows 0..3, 2..5, 4..7 close at t = 3, 5, 7 (docs/spec.md §2, written out)."""
     c = sm.make_config(**dict(COMP, n_local=3))
     entry, raw = sm.visibility(c, 8)
     want_entry = [[], [], [], [0], [0], [0, 1], [0, 1], [0, 1, 2]]
@@ -200,7 +200,7 @@ def check_masks_by_hand():
 
 
 def check_compressor_loop():
-    """compressor_branch (gathers + einsum) against the SPEC.md 2 formula written as plain loops:
+    """compressor_branch (gathers + einsum) against the docs/spec.md §2 formula written as plain loops:
     E_j = sum_i alpha_{j,i} p_{j,i}, alpha = softmax_i(Z_{g,m(i)} a_{jS+i} + b_{g,i}),
     p_{j,i} = [RMSNorm](C_{g,m(i)} a_{jS+i}), m(i) = i (paper) or i // S (deepseek)."""
     rng = np.random.default_rng(5)
@@ -238,10 +238,10 @@ def check_compressor_loop():
 
 
 def expected_reach(c, t, p):
-    """Whether, in one layer, token p < t reaches the query at t (SPEC.md 2 visibility)."""
+    """Whether, in one layer, token p < t reaches the query at t (docs/spec.md §2 visibility)."""
     W, S, G = c["window"], c["stride"], c["n_kv_heads"]
     reach = False
-    for g in range(G):   # SPEC.md 2b: the union over the KV heads' own grids
+    for g in range(G):   # docs/spec.md §2b: the union over the KV heads' own grids
         o = (g * S) // G if c["grid"] == "staggered" else 0
         visible = [j for j in range((T - o - W) // S + 1) if o + j * S + W - 1 <= t] if T - o >= W else []
         if any(o + j * S <= p <= o + j * S + W - 1 for j in visible):
@@ -334,7 +334,7 @@ def check_identities():
         check(max_rel(sm.forward(cp, pp, tok), sm.forward(cd, pd, tok)) < 1e-12,
               f"deepseek = paper with half-window maps and tied K/V ({gate} gate)")
 
-    # SPEC.md 2b: shared = paper with the one map repeated over the offsets
+    # docs/spec.md §2b: shared = paper with the one map repeated over the offsets
     for gate in ("scalar", "vector"):
         csh = sm.make_config(**dict(VARIANTS["comp_shared"], gate=gate))
         cpa = sm.make_config(**dict(VARIANTS["comp_shared"], gate=gate, compressor="paper"))
@@ -345,7 +345,7 @@ def check_identities():
                 ppa[n] = np.repeat(psh[n], csh["window"], axis=1)
         check(max_rel(sm.forward(cpa, ppa, tok), sm.forward(csh, psh, tok)) < 1e-12,
               f"shared = paper with one map repeated over the offsets ({gate} gate)")
-    # SPEC.md 2b: G = 1 staggered = aligned; staggered differs from aligned for G > 1
+    # docs/spec.md §2b: G = 1 staggered = aligned; staggered differs from aligned for G > 1
     c1 = sm.make_config(**VARIANTS["comp_staggered_g1_untied"])
     p1 = random_params(c1, 39)
     check(max_rel(sm.forward(c1, p1, tok), sm.forward(dict(c1, grid="aligned"), p1, tok)) == 0,
@@ -491,7 +491,7 @@ def run_tool(name, c, params, tok):
 
 
 def check_c_identities():
-    """SPEC.md 2b identities of the C forward pass, through checkpoints: G = 1 staggered equals
+    """docs/spec.md §2b identities of the C forward pass, through checkpoints: G = 1 staggered equals
     aligned bit for bit; shared equals paper whose per-offset maps are all the shared map."""
     have_tool = os.access(TOOL, os.X_OK)
     labels = ["C: staggered grid with G = 1 = aligned, bit for bit",

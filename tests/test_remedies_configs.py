@@ -1,4 +1,4 @@
-"""configs/remedies/ and the mini remedy configs: each file carries the SPEC.md 2b keys its name
+"""configs/remedies/ and the mini remedy configs: each file carries the docs/spec.md §2b keys its name
 says (and the paper shape / budget of configs/paper/ for the paper-scale runs), and, when
 ./train is built, each dry-runs with exit 0; the dry-run parameter count of `shared` is below
 the paper compressor's and its FLOPs are the same (the per-offset maps' memory, not their FLOPs)."""

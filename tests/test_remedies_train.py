@@ -1,4 +1,4 @@
-"""The SPEC.md 2b remedies through ./train on the tiny config (configs/test/tiny.ini):
+"""The docs/spec.md §2b remedies through ./train on the tiny config (configs/test/tiny.ini):
 
   * train.gate_coverage = lambda: /train/gate_coverage exists, is > 0 and equals the log line;
     /train/loss stays the plain cross-entropy: with the same seed and data, step 1 (before any

@@ -1,5 +1,5 @@
 /* Token shard reader and writer (data/shard.c): round trip through the writer checked against
- * the byte layout of DESIGN.md built by hand here, the atomic-rename behaviour of a killed
+ * the byte layout of data/shard.h built by hand here, the atomic-rename behaviour of a killed
  * writer, every header corruption the reader must name (file and byte offset), tokens beyond
  * the vocabulary, missing files and globs, and a sparse shard of more than 2^32 tokens (16 GiB)
  * whose tokens must be read at 64-bit offsets. Scratch files live in build/scratch/test_shard/. */
@@ -23,7 +23,7 @@ static void put_u32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) 
 static void put_u64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> 8 * i); }
 static uint32_t get_u32(const unsigned char *p) { return p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24; }
 
-/* A header laid out by hand from DESIGN.md ("File formats"). */
+/* A header laid out by hand from data/shard.h. */
 static void make_header(unsigned char h[1024], uint32_t vocab, uint32_t eot, uint64_t n, const char *fp) {
     memset(h, 0, 1024);
     memcpy(h, "PHLTOKv1", 8);
@@ -104,7 +104,7 @@ static void test_round_trip(void) {
                  memcmp(b + 32, "bytes", 6) == 0;
     for (int i = 37; layout && i < 1024; i++) layout = b[i] == 0;
     for (size_t i = 0; layout && i < N; i++) layout = get_u32(b + 1024 + 4 * i) == tok[i];
-    check(layout, "writer: bytes match the DESIGN.md layout", "file of %zu bytes differs", len);
+    check(layout, "writer: bytes match the data/shard.h layout", "file of %zu bytes differs", len);
     free(b);
 
     Shard s;

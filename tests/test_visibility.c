@@ -1,12 +1,12 @@
-/* Causality and visibility of the C model (SPEC.md section 2), on one-layer models so that
+/* Causality and visibility of the C model (docs/spec.md §2), on one-layer models so that
  * every influence is direct: changing the token at position p must leave every logit at t < p
- * bit-identical, and at t >= p it may change the logits only through a path SPEC allows:
+ * bit-identical, and at t >= p it may change the logits only through a path docs/spec.md §2.5 allows:
  *   full attention: every t >= p;
  *   compressed: t = p, p in t's raw range (local window [t - n_local + 1, t] or tail
  *   (e_t, t]), or p inside a window j that t sees (jS <= p <= jS + W - 1 and jS + W - 1 <= t).
  * Allowed positions must change (random weights), forbidden ones must not change at all.
- * The expected sets are computed here from the SPEC formulas, not from the model's code.
- * Staggered grids (SPEC.md 2b) are checked per KV head g: the output projection columns of
+ * The expected sets are computed here from the docs/spec.md formulas, not from the model's code.
+ * Staggered grids (docs/spec.md §2b) are checked per KV head g: the output projection columns of
  * every query head not reading g are zeroed, so the logits see attention only through g, whose
  * windows start at o_g = floor(g S / G) (window j: o_g + jS .. o_g + jS + W - 1, existing iff
  * its end <= T - 1, visible iff its end <= t; tail: e_t over g's own windows). */
@@ -64,7 +64,7 @@ int main(void) {
             tu_random_params(m, 7 + ci, 0.4);
             int o = 0;
             if (heads > 1) {
-                o = kv * cfg.stride / cfg.n_kv_heads;                 /* SPEC.md 2b: floor(g S / G) */
+                o = kv * cfg.stride / cfg.n_kv_heads;                 /* docs/spec.md §2b: floor(g S / G) */
                 const TensorTable *tt = model_tensors(m);
                 const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
                 float *P = model_params(m) + wo->offset;                  /* [D, H*d] */

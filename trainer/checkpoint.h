@@ -1,5 +1,5 @@
 /* Checkpoints: RUN/checkpoints/step_NNNNNNNN/ holding
- *   model.safetensors         fp32 master weights, HuggingFace Qwen3 names (+ SPEC.md compressor names)
+ *   model.safetensors         fp32 master weights, HuggingFace Qwen3 names (+ docs/spec.md compressor names)
  *   config.json               HuggingFace config (Qwen3ForCausalLM for plain full attention)
  *   config.ini                the resolved phaselab config of the run
  *   optimizer/rank_RRRRR.bin  each rank's AdamW shard: magic "PHLOPTv1", u32 version 1, u32 rank,

@@ -37,6 +37,7 @@
  * With a world of one every collective is an identity and calls nothing (reduce-scatter copies
  * send's shard to recv with the backend's copy when they differ). */
 #include "trainer/comm.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -83,12 +84,6 @@ typedef struct CommImpl {
     double op_timeout;     /* timeout_s read when the collective started */
     int rank;
 } CommImpl;
-
-static double mono_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* ---- launcher detection ---- */
 
@@ -150,7 +145,7 @@ static void op_begin(Comm *c, const char *op) {
     CommImpl *m = c->impl;
     pthread_mutex_lock(&m->mu);
     m->op = op;
-    m->op_start = mono_s();
+    m->op_start = clock_seconds();
     m->op_timeout = c->timeout_s;
     pthread_mutex_unlock(&m->mu);
 }
@@ -171,7 +166,7 @@ static void *watchdog_main(void *arg) {
         until.tv_sec += 1;
         pthread_cond_timedwait(&m->cv, &m->mu, &until);
         if (m->stop) break;
-        if (m->op && m->op_timeout > 0 && mono_s() - m->op_start > m->op_timeout) {
+        if (m->op && m->op_timeout > 0 && clock_seconds() - m->op_start > m->op_timeout) {
             fprintf(stderr, "phaselab: rank %d: collective %s did not complete within %g s (a rank died or hangs); aborting\n",
                     m->rank, m->op, m->op_timeout);
             pthread_mutex_unlock(&m->mu);

@@ -9,20 +9,7 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "model/dims.h"
-#include "data/synth.h"
-
-void window_targets(const int32_t *window, int T, int loss_targets, int32_t *targets) {
-    if (loss_targets == LOSS_TARGETS_ANSWERS) synth_answer_targets(window, T, targets);
-    else memcpy(targets, window + 1, sizeof(int32_t) * (size_t)T);
-}
-
-int loss_targets_check(int loss_targets, const char *glob, const char *fingerprint, char *err) {
-    if (loss_targets == LOSS_TARGETS_ANSWERS && strcmp(fingerprint, SYNTH_FINGERPRINT) != 0)
-        return set_err(err, "%s: [data] loss_targets = answers needs the synthetic corpus (./train --make-synthetic, "
-                       "tokenizer fingerprint \"%s\"); these shards have \"%s\"", glob, SYNTH_FINGERPRINT,
-                       fingerprint);
-    return 0;
-}
+#include "data/targets.h"
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
     gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
@@ -85,7 +72,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     const int nW = dims.n_windows;
     long n_val = val_set_n_windows(val);
     /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,
-     * G windows per KV head (grid = staggered: each head's own window count, SPEC.md 2b)] */
+     * G windows per KV head (grid = staggered: each head's own window count, docs/spec.md §2b)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
     size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G;
     int *head_windows = malloc(sizeof(int) * G);

@@ -1,4 +1,4 @@
-/* Evaluation on the validation set (SPEC.md section 3):
+/* Evaluation on the validation set (docs/spec.md §3):
  * - per-residue validation loss: the mean next-token cross-entropy of the tokens whose
  *   predicted position t (the logit's position) has t mod P = r, plus the plain mean, over the
  *   first floor(val_tokens / T) windows of the validation set;
@@ -17,6 +17,7 @@
 #define PHASELAB_EVALUATE_H
 #include "trainer/run_config.h"
 #include "data/loader.h"
+#include "data/targets.h"   /* window_targets: the scored tokens */
 
 struct Model;
 struct Comm;
@@ -37,13 +38,6 @@ int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *va
                         int residues, int loss_targets, struct Comm *comm, int show_progress, EvalResult *res,
                         char *err);
 
-/* The one rule for the targets a loss counts (data.loss_targets, LOSS_TARGETS_*), used by the
- * training step and the validation loss: window [T+1] (a window of data/loader.h) -> targets
- * [T], window[t+1] where the target counts, -1 where it does not (kernels' ignored target). */
-void window_targets(const int32_t *window, int T, int loss_targets, int32_t *targets);
-/* loss_targets = answers needs shards of the synthetic corpus (tokenizer fingerprint
- * "synthetic"): error naming the data glob and its fingerprint otherwise. */
-int loss_targets_check(int loss_targets, const char *glob, const char *fingerprint, char *err);
 void eval_result_free(EvalResult *r);
 
 /* Gate statistics of one batch of gate weights, accumulated into sums (used by
@@ -51,7 +45,7 @@ void eval_result_free(EvalResult *r);
  * sum_eff [G] += sum over windows of exp(H) averaged over channels. */
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff);
 /* Same, where KV head g has only its first head_windows[g] of the nW rows (grid = staggered,
- * SPEC.md 2b: each head's statistics over its own windows); head_windows NULL = all nW. */
+ * docs/spec.md §2b: each head's statistics over its own windows); head_windows NULL = all nW. */
 void gate_stats_accumulate_heads(const float *alpha, int B, int nW, int G, int W, int c, const int *head_windows,
                                  double *sum_alpha, double *sum_eff);
 /* From the sums over n windows: eff_static [G], profile [G, W]. */

@@ -6,7 +6,7 @@
  *                            so plain transformers refuses it and trust_remote_code loads it;
  *                            "phaselab_vocabulary" says what the token ids are;
  *   configuration_phaselab.py, modeling_phaselab.py   (non-vanilla only) tools/hf/, the PyTorch
- *                            model of SPEC.md 1, 2, 2b, embedded in ./train at build time
+ *                            model of docs/spec.md §1, §2 and §2b, embedded in ./train at build time
  *                            (.incbin), so a checkpoint always carries the code of its writer;
  *   generation_config.json   eos and pad = the shards' end-of-text id;
  *   tokenizer.json, tokenizer_config.json   when the shards were made by ./tokenize from a
@@ -184,7 +184,7 @@ char *hf_config_json(const ModelConfig *m, int T) {
         cJSON_AddStringToObject(p, "local", config_local_names[m->local]);
         cJSON_AddNumberToObject(p, "n_local", m->n_local);
         cJSON_AddStringToObject(p, "compressor", config_compressor_names[m->compressor]);
-        /* SPEC.md 2b: written only when not the default (aligned), so older readers see no change */
+        /* docs/spec.md §2b: written only when not the default (aligned), so older readers see no change */
         if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED)
             cJSON_AddStringToObject(p, "grid", config_grid_names[m->grid]);
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);

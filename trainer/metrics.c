@@ -1,4 +1,4 @@
-/* metrics.h5 writer (layout and units: train/metrics.h, DESIGN.md "File formats").
+/* metrics.h5 writer (layout and units: trainer/metrics.h).
  *
  * How the file is built (HDF5 1.10 SWMR rules: no object or attribute may be created and no
  * dataset may shrink once SWMR writing has started):
@@ -191,7 +191,7 @@ static void build_schema(Metrics *m) {
     add_column(t, "best_ip", KIND_FLOAT64, "probe accuracy, best residue, in-sequence padding", "%");
     add_column(t, "gap_ip", KIND_FLOAT64, "probe accuracy gap best - worst, in-sequence padding",
                "percentage points");
-    /* phase-effect test (SPEC.md section 3): Pearson chi-square of homogeneity and p-value */
+    /* phase-effect test (docs/spec.md §3): Pearson chi-square of homogeneity and p-value */
     add_column(t, "chi2_pp", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), prefix padding", NULL);
     add_column(t, "p_pp", KIND_FLOAT64, "phase-effect p-value across residues, prefix padding", NULL);
     add_column(t, "chi2_phase_pp", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1; KV head 0's grid, o_0 = 0), prefix padding", NULL);

@@ -13,7 +13,7 @@
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
  *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip,
  *           chi2_pp, p_pp, chi2_phase_pp, p_phase_pp, chi2_ip, p_ip, chi2_phase_ip, p_phase_ip}  [n]
- *          (chi2/p: the phase-effect test of SPEC.md section 3, across residues and folded by phase)
+ *          (chi2/p: the phase-effect test of docs/spec.md §3, across residues and folded by phase)
  *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
  *          (only when the model has compressed attention)
  * These raw tables carry no NeXus class (a description attribute). In each `step` (int64) is a
@@ -54,7 +54,7 @@ typedef struct {
     int window;     /* W: offsets per compressed block (gate profile length) */
     int residues;   /* P: eval.residues */
     int has_gates;  /* the model has compressed attention: create and fill /gates */
-    int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (SPEC.md 2b) */
+    int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (docs/spec.md §2b) */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and

@@ -7,7 +7,7 @@
  *     Q(a, x) = e^{-x} x^a / Gamma(a) * 1 / (x + 1 - a - 1 (1 - a) / (x + 3 - a - 2 (2 - a) / (x + 5 - a - ...)))
  * evaluated with the modified Lentz method. Both converge fast on their side of a + 1. */
 #include "trainer/phase_test.h"
-#include "kernels/visibility.h"   /* vis_phase: the phase of a position for a head's grid (SPEC.md 2b) */
+#include "kernels/visibility.h"   /* vis_phase: the phase of a position for a head's grid (docs/spec.md §2b) */
 
 #include <float.h>
 #include <math.h>

@@ -1,4 +1,4 @@
-/* Phase-effect test (SPEC.md section 3, end): Pearson's chi-square test of homogeneity of the
+/* Phase-effect test (docs/spec.md §3, end): Pearson's chi-square test of homogeneity of the
  * correct / incorrect counts of K groups (the P residue groups of a probe, or the same counts
  * folded by phase t_K mod S), and its p-value.
  *
@@ -7,7 +7,7 @@
  *   statistic    X^2 = sum_g (correct_g - E_g^c)^2 / E_g^c + (wrong_g - E_g^i)^2 / E_g^i
  *   df           K' - 1, K' = the groups with n_g > 0
  *   p-value      Q(df / 2, X^2 / 2), Q the regularized upper incomplete gamma function
- * Choices where SPEC is silent: groups without prompts are left out of the table (they add
+ * Choices where docs/spec.md §3.7 is silent: groups without prompts are left out of the table (they add
  * no row, so K' - 1 degrees of freedom); when every prompt is correct or every prompt is
  * wrong (C = 0 or I = 0) the table has one column, homogeneity holds trivially: X^2 = 0,
  * p = 1; with fewer than 2 non-empty groups the test is undefined: NaN, df 0. */
@@ -34,7 +34,7 @@ ChiSquare chi2_homogeneity(const long *correct, const long *total, int K);
 /* Folds P residue counts into S phase groups (phase = r mod S); requires S | P (otherwise
  * returns -1 and leaves the outputs untouched). correct_out, total_out: [S]. */
 int fold_by_phase(const long *correct, const long *total, int P, int S, long *correct_out, long *total_out);
-/* The same by the phase of a KV head whose window grid starts at o (SPEC.md 2b: the phase of t
+/* The same by the phase of a KV head whose window grid starts at o (docs/spec.md §2b: the phase of t
  * for head g is (t - o_g) mod S; vis_phase of kernels/visibility.h): residue r goes to phase
  * (r - o) mod S, which is (t - o) mod S for every t = r mod P since S | P. o = 0: fold_by_phase. */
 int fold_by_head_phase(const long *correct, const long *total, int P, int S, int o, long *correct_out, long *total_out);

@@ -1,8 +1,9 @@
 /* Lookup-probe evaluation: batches the prompts of a probe set (data/probe.h) through
  * model_argmax_at, each batch at the length of its prompts (model_set_seq_len; never padded to
  * the model's T), and turns the per-(protocol, residue) counts into accuracies with 95%
- * Wilson intervals and the mean / worst / best / gap summary of SPEC.md section 3. */
+ * Wilson intervals and the mean / worst / best / gap summary of docs/spec.md §3. */
 #include "trainer/probe_eval.h"
+#include "common/clock.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -11,12 +12,6 @@
 
 #include "common/errors.h"
 #include "model/model.h"
-
-static double wall_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 void probe_wilson(long k, long n, double z, double *lo, double *hi) {
     if (n <= 0) {
@@ -75,7 +70,7 @@ void probe_result_finalize(ProbeResult *res) {
 }
 
 /* The probe's accuracy is not per KV head: its phase is t_K mod S, KV head 0's grid (o_0 = 0) also
- * for grid = staggered (SPEC.md 2b; per-head folds: the knockout in analysis/analysis.c). */
+ * for grid = staggered (docs/spec.md §2b; per-head folds: the knockout in analysis/analysis.c). */
 int probe_phase_fold(const ModelConfig *mc) { return mc->attention == ATTN_COMPRESSED ? mc->stride : 8; }
 
 const double *probe_result_acc(const ProbeResult *res, int protocol) {
@@ -88,9 +83,6 @@ int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_b
     return probe_evaluate_ex(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, res, err);
 }
 
-/* The padded path (every prompt padded to T), kept for the tests' comparison only. */
-static int g_padded;
-void probe_evaluate_set_padded(int padded) { g_padded = padded; }
 
 typedef struct { int index, length; } PromptRef;
 static int by_length(const void *a_, const void *b_) {    /* length, then index: a stable order */
@@ -99,8 +91,11 @@ static int by_length(const void *a_, const void *b_) {    /* length, then index:
     return (a->index > b->index) - (a->index < b->index);
 }
 
-int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
-                      ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
+/* pad_to_T: every prompt padded to T with token 0 (the evaluation before prompts ran at their own
+ * length), kept for the tests' comparison only (probe_evaluate_padded); 0 everywhere else. */
+static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                               ProbeBatchFn before_batch, void *ctx, const char *progress, int pad_to_T, ProbeResult *res,
+                               char *err) {
     int P = probe_set_residues(ps);
     if (P > PROBE_MAX_RESIDUES) return set_err(err, "%s: %d residues, at most %d supported", probe_set_path(ps), P, PROBE_MAX_RESIDUES);
     if (probe_set_max_length(ps) > T)
@@ -134,12 +129,12 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
     for (int k = 0; k < mine; k++) {
         ProbePrompt pr;
         probe_set_prompt(ps, rank + k * world, &pr);
-        order[k] = (PromptRef){rank + k * world, g_padded ? T : pr.length};
+        order[k] = (PromptRef){rank + k * world, pad_to_T ? T : pr.length};
     }
     qsort(order, (size_t)mine, sizeof *order, by_length);
     const int T_model = model_seq_len(m);
     int b = 0, L = 0, rc = 0;
-    double t_start = wall_seconds(), last_print = t_start;
+    double t_start = clock_seconds(), last_print = t_start;
     for (int k = 0; k < mine && !rc; k++) {
         ProbePrompt pr;
         probe_set_prompt(ps, order[k].index, &pr);
@@ -161,7 +156,7 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
             if (before_batch) before_batch(ctx, proto, b);
             model_argmax_at(m, tokens, b, positions, argmax);
             if (progress) {
-                double now = wall_seconds();
+                double now = clock_seconds();
                 if (now - last_print >= 2.0 || k + 1 >= mine) {
                     fprintf(stderr, "%s: %d/%d prompts (%.0f%%), %.0fs\n", progress, k + 1, mine, 100.0 * (k + 1) / mine,
                             now - t_start);
@@ -184,8 +179,17 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
     return 0;
 }
 
+int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                      ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
+    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, before_batch, ctx, progress, 0, res, err);
+}
+
 int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
     return probe_evaluate_shard(m, ps, T, micro_batch, 0, 1, res, err);
+}
+
+int probe_evaluate_padded(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
+    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, NULL, NULL, NULL, 1, res, err);
 }
 
 void probe_print_table(FILE *f, const ProbeResult *res) {

@@ -1,4 +1,4 @@
-/* Lookup-probe evaluation (SPEC.md section 3): runs every prompt of a probe set through the
+/* Lookup-probe evaluation (docs/spec.md §3): runs every prompt of a probe set through the
  * model (model_argmax_at at the query position, full-vocabulary top-1) and reports, per
  * protocol (pp, ip) and residue r = t_K mod P, correct/total, the accuracy A(r) in percent
  * and its 95% Wilson interval, and over the residues the mean, worst = min A(r), best and
@@ -31,7 +31,7 @@ typedef struct {
      * gap = best - worst in percentage points; worst/best_residue -1 when none */
     double mean[PROBE_N_PROTOCOLS], worst[PROBE_N_PROTOCOLS], best[PROBE_N_PROTOCOLS], gap[PROBE_N_PROTOCOLS];
     int worst_residue[PROBE_N_PROTOCOLS], best_residue[PROBE_N_PROTOCOLS];
-    /* phase-effect test (SPEC.md section 3, trainer/phase_test.h): chi-square homogeneity of
+    /* phase-effect test (docs/spec.md §3, trainer/phase_test.h): chi-square homogeneity of
      * the counts across the P residues, and folded by phase r mod fold (fold = S, or 8 for
      * full attention; set fold before finalizing; 0 or fold not dividing P: NaN) */
     int fold;
@@ -68,9 +68,9 @@ typedef void (*ProbeBatchFn)(void *ctx, const int *protocol, int B);
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
 
-/* Tests and benchmarks only: padded = 1 pads every prompt to T with token 0 (the evaluation
- * before prompts ran at their own length), to compare against; 0 (the default) restores. */
-void probe_evaluate_set_padded(int padded);
+/* Tests and benchmarks only: probe_evaluate with every prompt padded to T with token 0 (the
+ * evaluation before prompts ran at their own length), to compare against. */
+int probe_evaluate_padded(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err);
 
 /* Arrays for metrics_log_probe: acc of a protocol, or NULL when it has no prompts. */
 const double *probe_result_acc(const ProbeResult *res, int protocol);

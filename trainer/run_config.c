@@ -69,7 +69,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, tie_embeddings, T_BOOL, "true", 0, 0, 0, NULL,                                        \
       "output classifier shares the embedding matrix (true|false)")                                \
     X(model, attention, T_ENUM, "full", 0, 0, 0, config_attention_names,                                  \
-      "attention of every layer: full (the Qwen3 control) | compressed (SPEC.md section 2)")       \
+      "attention of every layer: full (the Qwen3 control) | compressed (docs/spec.md §2)")       \
     X(model, window, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
       "compression window W in tokens (compressed only; 1..min(65536, seq_len), >= stride)")                          \
     X(model, stride, T_INT, "8", 1, 65536, F_COMPRESSED, NULL,                                      \
@@ -128,7 +128,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(train, max_bad_steps, T_INT, "5", 1, 1000000, 0, NULL,                                          \
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
-      "lambda >= 0 of the gate-coverage penalty (SPEC.md 2b; compressed, non-uniform gates only; 0 = off)") \
+      "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
     X(eval, every, T_LONG, "0", 0, 1099511627776, 0, NULL, "steps between evaluations (>= 0; 0 = only at the end)") \
     X(eval, val_tokens, T_LONG, "1048576", 1, 1099511627776, 0, NULL,                                       \
       "validation tokens per evaluation: floor(val_tokens / seq_len) windows (>= seq_len)")        \

@@ -4,13 +4,14 @@
  *
  * Parsed with inih (trainer/run_config.c); `section.key=value` command-line overrides win over the
  * file. Every key has a default (the [model] defaults are the Qwen3-0.6B shape and the
- * variant defaults of SPEC.md section 2), a help line (`./train --help`), and validation that
+ * variant defaults of docs/spec.md §2), a help line (`./train --help`), and validation that
  * names the file, line and key of a bad value. config_keys() exposes the table. */
 #ifndef PHASELAB_RUN_CONFIG_H
 #define PHASELAB_RUN_CONFIG_H
 #include <stdint.h>
 #include <stddef.h>
 #include "model/model_config.h"   /* ModelConfig ([model]) and the variant words */
+#include "data/targets.h"         /* LOSS_TARGETS_* (data.loss_targets) */
 
 
 typedef struct {
@@ -33,7 +34,7 @@ typedef struct {
     double beta1, beta2, eps;
     uint64_t seed;
     int max_bad_steps;       /* consecutive NaN/Inf steps before the run stops */
-    double gate_coverage;    /* lambda of the gate-coverage penalty (SPEC.md 2b); 0 = off */
+    double gate_coverage;    /* lambda of the gate-coverage penalty (docs/spec.md §2b); 0 = off */
 } TrainConfig;
 
 typedef struct {
@@ -92,9 +93,5 @@ char *config_to_string(const Config *cfg);
 /* The words of data.loss_targets, indexed by LOSS_TARGETS_*. */
 extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */
 
-/* data.loss_targets. all: every next-token target. answers: only the value after a query key
- * of the synthetic corpus (data/synth.h, synth_answer_targets), in the training loss and the
- * validation loss alike; the lookup probe is unaffected. */
-enum { LOSS_TARGETS_ALL = 0, LOSS_TARGETS_ANSWERS = 1 };
 
 #endif

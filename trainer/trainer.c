@@ -33,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "trainer/trainer.h"
+#include "common/clock.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
@@ -90,12 +91,6 @@ static void on_stop_signal(int sig) {
     stop_signal = sig;
     log_guard_console();
     if (!pthread_equal(pthread_self(), main_thread)) pthread_kill(main_thread, sig);
-}
-
-static double now_seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 typedef struct {
@@ -162,7 +157,7 @@ static int run_evaluation(Trainer *tr, char *err) {
     if (model_set_seq_len(tr->model, T, err)) return -1;   /* a short stage trains below T */
     if (tr->val) {
         EvalResult r;
-        double t0 = now_seconds();
+        double t0 = clock_seconds();
         if (evaluate_validation(tr->model, &cfg->model, tr->val, T, tr->micro, cfg->eval.residues, cfg->data.loss_targets, tr->comm,
                                 tr->comm->rank == 0, &r, err))
             return -1;
@@ -173,7 +168,7 @@ static int run_evaluation(Trainer *tr, char *err) {
             if (r.loss_by_residue[i] < best) { best = r.loss_by_residue[i]; best_r = i; }
         }
         log_printf("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
-              tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, now_seconds() - t0);
+              tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, clock_seconds() - t0);
         int rc = 0;
         if (tr->metrics) {
             rc = metrics_log_val(tr->metrics, tr->st.step, r.loss, r.loss_by_residue, err);
@@ -185,7 +180,7 @@ static int run_evaluation(Trainer *tr, char *err) {
     }
     if (tr->probe) {
         ProbeResult pr;
-        double t0 = now_seconds();
+        double t0 = clock_seconds();
         if (probe_evaluate_shard(tr->model, tr->probe, T, tr->micro, tr->comm->rank, tr->comm->world, &pr, err))
             return -1;
         int n = PROBE_N_PROTOCOLS * PROBE_MAX_RESIDUES;      /* sum the counts over the ranks */
@@ -199,7 +194,7 @@ static int run_evaluation(Trainer *tr, char *err) {
         probe_result_finalize(&pr);
         log_printf("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
               "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
-              pr.worst[1], pr.gap[1], now_seconds() - t0);
+              pr.worst[1], pr.gap[1], clock_seconds() - t0);
         if (tr->metrics &&
             metrics_log_probe_tested(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1),
                                      (const double[8]){pr.test_residue[0].chi2, pr.test_residue[0].p, pr.test_phase[0].chi2,
@@ -212,13 +207,13 @@ static int run_evaluation(Trainer *tr, char *err) {
 }
 
 static int save_checkpoint(Trainer *tr, char *err) {
-    double t0 = now_seconds();
+    double t0 = clock_seconds();
     train_data_fingerprint(tr->data, tr->st.step, tr->st.data_fingerprint);   /* the data read so far */
     if (checkpoint_save(tr->run_dir, &tr->st, tr->cfg, tr->model, &tr->opt, tr->comm, tr->code_version,
                         tr->cfg->checkpoint.keep, err))
         return -1;
     log_printf("checkpoint step %ld -> %s/checkpoints/step_%08ld (%.1fs)\n", tr->st.step, tr->run_dir, tr->st.step,
-          now_seconds() - t0);
+          clock_seconds() - t0);
     return 0;
 }
 
@@ -388,7 +383,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro);
     const long start_step = tr.st.step;
     const int step_width = snprintf(NULL, 0, "%ld", cfg->train.steps);
-    double t_start = now_seconds(), t_window = t_start;
+    double t_start = clock_seconds(), t_window = t_start;
     long window_tokens = 0, last_ckpt = start_step;
     int consecutive_bad = 0, exit_code = 0;
     TestHooks hooks;
@@ -443,7 +438,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             break;
         }
         double loss = ctl.loss_sum / ((double)Bg * Ts);   /* plain cross-entropy: the penalty is never mixed in */
-        double coverage = 0.0;                            /* SPEC.md 2b: lambda * mean over the step's sequences */
+        double coverage = 0.0;                            /* docs/spec.md §2b: lambda * mean over the step's sequences */
         if (lambda > 0) coverage = lambda * ctl.coverage_sum / (double)Bg;
         double gnorm = 0.0;   /* the owned step: clip + AdamW + the working-copy write, one pass per shard */
         int applied = optimizer_step(&tr.opt, tr.model, lr, isfinite(loss), &gnorm);
@@ -472,7 +467,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         const long s = tr.st.step;
         const int last = s == cfg->train.steps;
         if (s % cfg->run.log_every == 0 || last || s == start_step + 1) {
-            double now = now_seconds();
+            double now = clock_seconds();
             double tps = window_tokens / (now - t_window > 1e-9 ? now - t_window : 1e-9);
             double mfu = tps * model_flops_per_token(&cfg->model, Ts) / (tr.be->peak_flops * comm->world);
             double elapsed = now - t_start;
@@ -511,7 +506,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     }
     if (exit_code == 0 && tr.st.step >= cfg->train.steps && start_step < cfg->train.steps) {
         char el[32];
-        format_duration(now_seconds() - t_start, el, sizeof el);
+        format_duration(clock_seconds() - t_start, el, sizeof el);
         log_printf("done: %ld steps, %ld tokens in %s; run directory %s\n", tr.st.step, tr.st.tokens, el, tr.run_dir);
     }
     free(buf); free(tok); free(tgt);

@@ -1,4 +1,4 @@
-/* Attention on the CPU: full causal, or the paper's compressed attention (SPEC.md section 2).
+/* Attention on the CPU: full causal, or the paper's compressed attention (docs/spec.md §2).
  *
  * A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 aligned, staggered
  * floor(g S / G)) sees (kernels/visibility.h states the rule once)
@@ -66,8 +66,9 @@ static int heads_per_block(int group, int qb) {
 /* The visible set of query t reading KV head g: *nvis compressed entries and raw tokens [*lo, t]. */
 static inline void visible_range(const AttnShape *s, int g, int t, int *nvis, int *lo) {
     const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
-    *nvis = vis_n_entries(t, s->window, s->stride, o, s->n_windows);
-    *lo = vis_raw_lo(s->visibility, t, *nvis, s->window, s->stride, o, s->n_local);
+    const VisQueryView v = vis_query_view(s->visibility, t, s->window, s->stride, o, s->n_windows, s->n_local);
+    *nvis = v.n_entries;
+    *lo = v.raw_lo;
 }
 
 /* One query block: rows t0..t1-1 of a head reading KV head g see entries [0, ne) and raw

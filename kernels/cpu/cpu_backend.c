@@ -61,7 +61,6 @@ const Backend *backend_cpu(int threads) {
     b->name = "cpu";
     b->act_bytes = sizeof(float);
     b->peak_flops = threads * 2.5e9 * 32.0;
-    b->staggered_grid = 1;
     b->device = -1;
     b->ctx = &c->ctx;
 #define OP(ret, op, params) b->op = cpu_##op;

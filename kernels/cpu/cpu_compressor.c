@@ -1,4 +1,4 @@
-/* The chunked KV compressor on the CPU, one branch (key or value) per call (SPEC.md section 2).
+/* The chunked KV compressor on the CPU, one branch (key or value) per call (docs/spec.md §2).
  *
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
  * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). For offset i (map m = i;

@@ -1,4 +1,4 @@
-/* The gate-coverage penalty on the CPU (SPEC.md section 2b), one branch of one layer.
+/* The gate-coverage penalty on the CPU (docs/spec.md §2b), one branch of one layer.
  *
  * For sequence b, over the windows that exist (j < nW_g of each KV head g: staggered grids give
  * heads different counts) and the c channels (vector gates):
@@ -6,7 +6,7 @@
  *   gbar_{b,i} = (1 / n_b) sum_{g, j < nW_g, ch} alpha_{b,j,g,i,ch}
  *   per_seq[b] = ln W - H(gbar_b),   H(p) = -sum_i p_i ln p_i    (0 when gbar is uniform)
  * Every existing (window, head) pair weighs the same; with the aligned grid this is the plain
- * mean over j and g of SPEC.md. Gradient (dalpha not NULL), with grad_scale the weight of
+ * mean over j and g of docs/spec.md. Gradient (dalpha not NULL), with grad_scale the weight of
  * sequence b's penalty in the objective:
  *   d per_seq[b] / d alpha_{b,j,g,i,ch} = (ln gbar_{b,i} + 1) / n_b   (0 for absent windows)
  * Uniform gates have constant alpha: per_seq = 0 and no gradient (the caller skips them).

@@ -4,6 +4,7 @@
 #ifndef PHASELAB_CPU_INTERNAL_H
 #define PHASELAB_CPU_INTERNAL_H
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_backend.h"
 
 /* Loops over fewer elements than this run on the calling thread: a parallel region costs more
  * than the work (incremental decoding runs one row at a time; on a loaded machine an OpenMP

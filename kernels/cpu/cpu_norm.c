@@ -1,4 +1,4 @@
-/* RMSNorm over the last dimension of [rows, C] (SPEC.md section 1), fp32:
+/* RMSNorm over the last dimension of [rows, C] (docs/spec.md §1), fp32:
  *   rstd = 1 / sqrt(mean(x^2) + eps),  y = x * rstd * w
  * Backward, with xhat = x * rstd and gy = dy * w:
  *   dx = rstd * (gy - xhat * mean(gy * xhat)),   dw += sum_rows dy * xhat

@@ -1,8 +1,9 @@
-/* AdamW and reductions over fp32 buffers on the CPU.
- *   m = b1 m + (1 - b1) g;   v = b2 v + (1 - b2) g^2
+/* The owned AdamW step and reductions over fp32 buffers on the CPU.
+ * adamw_cast, with gs = g * gscale (gscale = the clip factor):
+ *   m = b1 m + (1 - b1) gs;   v = b2 v + (1 - b2) gs^2
  *   p -= lr (m / bc1 / (sqrt(v / bc2) + eps) + wd p)        (decoupled weight decay)
- * bc1 = 1 - b1^t, bc2 = 1 - b2^t are passed in by the caller. adamw_cast is the same pass with the
- * gradient scaled by the clip factor and the working copy written (an alias of p here).
+ * bc1 = 1 - b1^t, bc2 = 1 - b2^t are passed in by the caller; the working copy is written in the
+ * same pass (an alias of p here).
  * loss_accumulate: acc += (mean of the counted losses) * rows * cols, the sum in double in order.
  * sumsq sums fixed blocks in double and adds the block sums in order: deterministic.
  * A call over at most CPU_SERIAL_WORK elements (a norm weight) runs on the calling thread; each
@@ -27,11 +28,6 @@ void cpu_adamw_cast(BackendCtx *ctx, float *p, act_t *w, const float *g, float *
         p[i] -= lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p[i]);
         if (wf) wf[i] = p[i];
     }
-}
-
-void cpu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-               float eps, float wd, float bc1, float bc2) {
-    cpu_adamw_cast(ctx, p, (act_t *)p, g, m, v, n, 1.0f, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
 /* The host's former arithmetic exactly: the sum in double in index order, divided by the count,
@@ -62,9 +58,4 @@ double cpu_sumsq(BackendCtx *ctx, const float *x, size_t n) {
     for (size_t b = 0; b < nb; b++) total += part[b];
     free(part);
     return total;
-}
-
-void cpu_scale(BackendCtx *ctx, float *x, size_t n, float s) {
-    #pragma omp parallel for simd schedule(static) num_threads(ctx->threads)
-    for (size_t i = 0; i < n; i++) x[i] *= s;
 }

@@ -1,40 +1,11 @@
-/* Rotary position embedding, "rotate-half" layout (SPEC.md section 1), in place on the LAST r
+/* Rotary position embedding, "rotate-half" layout (docs/spec.md §1), in place on the LAST r
  * dims of each head of x [rows, nh, d]: with o = d - r and pairs (o+i, o+i+r/2), i < r/2,
  *   y1 = x1 cos(p w_i) - x2 sin(p w_i),   y2 = x2 cos(p w_i) + x1 sin(p w_i),   w_i = theta^(-2i/r)
  * The position of row k is (k % period) * mult: tokens use (T, 1), compressed entries use
  * (n_windows, S) since entry j sits at its window start jS. The inverse rotation (sin -> -sin)
- * is the backward pass, as the rotation is orthogonal. */
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+ * is the backward pass, as the rotation is orthogonal. The cos_sin table: rope_table
+ * (kernels/rope_table.c, shared by every backend). */
 #include "kernels/cpu/cpu_internal.h"
-#include "kernels/visibility.h"
-
-float *rope_table(int positions, int r, double theta) {
-    int half = r / 2;
-    float *t = malloc(sizeof(float) * 2 * (size_t)(positions > 0 ? positions : 1) * (half > 0 ? half : 1));
-    if (!t) return NULL;
-    for (int p = 0; p < positions; p++)
-        for (int i = 0; i < half; i++) {
-            double inv_freq = pow(theta, -2.0 * i / r);
-            double ang = p * inv_freq;
-            t[((size_t)p * half + i) * 2] = (float)cos(ang);
-            t[((size_t)p * half + i) * 2 + 1] = (float)sin(ang);
-        }
-    return t;
-}
-
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid) {
-    const size_t row = (size_t)(r / 2) * 2;              /* floats per position */
-    float *t = calloc((size_t)(n_windows > 0 ? n_windows : 1) * G * (row > 0 ? row : 1), sizeof(float));
-    if (!t) return NULL;
-    for (int j = 0; j < n_windows; j++)
-        for (int g = 0; g < G; g++) {
-            const long long pos = vis_grid_offset(grid, g, S, G) + (long long)j * S;
-            if (pos < positions) memcpy(t + ((size_t)j * G + g) * row, tab + (size_t)pos * row, sizeof(float) * row);
-        }
-    return t;
-}
 
 void cpu_rope(BackendCtx *ctx, act_t *x_, const float *cos_sin, int rows, int nh, int d, int r, int period, int mult, int inverse) {
     if (r == 0) return;

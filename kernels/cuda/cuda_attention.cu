@@ -1,7 +1,7 @@
 /* Attention on the CUDA backend: full causal, or the paper's compressed attention over
- * compressed entries plus raw tokens (SPEC.md section 2; kernels/cpu/cpu_attention.c is the
+ * compressed entries plus raw tokens (docs/spec.md §2; kernels/cpu/cpu_attention.c is the
  * reference). A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 for
- * grid = aligned, floor(g S / G) for staggered, SPEC.md 2b) sees
+ * grid = aligned, floor(g S / G) for staggered, docs/spec.md §2b) sees
  *   compressed entries j < nvis(t), nvis(t) = #{ j < nW : o_g + jS + W - 1 <= t }
  *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
  *                                tail: lo = e_t + 1, e_t = o_g + (nvis-1)S + W - 1 (or -1)
@@ -53,12 +53,10 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
  * offset o_g (0 aligned; staggered floor(g S / G)) shifts its windows. Rows j >= nW_g of a
  * staggered head's entries are never visible (their windows would end past T - 1). */
 __device__ __forceinline__ int att_off(const AttnShape &s, int g) { return vis_grid_offset(s.grid, g, s.stride, s.G); }
-__device__ __forceinline__ int att_nvis(const AttnShape &s, int g, int t) {
-    return vis_n_entries(t, s.window, s.stride, att_off(s, g), s.n_windows);
+__device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int g, int t) {
+    return vis_query_view(s.visibility, t, s.window, s.stride, att_off(s, g), s.n_windows, s.n_local);
 }
-__device__ __forceinline__ int att_lo(const AttnShape &s, int g, int t, int nvis) {
-    return vis_raw_lo(s.visibility, t, nvis, s.window, s.stride, att_off(s, g), s.n_local);
-}
+__device__ __forceinline__ int att_nvis(const AttnShape &s, int g, int t) { return att_view(s, g, t).n_entries; }
 
 /* ---- shared-memory carving ---- */
 __device__ __forceinline__ char *carve(char *&p, size_t bytes) {
@@ -98,7 +96,7 @@ struct KeyTiles {
     int ncomp, raw_lo, n_ctiles, n_rtiles, t_last;
     __device__ KeyTiles(const AttnShape &s, int g, int t0, int t_last_) : t_last(t_last_) {
         ncomp = att_nvis(s, g, t_last);
-        raw_lo = att_lo(s, g, t0, att_nvis(s, g, t0));
+        raw_lo = att_view(s, g, t0).raw_lo;
         n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
         n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
     }
@@ -218,8 +216,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const int nv = att_nvis(s, g, t);
-    const int lo = att_lo(s, g, t, nv);
+    const VisQueryView view = att_view(s, g, t);
+    const int nv = view.n_entries, lo = view.raw_lo;
     float m = -INFINITY, l = 0.0f;
 
     const KeyTiles kt(s, g, t0, t_last);
@@ -350,8 +348,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const int nv = att_nvis(s, g, t);
-    const int lo = att_lo(s, g, t, nv);
+    const VisQueryView view = att_view(s, g, t);
+    const int nv = view.n_entries, lo = view.raw_lo;
     const float L_t = tvalid ? lse[((size_t)b * T + t) * H + h] : 0.0f;
     const float D_t = tvalid ? Dv[((size_t)b * T + t) * H + h] : 0.0f;
 
@@ -468,9 +466,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
                 size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
                 lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
                 D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
-                int nvq = att_nvis(s, g, tq);
-                nv_s[threadIdx.x] = ok ? nvq : 0;
-                lo_s[threadIdx.x] = ok ? att_lo(s, g, tq, nvq) : 0x7fffffff;
+                const VisQueryView vq = att_view(s, g, tq);
+                nv_s[threadIdx.x] = ok ? vq.n_entries : 0;
+                lo_s[threadIdx.x] = ok ? vq.raw_lo : 0x7fffffff;
             }
             __syncthreads();
             /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */

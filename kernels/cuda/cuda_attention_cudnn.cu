@@ -2,7 +2,7 @@
  * the CUDA backend, through the cuDNN backend (graph) C API. The caller (cu_attention_fwd/bwd in
  * cuda_attention.cu) tries these first and runs the custom kernels when they return 0.
  *
- * ---- math (SPEC.md section 1; one (b, h) at a time, KV head g = h / (H/G)) ----
+ * ---- math (docs/spec.md §1; one (b, h) at a time, KV head g = h / (H/G)) ----
  *   S = Q K^T / sqrt(d)                              [T, T]
  *   S_ts = -inf for s > t                            (causal: query t sees keys s <= t)
  *   lse_t = log sum_s exp(S_ts)                      (natural log, scale included)

@@ -21,6 +21,7 @@
 #include "kernels/cuda/cuda_common.h"
 extern "C" {
 #include "common/errors.h"
+#include "kernels/cuda/cuda_backend.h"
 }
 
 static const size_t LT_WS_BYTES = 64u << 20;
@@ -396,7 +397,6 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->name = "cuda";
     b->act_bytes = sizeof(bf16);
     b->peak_flops = peak_for(&prop, device);
-    b->staggered_grid = 1;
     b->device = device;
     b->ctx = ctx;
     b->collectives = cu_collectives;

@@ -1,5 +1,5 @@
 /* The chunked KV compressor on the CUDA backend, one branch (key or value) per call
- * (SPEC.md section 2; the CPU version in kernels/cpu/cpu_compressor.c is the reference).
+ * (docs/spec.md §2; the CPU version in kernels/cpu/cpu_compressor.c is the reference).
  *
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; grid = aligned:
  * o_g = 0, nW_g = nW; staggered: o_g = floor(g S / G), kernels/visibility.h). For offset i, map m = map(i):
@@ -74,7 +74,7 @@ static int comp_slices(const CompDims &q, CompSlice *sl) {   /* sl has room for 
     return n;
 }
 
-/* map of offset i: paper i; deepseek 0 for i < S else 1; shared (SPEC.md 2b) 0 (comp_map_index) */
+/* map of offset i: paper i; deepseek 0 for i < S else 1; shared (docs/spec.md §2b) 0 (comp_map_index) */
 static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.window, q.stride, i); }   /* kernels/kernels.h: the rule */
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
@@ -437,7 +437,7 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
     }
 }
 
-/* ---------------- gate-coverage penalty (SPEC.md 2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
+/* ---------------- gate-coverage penalty (docs/spec.md §2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
  * Only the (window, head) pairs that exist count: n = c * sum_g nW_g rows per sequence (aligned:
  * nW * G * c). Absent windows (j >= nW_g, staggered grids) have alpha = 0 (the forward writes
  * zeros), so they add nothing to the sums, and their dalpha is 0.

@@ -1,4 +1,4 @@
-/* RMSNorm over the last dim C of [rows, C] on the CUDA backend (SPEC.md section 1), fp32 math:
+/* RMSNorm over the last dim C of [rows, C] on the CUDA backend (docs/spec.md §1), fp32 math:
  *   rstd = 1 / sqrt(mean(x^2) + eps),  y = x * rstd * w
  * Backward, with gy = dy * w:
  *   dx = rstd * (gy - x * rstd^2 * mean(gy * x)),   dw += sum_rows dy * x * rstd

@@ -1,14 +1,12 @@
 /* Optimizer and reductions on fp32 buffers (CUDA backend).
- *   AdamW:  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
- *           p -= lr (m / bc1 / (sqrt(v / bc2) + eps) + wd p)      one thread per element
+ *   adamw_cast: the owned step, one pass per element (one thread each): with gs = g * gscale
+ *           (the clip factor), m = b1 m + (1 - b1) gs;  v = b2 v + (1 - b2) gs^2;
+ *           p -= lr (m / bc1 / (sqrt(v / bc2) + eps) + wd p) on the fp32 master, and the bf16
+ *           working copy written from the updated master
  *   sumsq:  sum of x^2 in double, deterministic: pass 1 has a fixed grid of SUMSQ_BLOCKS blocks,
  *           each summing a fixed grid-stride subset per thread and reducing its threads with a
  *           fixed-shape shared-memory tree; pass 2 (one block) adds the block sums the same way.
  *           The grid never depends on the device, so the result is the same bits everywhere.
- *   scale:  x *= s
- *   adamw_cast: the owned step, one pass per element: g scaled by the clip factor, AdamW on the
- *           fp32 master and the bf16 working copy written from the updated master (adamw is it
- *           without the clip and the cast)
  *   loss_accumulate: acc += mean of the counted losses * rows * cols, one block, in double */
 #include "kernels/cuda/cuda_common.h"
 
@@ -36,11 +34,6 @@ void cu_adamw_cast(BackendCtx *ctx, float *p, act_t *w, const float *g, float *m
     CU_KERNEL(adamw_cast_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(p, wb, g, m, v, n, gscale, lr, b1, b2, eps, wd,
                                                                          bc1, bc2);
     CU_LAUNCH();
-}
-
-void cu_adamw(BackendCtx *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float b1, float b2,
-              float eps, float wd, float bc1, float bc2) {
-    cu_adamw_cast(ctx, p, NULL, g, m, v, n, 1.0f, lr, b1, b2, eps, wd, bc1, bc2);
 }
 
 /* acc[0] += mean * rows * cols: one block; each thread sums a fixed strided subset in double, a
@@ -115,14 +108,4 @@ double cu_sumsq(BackendCtx *ctx, const float *x, size_t n) {
     CU(cudaMemcpyAsync(&r, part + SUMSQ_BLOCKS, sizeof r, cudaMemcpyDeviceToHost, ctx->stream));
     CU(cudaStreamSynchronize(ctx->stream));
     return r;
-}
-
-__global__ void scale_kernel(float *x, size_t n, float s) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] *= s;
-}
-
-void cu_scale(BackendCtx *ctx, float *x, size_t n, float s) {
-    if (!n) return;
-    CU_KERNEL(scale_kernel, cu_blocks(n, 256), 256, 0, ctx->stream)(x, n, s);
-    CU_LAUNCH();
 }

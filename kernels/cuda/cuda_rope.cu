@@ -1,4 +1,4 @@
-/* Rotary position embedding on the CUDA backend, "rotate-half" layout (SPEC.md section 1), in
+/* Rotary position embedding on the CUDA backend, "rotate-half" layout (docs/spec.md §1), in
  * place on the LAST r dims of each head of x [rows, nh, d]: with o = d - r, pairs (o+i, o+i+r/2):
  *   y1 = x1 cos - x2 sin,  y2 = x2 cos + x1 sin    (inverse: sin -> -sin, the backward)
  * Row k has position (k % period) * mult; cos_sin [positions, r/2, 2] (fp32, device memory).

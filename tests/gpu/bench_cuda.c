@@ -1,6 +1,8 @@
 /* CUDA training-step benchmark (a program, not a test): the Qwen3-0.6B shape (D 1024, 28 layers,
  * H 16, d 128, FFN 3072, vocab 151936, tied) at T = 4096, full steps (forward, backward with the
- * fused classifier, AdamW over every parameter, refresh of the bf16 working weights), for
+ * fused classifier, then the trainer's owned optimizer step, optimizer_step of trainer/optimizer.h
+ * on one rank: the gradient norm (sumsq), then clip + AdamW over every parameter writing the fp32
+ * master and the bf16 working weights in one pass, Backend.adamw_cast), for
  *   full attention, 8 KV heads;  compressed W8/S8 (paper defaults), 8 KV heads;  W8/S8, 1 KV head.
  * Prints tokens/s, MFU (model_flops_per_token x tokens/s / the backend's peak bf16 FLOP/s),
  * peak device memory allocated through the backend, and the forward-only share of a step.
@@ -10,6 +12,9 @@
 #include <string.h>
 #include <time.h>
 #include "kernels/kernels.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "trainer/comm.h"
+#include "trainer/optimizer.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
 #include "model/model.h"
@@ -66,10 +71,14 @@ int main(int argc, char **argv) {
         }
         model_init_params(mod, 1);
         const TensorTable *tt = model_tensors(mod);
-        size_t n = tt->n_floats;
-        float *opt_m = be->alloc(be->ctx, n * sizeof(float)), *opt_v = be->alloc(be->ctx, n * sizeof(float));
-        if (!opt_m || !opt_v) {
-            printf("bench_cuda %s: cannot allocate the optimizer state\n", cases[ci].name);
+        /* the optimizer as the trainer makes it (trainer/trainer.c), on one rank */
+        Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+        Optimizer opt;
+        memset(&opt, 0, sizeof opt);
+        if (optimizer_init(&opt, be, &comm, tt, c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay,
+                           c.train.grad_clip, err)) {
+            printf("bench_cuda %s: %s\n", cases[ci].name, err);
+            optimizer_free(&opt);
             model_free(mod);
             continue;
         }
@@ -78,8 +87,8 @@ int main(int argc, char **argv) {
             if (it == warmup) { be->synchronize(be->ctx); t0 = seconds(); }
             model_zero_grads(mod);
             loss = model_forward_backward(mod, tok, tgt, B, 1.0 / (B * T), NULL);
-            be->adamw(be->ctx, model_params(mod), model_grads(mod), opt_m, opt_v, n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.5f, 0.5f);
-            model_params_updated(mod);
+            double grad_norm;
+            optimizer_step(&opt, mod, 1e-4, 1, &grad_norm);
         }
         be->synchronize(be->ctx);
         double dt = (seconds() - t0) / steps;
@@ -95,8 +104,7 @@ int main(int argc, char **argv) {
                "loss %.3f  params %.1fM\n",
                cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes(be) / 1073741824.0, loss, tt->n_params / 1e6);
         fflush(stdout);
-        be->free(be->ctx, opt_m);
-        be->free(be->ctx, opt_v);
+        optimizer_free(&opt);
         model_free(mod);
     }
     free(tok);

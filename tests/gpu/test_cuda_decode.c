@@ -1,5 +1,5 @@
 /* Incremental decoding (model/decode.c) on the CUDA backend against the full-sequence forward of
- * the CPU backend (fp32), for full attention and the compressed-attention variants of SPEC.md
+ * the CPU backend (fp32), for full attention and the compressed-attention variants of docs/spec.md
  * section 2 and grid = staggered of section 2b (per-head entries, RoPE positions and tails): the
  * same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
  * and sinks N(0, 1)) and tokens; the CUDA decoder is fed token by token and its logits at every
@@ -35,7 +35,7 @@ static void v_deepseek(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_D
 static void v_overlap_tail_vec(ModelConfig *c) { v_comp(c); c->window = 4; c->stride = 2; c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1; }
 static void v_w5s3(ModelConfig *c) { v_comp(c); c->window = 5; c->stride = 3; }
 static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddings = 0; }
-/* grid = staggered (SPEC.md 2b): per-head entry counts, RoPE positions o_g + jS and tails */
+/* grid = staggered (docs/spec.md §2b): per-head entry counts, RoPE positions o_g + jS and tails */
 static void v_stag_tail_sink(ModelConfig *c) { v_tail_sink(c); c->grid = GRID_STAGGERED; }          /* G2 W4/S4: o = 0, 2 */
 static void v_stag_g4_w4s2_tail_vec_tied(ModelConfig *c) {                                          /* o = 0, 0, 1, 1 */
     v_comp(c); c->grid = GRID_STAGGERED; c->n_kv_heads = 4; c->window = 4; c->stride = 2; c->local = LOCAL_TAIL;

@@ -1,5 +1,5 @@
 /* Whole-model parity of the CUDA backend against the CPU backend: the same tiny configs of every
- * SPEC.md variant, the same random parameters (matrices N(0, 0.05), norm weights 1 + N(0, 0.2),
+ * docs/spec.md variant, the same random parameters (matrices N(0, 0.05), norm weights 1 + N(0, 0.2),
  * gate biases and sinks N(0, 1)) and tokens, one forward+backward on each backend.
  * Checks: the mean loss (relative 2%), the per-token losses (normalised max error 3%), and every
  * parameter tensor's gradient (relative L2 error 10% at 2 layers; 50% at 28 layers).
@@ -35,7 +35,7 @@ static void v_kv1(ModelConfig *c) { v_comp(c); c->n_kv_heads = 1; c->tie_embeddi
 /* depth: the residual stream and its gradient are bf16 on the GPU; 28 layers as Qwen3-0.6B */
 static void v_deep(ModelConfig *c) { v_comp(c); c->n_layers = 28; }
 
-/* SPEC.md 2b: shared runs on CUDA; staggered with G = 1 is the aligned grid */
+/* docs/spec.md §2b: shared runs on CUDA; staggered with G = 1 is the aligned grid */
 static void v_shared(ModelConfig *c) { v_comp(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_shared_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->compressor = COMPRESSOR_SHARED; c->gate_bias = 0; }
 static void v_staggered_kv1(ModelConfig *c) { v_kv1(c); c->grid = GRID_STAGGERED; }

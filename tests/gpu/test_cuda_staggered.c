@@ -1,5 +1,5 @@
 /* Parity of the CUDA backend against the CPU reference for grid = staggered with G > 1
- * (SPEC.md section 2b): KV head g's window grid starts at o_g = floor(g S / G), window j of head
+ * (docs/spec.md §2b): KV head g's window grid starts at o_g = floor(g S / G), window j of head
  * g covers o_g + jS .. o_g + jS + W - 1 and exists iff it ends at or before T - 1 (heads have
  * different window counts), its entry is visible to t iff o_g + jS + W - 1 <= t, its RoPE
  * position is o_g + jS, and the tail (local = tail) is per head. The CPU backend

@@ -1,4 +1,4 @@
-"""Reference forward pass of SPEC.md sections 1-2 in NumPy float64, written from the spec alone.
+"""Reference forward pass of docs/spec.md §1-§2 in NumPy float64, written from the spec alone.
 
 It checks the C forward pass (tests/test_reference_model.py): same config keys as the [model]
 section of an INI (trainer/run_config.h), same parameter names and shapes as the checkpoints,
@@ -9,7 +9,7 @@ logits [B, T, V].
                 x += W_down(silu(W_gate m) * W_up m)
     logits = RMSNorm_final(x) @ (embed or lm_head)^T
 
-Attention is full causal (attention = full) or the chunked compressed attention of SPEC.md
+Attention is full causal (attention = full) or the chunked compressed attention of docs/spec.md
 section 2 (attention = compressed): per KV head g and branch B in {K, V}, window j covers
 positions jS .. jS+W-1 (exists when jS+W-1 <= T-1); offset i has gate logit
 s_{j,i} = Z_{g,i} . a_{jS+i} + b_{g,i}, alpha = softmax over i, payload p_{j,i} = C_{g,i} a_{jS+i},
@@ -17,7 +17,7 @@ entry E_j = sum_i alpha_{j,i} p_{j,i}; Khat_j = RoPE(cknorm(E^K_j), jS), Vhat_j 
 A query at t attends, in one softmax, to the complete windows (jS+W-1 <= t) and to its raw
 local tokens (the last n_local positions, or everything after the last visible window).
 
-Choices where SPEC.md leaves room (each also marked where it is implemented):
+Choices where docs/spec.md leaves room (each also marked where it is implemented):
   * attn_sink: the sink logit sink_h is NOT scaled by 1/sqrt(d) and only adds exp(sink_h) to
     the softmax denominator (no value attached). It applies to whatever attention the layer
     runs (full or compressed).
@@ -31,7 +31,7 @@ Choices where SPEC.md leaves room (each also marked where it is implemented):
   * rope_dims = r: the last r dims of each head rotate, pairs (d-r+i, d-r+i+r/2), i < r/2.
   * window / stride have no default here: a compressed config must give them.
 
-Section 2b (remedies), also from the SPEC text:
+Section 2b (remedies), also from docs/spec.md:
   * compressor = shared: one gate map and one payload map for every offset (W axis 1), the bias
     stays per offset.
   * grid = staggered: KV head g's windows start at o_g = floor(g S / G); window j of head g
@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
-# [model] keys (trainer/run_config.h) with the SPEC.md defaults. rope_dims None = head_dim.
+# [model] keys (trainer/run_config.h) with the docs/spec.md defaults. rope_dims None = head_dim.
 DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=128, d_ff=3072,
                 vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
                 attention="full", window=None, stride=None, gate="scalar", gate_bias=True,
@@ -134,7 +134,7 @@ def parse_ini(path):
 
 
 def param_shapes(c):
-    """Every parameter of config c as an ordered {name: shape} (HuggingFace Qwen3 + SPEC.md 2)."""
+    """Every parameter of config c as an ordered {name: shape} (HuggingFace Qwen3 + docs/spec.md §2)."""
     D, H, G, d, F, V = (c[k] for k in ("d_model", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size"))
     shapes = {"model.embed_tokens.weight": (V, D)}
     for L in range(c["n_layers"]):
@@ -220,7 +220,7 @@ def silu(x):
 
 
 def grid_offset(c, g):
-    """o_g: SPEC.md 2b, floor(g * S / G) for grid = staggered, else 0."""
+    """o_g: docs/spec.md §2b, floor(g * S / G) for grid = staggered, else 0."""
     return (g * c["stride"]) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
 
 
@@ -235,7 +235,7 @@ def n_windows(c, T, g=0):
 def visibility(c, T, g=0):
     """Boolean masks for the queries t = 0..T-1 reading KV head g: entry [T, n_windows(c, T)]
     (compressed entry j of head g visible at t) and raw [T, T] (raw token s visible at t),
-    straight from SPEC.md 2 and 2b."""
+    straight from docs/spec.md §2 and §2b."""
     W, S = c["window"], c["stride"]
     nw = n_windows(c, T)
     t = np.arange(T)[:, None]
@@ -298,7 +298,7 @@ def compressor_branch(c, params, prefix, br, a):
 
 
 def gate_coverage(c, params, tokens):
-    """SPEC.md 2b penalty without lambda: sum over layers and branches (one when K/V are tied) of
+    """docs/spec.md §2b penalty without lambda: sum over layers and branches (one when K/V are tied) of
     mean over sequences b of ln W - H(gbar_b); gbar_b = mean of alpha over the existing (window,
     KV head) pairs of sequence b and the channels. 0 for uniform gates and full attention."""
     if c["attention"] != "compressed" or c["gate"] == "uniform":

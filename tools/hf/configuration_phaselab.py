@@ -1,12 +1,12 @@
 """transformers configuration of phaselab checkpoints that are not plain Qwen3 (model_type
-"phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of SPEC.md
+"phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of docs/spec.md
 sections 2 and 2b, which phaselab writes in the "phaselab" object of config.json.
 
 Copied by ./train into every non-vanilla checkpoint next to modeling_phaselab.py (the model);
 the project's copy is tools/hf/configuration_phaselab.py."""
 from transformers import PretrainedConfig
 
-# [model] variant keys (model/model_config.h, SPEC.md 2 and 2b) and their defaults; rope_dims None = head_dim
+# [model] variant keys (model/model_config.h, docs/spec.md §2 and §2b) and their defaults; rope_dims None = head_dim
 VARIANT_DEFAULTS = dict(attention="full", window=0, stride=0, gate="scalar", gate_bias=True, kv_tied=False,
                         post_norm=False, qk_norm=True, rope_dims=None, local="window", n_local=16,
                         compressor="paper", attn_sink=False, grid="aligned")

@@ -1,4 +1,4 @@
-"""PyTorch / transformers implementation of phaselab's model, written from SPEC.md sections 1, 2
+"""PyTorch / transformers implementation of phaselab's model, written from docs/spec.md §1 and §2
 and 2b: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
 (gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
 window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered).
@@ -9,13 +9,13 @@ a plain Qwen3 (config.json: model_type "phaselab", auto_map), so that
     AutoModelForCausalLM.from_pretrained(CKPT, trust_remote_code=True)
 
 loads it and computes phaselab's logits. Parameter names and shapes are those of the
-checkpoint (HuggingFace Qwen3 names, SPEC.md 2 compressor names). Every sequence starts at
-position 0 (SPEC.md: t is 0-based inside a training sequence); there is no KV cache:
+checkpoint (HuggingFace Qwen3 names, docs/spec.md §2 compressor names). Every sequence starts at
+position 0 (docs/spec.md: t is 0-based inside a training sequence); there is no KV cache:
 generate() recomputes the whole prefix at every step (use_cache is off), and an attention_mask
 with padding is refused. Computation is in the parameters' dtype (float32 as stored); RMSNorm
 in float32 at least. The project's copy is tools/hf/modeling_phaselab.py.
 
-Choices where SPEC.md leaves room (the same as the C model and tests/ref/spec_model.py):
+Choices where docs/spec.md leaves room (the same as the C model and tests/ref/spec_model.py):
 attn_sink is an unscaled per-head logit that only adds exp(sink) to the softmax denominator;
 qk_norm = false also drops cknorm; kv_tied (and deepseek) use Vhat = Khat (normed, RoPE'd);
 vector gates take the softmax over offsets per channel; a raw token inside a visible window is
@@ -72,7 +72,7 @@ class PhaselabRMSNorm(nn.Module):
 
 
 class PhaselabCompressor(nn.Module):
-    """The chunked compressor of one layer (SPEC.md 2, 2b): per KV head g and branch B, windows
+    """The chunked compressor of one layer (docs/spec.md §2, §2b): per KV head g and branch B, windows
     of W tokens every S tokens (head g starting at o_g, 0 unless grid = staggered), gate logits
     s_{j,i} = Z_{g,i} . a + b_{g,i}, alpha = softmax over offsets, entries sum_i alpha_i C_{g,i} a."""
 
@@ -246,7 +246,7 @@ class PhaselabPreTrainedModel(PreTrainedModel):
     _no_split_modules = ["PhaselabDecoderLayer"]
     _supports_cache_class = False
 
-    def _init_weights(self, module):   # SPEC.md 1 init (only used for tensors a checkpoint lacks)
+    def _init_weights(self, module):   # docs/spec.md §1 init (only used for tensors a checkpoint lacks)
         with torch.no_grad():
             if isinstance(module, (nn.Linear, nn.Embedding)):
                 module.weight.normal_(0.0, 0.02)
