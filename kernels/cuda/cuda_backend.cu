@@ -22,6 +22,7 @@
 extern "C" {
 #include "common/errors.h"
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/gpu_peaks.h"
 }
 
 static const size_t LT_WS_BYTES = 64u << 20;
@@ -148,18 +149,30 @@ typedef struct {
     unsigned alA, alB, alC;
 } GemmKey;
 
+/* The GEMM plan cache: one cuBLASLt plan per shape (descriptors, layouts and the candidate
+ * algorithms the heuristic ranked), looked up by the full key. Capacity GEMM_PLAN_CAP (env
+ * PHASELAB_GEMM_PLAN_CAP overrides it, for tests): when full, the least recently used plan is
+ * destroyed and its slot reused (a filler sweep at T = 4096 can meet more than 1024 shapes), with
+ * one log line the first time. Algorithms: the heuristic is asked for up to GEMM_ALGOS candidates
+ * in its order; a launch that fails with the first falls back to the next (one warning a plan),
+ * and only when every candidate fails is it an error. */
+#define GEMM_PLAN_CAP 1024
+#define GEMM_ALGOS 4
 typedef struct {
     GemmKey key;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulAlgo_t algo;
-    size_t ws;
+    cublasLtMatmulAlgo_t algo[GEMM_ALGOS];   /* the heuristic's candidates, best first */
+    size_t ws[GEMM_ALGOS];
+    int n_algos, use;                        /* candidates; the one in use (after fallbacks) */
+    unsigned long long last_used;            /* the cache's clock at the last lookup (LRU) */
 } GemmPlan;
 
-#define MAX_PLANS 1024
 struct GemmCache {
-    GemmPlan plans[MAX_PLANS];
-    int n_plans;
+    GemmPlan *plans;                          /* [cap] */
+    int n_plans, cap;
+    unsigned long long clock;
+    long long evictions;
 };
 
 static unsigned ptr_align(const void *p) {
@@ -179,6 +192,65 @@ static cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int rows, int cols, 
         LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &st, sizeof st));
     }
     return l;
+}
+
+static void plan_destroy(GemmPlan *pl) {
+    cublasLtMatrixLayoutDestroy(pl->a);
+    cublasLtMatrixLayoutDestroy(pl->b);
+    cublasLtMatrixLayoutDestroy(pl->c);
+    cublasLtMatmulDescDestroy(pl->op);
+    memset(pl, 0, sizeof *pl);
+}
+
+/* The slot for a new plan: the next free one, or the least recently used one (destroyed). */
+static GemmPlan *plan_slot(GemmCache *cache) {
+    if (cache->n_plans < cache->cap) return &cache->plans[cache->n_plans++];
+    int lru = 0;
+    for (int i = 1; i < cache->n_plans; i++)
+        if (cache->plans[i].last_used < cache->plans[lru].last_used) lru = i;
+    if (cache->evictions++ == 0)
+        fprintf(stderr, "phaselab: cuda: the GEMM plan cache is full (%d shapes): least recently used plans are "
+                        "replaced from now on\n", cache->cap);
+    plan_destroy(&cache->plans[lru]);
+    return &cache->plans[lru];
+}
+
+static void plan_make(BackendCtx *ctx, GemmPlan *pl, const GemmKey *key, int ta, int tb, int m, int n, int k, int lda,
+                      int ldb, int ldc, long long sA, long long sB, long long sC, int c_f32, int batch) {
+    pl->key = *key;
+    LT(cublasLtMatmulDescCreate(&pl->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    LT(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
+    LT(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
+    pl->a = make_layout(CUDA_R_16BF, ta ? k : m, ta ? m : k, lda, batch, sA);
+    pl->b = make_layout(CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb, batch, sB);
+    pl->c = make_layout(c_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, ldc, batch, sC);
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t wsb = LT_WS_BYTES;
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
+    uint32_t al;
+    al = key->alA; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
+    al = key->alB; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
+    al = key->alC; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
+    cublasLtMatmulHeuristicResult_t res[GEMM_ALGOS];
+    int nres = 0;
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, pl->op, pl->a, pl->b, pl->c, pl->c, pref,
+                                                       GEMM_ALGOS, res, &nres);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "no cuBLASLt algorithm for m=%d n=%d k=%d lda=%d ldb=%d ldc=%d ta=%d tb=%d batch=%d (status %d)",
+                 m, n, k, lda, ldb, ldc, ta, tb, batch, (int)st);
+        cu_fail(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", msg);
+    }
+    pl->n_algos = nres < GEMM_ALGOS ? nres : GEMM_ALGOS;
+    for (int i = 0; i < pl->n_algos; i++) {
+        pl->algo[i] = res[i].algo;
+        pl->ws[i] = res[i].workspaceSize;
+    }
+    pl->use = 0;
 }
 
 /* column-major: C[m,n] (ldc) = alpha op(A)[m,k] op(B)[k,n] + beta C */
@@ -205,41 +277,24 @@ static void gemm_cm(BackendCtx *ctx, int ta, int tb, int m, int n, int k, const 
     for (int i = cache->n_plans - 1; i >= 0; i--)
         if (!memcmp(&cache->plans[i].key, &key, sizeof key)) { pl = &cache->plans[i]; break; }
     if (!pl) {
-        if (cache->n_plans == MAX_PLANS) cu_fail(__FILE__, __LINE__, "gemm plan cache", "more than 1024 GEMM shapes");
-        pl = &cache->plans[cache->n_plans];
-        pl->key = key;
-        LT(cublasLtMatmulDescCreate(&pl->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-        LT(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa));
-        LT(cublasLtMatmulDescSetAttribute(pl->op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb));
-        pl->a = make_layout(CUDA_R_16BF, ta ? k : m, ta ? m : k, lda, batch, sA);
-        pl->b = make_layout(CUDA_R_16BF, tb ? n : k, tb ? k : n, ldb, batch, sB);
-        pl->c = make_layout(c_f32 ? CUDA_R_32F : CUDA_R_16BF, m, n, ldc, batch, sC);
-        cublasLtMatmulPreference_t pref;
-        LT(cublasLtMatmulPreferenceCreate(&pref));
-        uint64_t wsb = LT_WS_BYTES;
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb));
-        uint32_t al;
-        al = key.alA; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al, sizeof al));
-        al = key.alB; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al, sizeof al));
-        al = key.alC; LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al, sizeof al));
-        LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al, sizeof al));
-        cublasLtMatmulHeuristicResult_t res;
-        int nres = 0;
-        cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)ctx->lt, pl->op, pl->a, pl->b, pl->c, pl->c, pref, 1, &res, &nres);
-        cublasLtMatmulPreferenceDestroy(pref);
-        if (st != CUBLAS_STATUS_SUCCESS || nres < 1) {
-            char msg[256];
-            snprintf(msg, sizeof msg, "no cuBLASLt algorithm for m=%d n=%d k=%d lda=%d ldb=%d ldc=%d ta=%d tb=%d batch=%d (status %d)",
-                     m, n, k, lda, ldb, ldc, ta, tb, batch, (int)st);
-            cu_fail(__FILE__, __LINE__, "cublasLtMatmulAlgoGetHeuristic", msg);
-        }
-        pl->algo = res.algo;
-        pl->ws = res.workspaceSize;
-        cache->n_plans++;
+        pl = plan_slot(cache);
+        plan_make(ctx, pl, &key, ta, tb, m, n, k, lda, ldb, ldc, sA, sB, sC, c_f32, batch);
     }
-    LT(cublasLtMatmul((cublasLtHandle_t)ctx->lt, pl->op, &alpha, A, pl->a, B, pl->b, &beta, C, pl->c, C, pl->c, &pl->algo,
-                      ctx->lt_ws, LT_WS_BYTES, ctx->stream));
+    pl->last_used = ++cache->clock;
+    for (;;) {
+        cublasStatus_t st = cublasLtMatmul((cublasLtHandle_t)ctx->lt, pl->op, &alpha, A, pl->a, B, pl->b, &beta, C, pl->c,
+                                           C, pl->c, &pl->algo[pl->use], ctx->lt_ws, LT_WS_BYTES, ctx->stream);
+        if (st == CUBLAS_STATUS_SUCCESS) return;
+        if (pl->use + 1 >= pl->n_algos) {
+            char msg[256];
+            snprintf(msg, sizeof msg, "every one of %d cuBLASLt algorithms failed for m=%d n=%d k=%d (last status %d)",
+                     pl->n_algos, m, n, k, (int)st);
+            cu_fail(__FILE__, __LINE__, "cublasLtMatmul", msg);
+        }
+        fprintf(stderr, "phaselab: cuda: cuBLASLt algorithm %d of %d failed for m=%d n=%d k=%d (status %d): using the next\n",
+                pl->use + 1, pl->n_algos, m, n, k, (int)st);
+        pl->use++;
+    }
 }
 
 void cu_gemm(BackendCtx *ctx, int ta, int tb, int M, int N, int K, const bf16 *A, int lda, long long sA,
@@ -306,16 +361,17 @@ void cu_colsum_add(BackendCtx *ctx, float *out, const float *in, int rows, int c
 
 /* ---------------- registration ---------------- */
 static double peak_for(const cudaDeviceProp *p, int dev) {
-    const char *n = p->name;
-    if (strstr(n, "H100") || strstr(n, "H200") || strstr(n, "GH200") || strstr(n, "H800")) return 989e12;
-    if (strstr(n, "A100") || strstr(n, "A800")) return 312e12;
     int clock_khz = 0;
     if (cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev) != cudaSuccess || clock_khz <= 0) {
         cudaGetLastError();
         clock_khz = 1500000;
     }
-    double per_sm = p->major >= 9 ? 2048.0 : 1024.0; /* dense bf16 FLOP per cycle per SM */
-    return (double)p->multiProcessorCount * clock_khz * 1e3 * per_sm;
+    int estimated = 0;
+    double peak = gpu_peak_bf16_flops(p->name, p->major, p->multiProcessorCount, clock_khz * 1e3, &estimated);
+    if (estimated)
+        fprintf(stderr, "phaselab: cuda: %s is not in the peak table (kernels/gpu_peaks.c): MFU uses an estimate of "
+                        "%.0f TFLOP/s (SMs x clock)\n", p->name, peak / 1e12);
+    return peak;
 }
 
 /* One backend per device, made on the first call for it (backends live until exit). */
@@ -357,7 +413,13 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     CudaBackend *cb = (CudaBackend *)calloc(1, sizeof *cb);
     GemmCache *gemm = (GemmCache *)calloc(1, sizeof *gemm);
     AllocTable *allocs = (AllocTable *)calloc(1, sizeof *allocs);
-    if (!cb || !gemm || !allocs) {
+    if (gemm) {
+        const char *cap = getenv("PHASELAB_GEMM_PLAN_CAP");   /* tests: a small cache that must evict */
+        gemm->cap = cap && atoi(cap) > 0 ? atoi(cap) : GEMM_PLAN_CAP;
+        gemm->plans = (GemmPlan *)calloc((size_t)gemm->cap, sizeof *gemm->plans);
+    }
+    if (!cb || !gemm || !gemm->plans || !allocs) {
+        if (gemm) free(gemm->plans);
         free(cb); free(gemm); free(allocs);
         set_err(err, "cuda: out of host memory for the backend");
         return NULL;

@@ -73,9 +73,15 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     *returned = 0;
     if (!shape(op, a, b, c, d, &m, &n, &k)) return CUBLAS_STATUS_NOT_SUPPORTED;
     if (requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
-    memset(res, 0, sizeof *res);
-    res->workspaceSize = 0;
-    *returned = 1;
+    /* Like cuBLASLt, up to `requested` candidates ranked best first (3 here, all the same sgemm);
+     * candidate i carries its rank in data[0] so that a test can make some fail at launch. */
+    int n_cand = requested < 3 ? requested : 3;
+    for (int i = 0; i < n_cand; i++) {
+        memset(&res[i], 0, sizeof res[i]);
+        res[i].algo.data[0] = (uint64_t)i;
+        res[i].workspaceSize = 0;
+    }
+    *returned = n_cand;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -94,6 +100,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
                               const cublasLtMatmulAlgo_t *algo, void *ws, size_t ws_bytes, cudaStream_t s) {
     long long m, n, k;
     if (!shape(op, a, b, c, d, &m, &n, &k)) return CUBLAS_STATUS_INVALID_VALUE;
+    /* test knob: CUEMU_LT_FAILING_ALGOS=k makes the candidates of rank < k fail at launch, as an
+     * algorithm the heuristic offered can fail on real hardware (the backend must fall back) */
+    const char *failing = getenv("CUEMU_LT_FAILING_ALGOS");
+    if (failing && algo && algo->data[0] < (uint64_t)atoll(failing)) return CUBLAS_STATUS_NOT_SUPPORTED;
     float al = *(const float *)alpha, be = *(const float *)beta;
     size_t esz = c->t == CUDA_R_32F ? 4 : 2;
     float *out = (float *)malloc(sizeof(float) * (size_t)(m * n));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include "kernels/kernels.h"
+#include "common/clock.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
@@ -25,12 +26,6 @@ int main(void) {
     return 0;
 }
 #else
-
-static double seconds(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 typedef struct { const char *name; int compressed, kv_heads; } BenchCase;
 
@@ -84,20 +79,20 @@ int main(int argc, char **argv) {
         }
         double t0 = 0, loss = 0;
         for (int it = 0; it < warmup + steps; it++) {
-            if (it == warmup) { be->synchronize(be->ctx); t0 = seconds(); }
+            if (it == warmup) { be->synchronize(be->ctx); t0 = clock_seconds(); }
             model_zero_grads(mod);
             loss = model_forward_backward(mod, tok, tgt, B, 1.0 / (B * T), NULL);
             double grad_norm;
             optimizer_step(&opt, mod, 1e-4, 1, &grad_norm);
         }
         be->synchronize(be->ctx);
-        double dt = (seconds() - t0) / steps;
+        double dt = (clock_seconds() - t0) / steps;
         /* forward only */
         be->synchronize(be->ctx);
-        double f0 = seconds();
+        double f0 = clock_seconds();
         for (int it = 0; it < 2; it++) model_forward(mod, tok, tgt, B, NULL);
         be->synchronize(be->ctx);
-        double dtf = (seconds() - f0) / 2;
+        double dtf = (clock_seconds() - f0) / 2;
         double tps = B * T / dt;
         double mfu = model_flops_per_token(&m, T) * tps / be->peak_flops;
         printf("bench_cuda %-30s %9.0f tokens/s  MFU %5.1f%%  step %.3f s (forward %.3f s)  peak memory %.2f GiB  "
