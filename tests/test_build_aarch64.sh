@@ -23,7 +23,7 @@ ln -s /usr/include/cjson/cJSON.h "$S/inc/cjson/cJSON.h"
 inc=$(pkg-config --cflags-only-I hdf5 openblas ompi-c 2>/dev/null)
 mkdir -p "$S/gen"; printf '#define PHASELAB_VERSION "cross"\n#define PHASELAB_BUILD_FEATURES "cross"\n' >"$S/gen/phaselab_version.h"
 n=0; bad=0; first=""
-for f in common/*.c model/*.c kernels/*.c kernels/cpu/*.c trainer/*.c data/*.c; do
+for f in common/*.c model/*.c kernels/*.c kernels/cpu/*.c data/*.c trainer/*.c analysis/*.c cli/*.c; do
   n=$((n + 1))
   # shellcheck disable=SC2086
   if ! "$XCC" -std=c11 -D_GNU_SOURCE -fopenmp -mcpu=neoverse-v1 -O2 -Werror=implicit-function-declaration \

@@ -60,7 +60,7 @@ Libs: -L\${prefix}/lib -lopenblas
 EOF
 # a copy of the source tree, so that its ./train does not replace this checkout's
 SRC=$S/src; mkdir -p "$SRC"
-for d in Makefile mk common model kernels trainer data tools tests configs; do [ -e "$d" ] && cp -r "$d" "$SRC/"; done
+for d in Makefile mk common model kernels trainer analysis cli data tools tests configs docs; do [ -e "$d" ] && cp -r "$d" "$SRC/"; done
 rm -rf "$SRC/tests/cuemu" "$SRC/tests/gpu"
 B=$SRC/build
 log=$S/make.log

@@ -13,6 +13,8 @@ void *cpu_alloc(BackendCtx *ctx, size_t bytes) {
     return p;
 }
 void cpu_free(BackendCtx *ctx, void *p) { free(p); }
+/* fp32 ops in a fixed order with a fixed thread count: every rerun gives the same bits already */
+void cpu_set_deterministic(BackendCtx *ctx, int on) {}
 void cpu_copy(BackendCtx *ctx, void *dst, const void *src, size_t bytes) { if (dst != src) memmove(dst, src, bytes); }
 /* Serial on purpose: a memory-bound pass of a few MiB costs less than a parallel region's
  * fork/join on a shared machine (kernels/cpu/cpu_internal.h, CPU_SERIAL_WORK). */

@@ -87,8 +87,9 @@
  *   exposes no "deterministic" attribute for this fused engine (CUDNN_ATTR_REDUCTION_
  *   IS_DETERMINISTIC is for stand-alone reductions) and on Blackwell cudnn-frontend pins specific
  *   engine knobs for determinism, which we do not. So we cannot guarantee it from the API alone:
- *     * the backward is OFF unless PHASELAB_CUDNN_ATTN_BWD=1 (then the custom backward runs,
- *       fed by the cuDNN forward's lse, which has the same meaning);
+ *     * the backward is ON unless bitwise reruns are requested (run.deterministic = true, the
+ *       backend's set_deterministic) or PHASELAB_CUDNN_ATTN_BWD=0; then the custom backward runs,
+ *       fed by the cuDNN forward's lse, which has the same meaning;
  *     * every plan (forward and backward) is run twice on its first call and its outputs compared
  *       bit for bit; a difference disables cuDNN for that shape (one stderr line). Two equal runs
  *       make a nondeterministic engine unlikely, not impossible.
@@ -96,7 +97,8 @@
  *   prints the chosen engine and workspace per plan.
  * - Failures while building (unsupported shape, finalize error, no engine, workspace allocation)
  *   print "phaselab: cuDNN fused attention unavailable for this shape (<reason>); using the custom
- *   kernels" once per shape and direction and return 0. Failures at execution abort (cu_fail).
+ *   kernels" once per shape and direction and return 0. So do failures at execution (a cuDNN
+ *   status other than success): the custom kernels then compute the call's outputs.
  * - Requirements checked up front: cuDNN >= 9.0 at run time (not 9.10.0/9.10.1, whose fused
  *   forward cudnn-frontend blocks), sm >= 80, H % G == 0, d % 8 == 0, d <= 128 (256 on sm90),
  *   backward with cuDNN <= 9.15 only for T % 128 == 0 (older backends need a padding-mask
@@ -775,16 +777,23 @@ static Entry *get_entry(BackendCtx *ctx, int kind, const AttnShape *s) {
 }
 
 /* ======================= execution ======================= */
-static void execute(BackendCtx *ctx, const Entry *e, int n, const int64_t *uids, void **ptrs, void *ws) {
+/* Runs the plan once. A cuDNN error is returned (with what failed in why), not fatal: the caller
+ * disables the shape and the custom kernels compute the same outputs from the same inputs
+ * (cuDNN writes only its outputs and its own workspace). */
+static cudnnStatus_t execute(BackendCtx *ctx, const Entry *e, int n, const int64_t *uids, void **ptrs, void *ws,
+                             char *why, size_t why_n) {
     cudnnBackendDescriptor_t vp = NULL;
-    CDNN(cudnnSetStream(state_of(ctx)->handle, ctx->stream));
-    CDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp));
-    CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids));
-    CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs));
-    CDNN(cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
-    CDNN(cudnnBackendFinalize(vp));
-    CDNN(cudnnBackendExecute(state_of(ctx)->handle, e->plan, vp));
-    CDNN(cudnnBackendDestroyDescriptor(vp));
+    const char *step = "cudnnSetStream";
+    cudnnStatus_t st = cudnnSetStream(state_of(ctx)->handle, ctx->stream);
+    if (st == CUDNN_STATUS_SUCCESS) { step = "variant pack"; st = cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &vp); }
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendSetAttribute(vp, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
+    if (st == CUDNN_STATUS_SUCCESS) st = cudnnBackendFinalize(vp);
+    if (st == CUDNN_STATUS_SUCCESS) { step = "cudnnBackendExecute"; st = cudnnBackendExecute(state_of(ctx)->handle, e->plan, vp); }
+    if (vp) cudnnBackendDestroyDescriptor(vp);
+    if (st != CUDNN_STATUS_SUCCESS) snprintf(why, why_n, "%s failed at execution: %s", step, cudnnGetErrorString(st));
+    return st;
 }
 
 struct Output {
@@ -795,7 +804,8 @@ struct Output {
 /* Runs the plan; on an entry's first call runs it a second time and compares the outputs bit for
  * bit. 0 (entry disabled, reason printed) when they differ. */
 static int run(BackendCtx *ctx, Entry *e, int n, const int64_t *uids, void **ptrs, void *ws, const Output *outs, int n_outs) {
-    execute(ctx, e, n, uids, ptrs, ws);
+    char why[160];
+    if (execute(ctx, e, n, uids, ptrs, ws, why, sizeof why) != CUDNN_STATUS_SUCCESS) { unavailable(e, why); return 0; }
     if (e->checked) return 1;
     e->checked = 1;
     size_t total = 0;
@@ -807,7 +817,12 @@ static int run(BackendCtx *ctx, Entry *e, int n, const int64_t *uids, void **ptr
         for (int i = 0; i < n_outs; off += outs[i].bytes, i++)
             CU(cudaMemcpyAsync(h1 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, ctx->stream));
         CU(cudaStreamSynchronize(ctx->stream));
-        execute(ctx, e, n, uids, ptrs, ws);
+        if (execute(ctx, e, n, uids, ptrs, ws, why, sizeof why) != CUDNN_STATUS_SUCCESS) {
+            free(h1);
+            free(h2);
+            unavailable(e, why);
+            return 0;
+        }
         off = 0;
         for (int i = 0; i < n_outs; off += outs[i].bytes, i++)
             CU(cudaMemcpyAsync(h2 + off, outs[i].p, outs[i].bytes, cudaMemcpyDeviceToHost, ctx->stream));
@@ -897,7 +912,8 @@ int cu_cudnn_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, floa
 int cu_cudnn_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, const act_t *dout,
                            const act_t *out, const float *lse, const act_t *q, const act_t *k,
                            const act_t *v) {
-    if (!env_is("PHASELAB_CUDNN_ATTN_BWD", "1")) return 0;   /* off by default: see the header comment */
+    /* on unless bitwise reruns are requested (run.deterministic) or PHASELAB_CUDNN_ATTN_BWD=0 */
+    if (ctx->deterministic || env_is("PHASELAB_CUDNN_ATTN_BWD", "0")) return 0;
     if (!wanted(ctx, s) || !lse) return 0;
     const void *ptrs_check[] = {dq, dk, dv, dout, out, q, k, v};
     if (!aligned16(ptrs_check, 8)) return 0;

@@ -10,7 +10,7 @@
  *   q, out, dout, dq [B,T,H,d] bf16;  k, v, dk, dv [B,T,G,d] bf16 (GQA: head h reads KV head
  *   h / (H/G));  lse [B,T,H] fp32 = natural log of sum_s exp(q.k_s / sqrt(d)) over s <= t.
  * Forward writes out and lse. Backward overwrites dq, dk, dv (like the custom kernels).
- * The backward runs only with PHASELAB_CUDNN_ATTN_BWD=1 (see the .cu for why). */
+ * The backward runs unless run.deterministic is set (see the .cu for why). */
 #ifndef PHASELAB_CUDA_ATTENTION_CUDNN_H
 #define PHASELAB_CUDA_ATTENTION_CUDNN_H
 #include "kernels/cuda/cuda_common.h"

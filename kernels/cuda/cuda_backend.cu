@@ -359,6 +359,14 @@ void cu_colsum_add(BackendCtx *ctx, float *out, const float *in, int rows, int c
     CU_LAUNCH();
 }
 
+/* ---------------- options ---------------- */
+void cu_set_deterministic(BackendCtx *ctx, int on) {
+    ctx->deterministic = on;
+    /* NCCL reads its environment when a communicator is made (after this call, in the trainer):
+     * NVLS reduces inside the NVSwitch, in an order we cannot pin */
+    if (on) setenv("NCCL_NVLS_ENABLE", "0", 1);
+}
+
 /* ---------------- registration ---------------- */
 static double peak_for(const cudaDeviceProp *p, int dev) {
     int clock_khz = 0;

@@ -189,20 +189,21 @@ typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compre
 
 /* modes of an attention case. Full attention without a sink goes to cuDNN's fused attention
  * where cuDNN takes it: those cases run three times, with the custom kernels
- * (PHASELAB_ATTN=custom), with the default path (cuDNN forward) and with the cuDNN backward too
- * (PHASELAB_CUDNN_ATTN_BWD=1); the name gets the path as a suffix. ATT_NO_ENTRY_GRADS passes
+ * (PHASELAB_ATTN=custom), with bitwise reruns requested (set_deterministic(1): cuDNN forward,
+ * custom backward) and with the default path (cuDNN forward and backward); the name gets the
+ * path as a suffix. ATT_NO_ENTRY_GRADS passes
  * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible). */
 enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD };
 static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom kernels]",
-                                         " [default: cuDNN fwd if available]", " [cuDNN fwd+bwd if available]"};
+                                         " [deterministic: cuDNN fwd if available, custom bwd]",
+                                         " [default: cuDNN fwd+bwd if available]"};
 
 static void run_attention(const ParityCase *pc) {
     const AttCase *ac0 = pc->arg;
     const int mode = pc->mode;
     const Tol *t = &pc->tol;
     if (mode == ATT_CUSTOM) setenv("PHASELAB_ATTN", "custom", 1);
-    if (mode == ATT_DEFAULT) unsetenv("PHASELAB_ATTN");
-    if (mode == ATT_CUDNN_BWD) setenv("PHASELAB_CUDNN_ATTN_BWD", "1", 1);
+    if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 1);
     char name[160];
     snprintf(name, sizeof name, "%s%s", ac0->name, ATT_SUFFIX[mode]);
     AttCase acn = *ac0;
@@ -249,7 +250,7 @@ static void run_attention(const ParityCase *pc) {
     pfree(dsink); pfree(dq); pfree(dk); pfree(dv); pfree(dck); pfree(dcv); pfree(out2); pfree(lse2);
     free(hq); free(hk); free(hv); free(hck); free(hcv); free(hdo); free(hs); free(hds); free(hout); free(hlse);
     if (mode == ATT_CUSTOM) unsetenv("PHASELAB_ATTN");
-    if (mode == ATT_CUDNN_BWD) unsetenv("PHASELAB_CUDNN_ATTN_BWD");
+    if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
 
 static const AttCase ATT_CASES[] = {
@@ -698,6 +699,9 @@ static const char *const EXEMPT[] = {
     /* every case's inputs and results pass through these (parity_harness.h put_* / get_*, the
      * bit comparisons of the determinism cases): a broken one fails every case */
     "alloc", "free", "upload", "download", "synchronize", "upload_act", "download_act",
+    /* an option, no computation: its effect (the custom attention backward) is what the
+     * determinism cases check */
+    "set_deterministic",
 };
 
 /* the case's id "group/variant" (the variant defaults to the name of its AttCase / CompCase row) */
