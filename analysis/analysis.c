@@ -43,6 +43,7 @@
 #include "model/model.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_source.h"
 #include "trainer/comm.h"
 #include "trainer/evaluate.h"
 #include "analysis/filler_sweep.h"
@@ -50,19 +51,20 @@
 
 typedef struct {
     const char *ckpt, *probe, *calib, *out, *gate_cycle, *layers, *knockout, *filler;
-    char *overrides[64];
+    char **overrides;               /* [argc] */
     int n_over;
 } Args;
 
 typedef struct {
     Args a;
-    Config cfg;
+    CkptSource src;                 /* the checkpoint (or weights-only directory), trainer/ckpt_source.h */
+    Config cfg;                     /* src.cfg */
     const Backend *be;
     Model *m;
     TrainState st;
     ProbeSet *ps;
     int T, micro;
-    char out_path[4600];
+    char *out_path;                 /* --out, or CKPT/analysis.h5 */
 } Ctx;
 
 static const char *const ANALYSIS_FLAGS[] = {"--gate-cycle", "--knockout", "--filler-sweep", "--calib", "--layers"};
@@ -88,6 +90,7 @@ static int usage_error(const char *fmt, ...) {
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->ckpt = argv[0];
+    if (!(a->overrides = malloc(sizeof(char *) * (size_t)argc))) { fprintf(stderr, "phaselab: --eval: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
         const char **slot = NULL;
         const char *o = argv[i];
@@ -103,7 +106,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             *slot = argv[++i];
         } else if (o[0] == '-' && o[1] == '-') {
             return usage_error("unknown option %s (analyses take --probe, --gate-cycle, --layers, --knockout, --calib, --filler-sweep, --out)", o);
-        } else if (a->n_over < 64) {
+        } else {
             a->overrides[a->n_over++] = argv[i];
         }
     }
@@ -118,34 +121,62 @@ static int parse_args(int argc, char **argv, Args *a) {
     return 0;
 }
 
-/* Parses a non-negative integer; -1 when s is not one. */
+/* Parses a non-negative decimal integer (digits only, no sign or space, at most INT_MAX); -1
+ * when s is not one. */
 static long parse_nonneg(const char *s) {
+    if (!*s) return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0 || errno) return -1;
-    return v;
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v > INT_MAX) return -1;
+    return (long)v;
 }
 
 /* ---- set-up: config, then (after the flag checks) model, checkpoint, probe ---- */
 
+/* The checkpoint's config (config.ini, or a weights-only directory's config.json) with the
+ * overrides; nothing is loaded or verified yet. */
 static int load_config_only(Ctx *c) {
-    char path[4600], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/config.ini", c->a.ckpt);
-    if (access(path, R_OK) != 0) return usage_error("%s: not a checkpoint directory (no readable config.ini): %s", c->a.ckpt, strerror(errno));
-    if (config_load(&c->cfg, path, c->a.n_over, c->a.overrides, err)) return usage_error("%s", err);
+    char err[ERR_LEN];
+    int rc = ckpt_source_open(&c->src, c->a.ckpt, c->a.n_over, c->a.overrides, stdout, err);
+    if (rc) { fprintf(stderr, "phaselab: %s\n", err); return rc == -2 ? 2 : 1; }
+    c->cfg = c->src.cfg;
+    c->st.step = c->src.st.step;
     c->T = c->cfg.data.seq_len;
     c->micro = c->cfg.train.micro_batch;
     if (c->micro > KO_MAX_BATCH) c->micro = KO_MAX_BATCH;
-    if (c->a.out) snprintf(c->out_path, sizeof c->out_path, "%s", c->a.out);
-    else snprintf(c->out_path, sizeof c->out_path, "%s/analysis.h5", c->a.ckpt);
+    size_t n = strlen(c->a.out ? c->a.out : c->a.ckpt) + sizeof "/analysis.h5";
+    if (!(c->out_path = malloc(n))) { fprintf(stderr, "phaselab: out of memory\n"); return 1; }
+    if (c->a.out) snprintf(c->out_path, n, "%s", c->a.out);
+    else snprintf(c->out_path, n, "%s/analysis.h5", c->a.ckpt);
+    if (ah5_check_target(c->out_path, err)) return usage_error("%s%s", c->a.out ? "--out " : "", err);   /* before any work */
     return 0;
 }
 
+/* The probe set of --probe (relative to the current directory) or the checkpoint's eval.probe
+ * (relative to its run's directory); *path is malloc'd. Exit status 2 when there is none or it
+ * cannot be read. */
+static int probe_path_of(Ctx *c, const char *flag, char **path) {
+    char err[ERR_LEN];
+    if (ckpt_source_probe_path(&c->src, c->a.probe, path, stdout, err)) return usage_error("%s", err);
+    if (!*path) return usage_error("%s: needs --probe FILE (or eval.probe in the checkpoint's config)", flag);
+    return 0;
+}
+
+/* Loads a probe (or calibration) set and checks it against the checkpoint: vocabulary, prompt
+ * length (probe_set_load) and tokenizer fingerprint. */
 static int load_probe_checked(const Ctx *c, const char *flag, const char *path, ProbeSet **ps) {
     char err[ERR_LEN];
     if (probe_set_load(ps, path, (uint32_t)c->cfg.model.vocab_size, c->T, err))
-        return usage_error("%s %s: %s", flag, path, err);
+        return usage_error("%s %s: %s (the checkpoint %s: vocab_size %d, data.seq_len %d)", flag, path, err, c->src.config_path,
+                           c->cfg.model.vocab_size, c->T);
+    if (ckpt_source_check_probe(&c->src, flag, *ps, stdout, err)) {
+        probe_set_free(*ps);
+        *ps = NULL;
+        return usage_error("%s", err);
+    }
     return 0;
 }
 
@@ -155,11 +186,13 @@ static int load_model(Ctx *c) {
     if (!c->be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
     c->m = model_create(&c->cfg.model, c->be, c->micro, c->T, err);
     if (!c->m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    if (checkpoint_read_state(c->a.ckpt, &c->st, err) || checkpoint_load(c->a.ckpt, c->m, NULL, &c->st, err)) {
+    if (ckpt_source_load(&c->src, c->m, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
-    printf("checkpoint %s: step %ld, %ld tokens\n", c->a.ckpt, c->st.step, c->st.tokens);
+    c->st = c->src.st;
+    if (c->src.has_state) printf("checkpoint %s: step %ld, %ld tokens\n", c->a.ckpt, c->st.step, c->st.tokens);
+    else printf("checkpoint %s: weights only (step %ld)\n", c->a.ckpt, c->st.step);
     return 0;
 }
 
@@ -226,27 +259,40 @@ static double pearson(const double *x, const double *y, int n) {
 #define PHASE_AXIS_MODEL "phase t_K mod S of the target key (KV head 0's grid: with grid = staggered the other heads' phases differ)"
 #define PHASE_AXIS_HEAD "phase (t_K - o_g) mod S of the target key on the knocked-out KV head g's own grid (docs/spec.md §2b; o_g = 0 on the aligned grid)"
 
-static void store_probe_common(AnalysisH5 *h, const char *probe_path, int P, int S, const char *phase_label) {
-    long proto[PROBE_N_PROTOCOLS] = {0, 1}, res[PROBE_MAX_RESIDUES], ph[PROBE_MAX_RESIDUES];
+/* Also the probe set's provenance: path as given and absolute, sha256, builder seed, prompts per
+ * residue; decode: 1 when scored through the incremental KV cache. */
+static void store_probe_common(AnalysisH5 *h, const char *probe_path, const ProbeSet *ps, int decode, int P, int S,
+                               const char *phase_label) {
+    /* [P] and [S]: S (the stride, up to 65536) may exceed the probe's P */
+    long proto[PROBE_N_PROTOCOLS] = {0, 1}, *res = malloc(sizeof(long) * (size_t)(P + S)), *ph = res ? res + P : NULL;
+    if (!res) {
+        fprintf(stderr, "phaselab: warning: out of memory for the residue and phase axes (%d + %d values): stored without them\n", P, S);
+        return;
+    }
     for (int r = 0; r < P; r++) res[r] = r;
     for (int s = 0; s < S; s++) ph[s] = s;
     ah5_attr_str(h, "probe", probe_path);
+    ah5_input_file(h, "probe", probe_path);
+    ah5_attr_long(h, "probe_seed", (long)probe_set_builder(ps).seed);
+    ah5_attr_long(h, "probe_per_residue", (long)probe_set_builder(ps).per_residue);
+    ah5_attr_long(h, "decode", decode);
     ah5_attr_long(h, "residues", P);
     ah5_attr_long(h, "phase_period", S);
     ah5_axis_long(h, "protocol", proto, PROBE_N_PROTOCOLS, "probe protocol: 0 = pp (prefix padding), 1 = ip (in-sequence padding)");
     ah5_axis_long(h, "residue", res, P, "residue t_K mod P of the target key");
     ah5_axis_long(h, "phase", ph, S, phase_label);
+    free(res);
 }
 
 /* ---- plain probe evaluation -> /probe_NNN ---- */
 
-int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, int layout,
-                         const ProbeResult *pr, char *err) {
+int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
+                         int decode, const ProbeResult *pr, char *err) {
     AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
     if (!h) return -1;
     int P = pr->residues, S = pr->fold > 0 ? pr->fold : 8;
-    ah5_attr_str(h, "layout", layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
-    store_probe_common(h, probe_path, P, S, PHASE_AXIS_MODEL);
+    ah5_attr_str(h, "layout", probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
+    store_probe_common(h, probe_path, ps, decode, P, S, PHASE_AXIS_MODEL);
     double *acc = malloc(sizeof(double) * 2 * P), *cnt = malloc(sizeof(double) * 2 * P), *tot = malloc(sizeof(double) * 2 * P);
     double *accp = malloc(sizeof(double) * 2 * S), test[2][4];
     for (int p = 0; p < 2; p++) {
@@ -273,7 +319,10 @@ static int run_gate_cycle(Ctx *c) {
     const ModelConfig *mc = &c->cfg.model;
     char err[ERR_LEN];
     if (gate_cycle_check(mc, "--gate-cycle", err)) return usage_error("%s", err);
-    int W = mc->window, S = mc->stride, deltas[PROBE_MAX_RESIDUES + 1], nd = 0;
+    int W = mc->window, S = mc->stride, nd = 0, L = mc->n_layers;
+    /* [S] deltas (all) or one; [L] layer mask; sized by the config (stride up to 65536, 1024 layers) */
+    int *deltas = malloc(sizeof(int) * (size_t)(S + 1)), *mask = calloc((size_t)L, sizeof(int));
+    if (!deltas || !mask) { free(deltas), free(mask); fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
     if (!strcmp(c->a.gate_cycle, "all")) {
         for (int d = 0; d < S; d++) deltas[nd++] = d;
     } else {
@@ -281,49 +330,73 @@ static int run_gate_cycle(Ctx *c) {
         if (v < 0 || v > W) return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
         deltas[nd++] = (int)v;
     }
-    int L = mc->n_layers, mask[256] = {0};
-    char layers_text[512] = "all";
+    const char *layers_text = c->a.layers ? c->a.layers : "all";   /* stored as given, any length */
     if (c->a.layers) {
-        snprintf(layers_text, sizeof layers_text, "%s", c->a.layers);
-        char buf[512];
-        snprintf(buf, sizeof buf, "%s", c->a.layers);
+        char *buf = strdup(c->a.layers);
+        if (!buf) { fprintf(stderr, "phaselab: --layers: out of memory\n"); return 1; }
         int any = 0;
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        for (char *tok = buf, *next; tok; tok = next) {
+            next = strchr(tok, ',');
+            if (next) *next++ = 0;
             long l = parse_nonneg(tok);
-            if (l < 0 || l >= L) return usage_error("--layers: '%s' is not a layer: expected a comma-separated list of layers in 0..%d", tok, L - 1);
+            if (l < 0 || l >= L) {
+                int rc = usage_error("--layers: '%s' is not a layer: expected a comma-separated list of layers in 0..%d", tok, L - 1);
+                free(buf);
+                return rc;
+            }
             mask[l] = 1, any = 1;
         }
+        free(buf);
         if (!any) return usage_error("--layers: empty list: expected layers in 0..%d", L - 1);
     } else {
         for (int l = 0; l < L; l++) mask[l] = 1;
     }
-    const char *probe_path = c->a.probe ? c->a.probe : c->cfg.eval.probe;
-    if (!probe_path || !probe_path[0]) return usage_error("--gate-cycle: needs --probe FILE (or eval.probe in the checkpoint's config)");
+    char *probe_path = NULL;
+    if (probe_path_of(c, "--gate-cycle", &probe_path)) return 2;
     if (load_probe_checked(c, "--probe", probe_path, &c->ps)) return 2;
+    int P = probe_set_residues(c->ps);
+    if (P % S)   /* the prediction A_0((r - delta) mod S) folds the residues by phase: S | P */
+        return usage_error("--probe %s: %d residues, not a multiple of the stride S = %d of %s: gate cycling folds the residues "
+                           "by phase t_K mod S; expected a probe built with tools/make-probe --residues a multiple of %d",
+                           probe_path, P, S, c->src.config_path, S);
+    /* validation loss by residue per delta too, when the config names a validation set: data.val
+     * resolved as ./train --eval does (the run's directory for the checkpoint's own relative glob) */
+    ValSet *val = NULL;
+    char *val_glob = NULL;
+    if (ckpt_source_val(&c->src, &val_glob, stdout, err)) return usage_error("%s", err);
+    if (val_glob) {
+        if (val_set_open(&val, val_glob, c->T, (uint32_t)mc->vocab_size, c->cfg.eval.val_tokens / c->T, err))
+            return usage_error("validation: %s (data.val = %s; nothing was evaluated; name other shards with data.val=GLOB, "
+                               "or data.val= for none)", err, val_glob);
+        if (ckpt_source_check_tokenizer(&c->src, "data.val", val_glob, val_set_tokenizer(val), stdout, err))
+            return usage_error("%s", err);
+    }
     int rc = load_model(c);
     if (rc) return rc;
 
     const TensorTable *tt = model_tensors(c->m);
     float *orig = malloc(sizeof(float) * tt->n_floats), *work = malloc(sizeof(float) * tt->n_floats);
-    model_download_params(c->m, orig);
-    int P = probe_set_residues(c->ps);
     ProbeResult clean, *res = calloc((size_t)nd, sizeof(ProbeResult));
-    printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
-    if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
-    /* validation loss by residue per delta too, when the config names a validation set */
-    ValSet *val = NULL;
     int VP = c->cfg.eval.residues;
     double *vloss = malloc(sizeof(double) * nd * VP), *vmean = malloc(sizeof(double) * nd), vclean_mean = NAN;
-    double *vclean = malloc(sizeof(double) * VP);
+    double *vclean = malloc(sizeof(double) * VP), *a0 = malloc(sizeof(double) * PROBE_N_PROTOCOLS * S);   /* a0 [2, S] */
+    if (!orig || !work || !res || !vloss || !vmean || !vclean || !a0) {
+        fprintf(stderr, "phaselab: --gate-cycle: out of memory for %zu weights and %d deltas\n", tt->n_floats, nd);
+        return 1;
+    }
+    model_download_params(c->m, orig);
+    printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
+    if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
+    for (int p = 0; p < 2; p++) {
+        char chance[256];
+        if (probe_not_retrieving(&clean, p, chance, sizeof chance))
+            printf("%s clean model (delta 0): %s; the measured and predicted phase curves below say nothing about phase\n",
+                   probe_protocol_name(p), chance);
+    }
     for (int i = 0; i < nd * VP; i++) vloss[i] = NAN;
     for (int i = 0; i < nd; i++) vmean[i] = NAN;
-    if (c->cfg.data.val[0] && val_set_open(&val, c->cfg.data.val, c->T, (uint32_t)mc->vocab_size, c->cfg.eval.val_tokens / c->T, err)) {
-        fprintf(stderr, "phaselab: validation skipped: %s\n", err);
-        val = NULL;
-    }
     int have_val = eval_val(c, val, &vclean_mean, vclean) == 0;
-    double a0[PROBE_N_PROTOCOLS][PROBE_MAX_RESIDUES];
-    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, NULL, a0[p]);   /* not per head: head 0's grid */
+    for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, NULL, a0 + (size_t)p * S);   /* not per head: head 0's grid */
     for (int k = 0; k < nd; k++) {
         int d = deltas[k];
         if (d % W == 0) {
@@ -348,15 +421,19 @@ static int run_gate_cycle(Ctx *c) {
     double *meas = malloc(sizeof(double) * nd * 2 * P), *pred = malloc(sizeof(double) * nd * 2 * P);
     double *measp = malloc(sizeof(double) * nd * 2 * S), *predp = malloc(sizeof(double) * nd * 2 * S);
     double *corr = malloc(sizeof(double) * nd * 2), *ptest = malloc(sizeof(double) * nd * 2), *maxdev = malloc(sizeof(double) * nd * 2);
+    if (!meas || !pred || !measp || !predp || !corr || !ptest || !maxdev) {
+        fprintf(stderr, "phaselab: --gate-cycle: out of memory for the %d x %d result tables\n", nd, P > S ? P : S);
+        return 1;
+    }
     for (int k = 0; k < nd; k++) {
         int d = deltas[k];
         for (int p = 0; p < 2; p++) {
             double *mp = measp + (k * 2 + p) * S, *pp = predp + (k * 2 + p) * S;
             fold_acc(&res[k], p, S, NULL, mp);
-            for (int s = 0; s < S; s++) pp[s] = a0[p][((s - d) % S + S) % S];
+            for (int s = 0; s < S; s++) pp[s] = a0[(size_t)p * S + ((s - d) % S + S) % S];
             for (int r = 0; r < P; r++) {
                 meas[(k * 2 + p) * P + r] = res[k].acc[p][r];
-                pred[(k * 2 + p) * P + r] = a0[p][((r - d) % S + S) % S];
+                pred[(k * 2 + p) * P + r] = a0[(size_t)p * S + ((r - d) % S + S) % S];
             }
             corr[k * 2 + p] = pearson(mp, pp, S);
             ptest[k * 2 + p] = res[k].test_phase[p].p;
@@ -375,7 +452,8 @@ static int run_gate_cycle(Ctx *c) {
             if (!res[k].present[p]) continue;
             printf("%-3s measured    ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", measp[(k * 2 + p) * S + s]);
-            printf(" | %5.2f  %7.1f  %5.1f  %.3g\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p]);
+            printf(" | %5.2f  %7.1f  %5.1f  %.3g%s\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p],
+                   chi2_small_expected(&res[k].test_phase[p]) ? " (approximate: an expected count < 5)" : "");
             printf("%-3s predicted   ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", predp[(k * 2 + p) * S + s]);
             printf(" |\n");
@@ -391,9 +469,10 @@ static int run_gate_cycle(Ctx *c) {
         }
     }
     /* store */
+    long *dl = malloc(sizeof(long) * (size_t)(nd + (have_val ? VP : 0))), *vr = dl ? dl + nd : NULL;   /* [nd], [VP] */
+    if (!dl) { fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
     AnalysisH5 *h = ah5_begin(c->out_path, "gate_cycle", c->a.ckpt, c->st.step, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    long dl[PROBE_MAX_RESIDUES + 1];
     for (int k = 0; k < nd; k++) dl[k] = deltas[k];
     ah5_attr_str(h, "layers", layers_text);
     ah5_attr_str(h, "gate_cycle", c->a.gate_cycle);
@@ -401,7 +480,7 @@ static int run_gate_cycle(Ctx *c) {
     ah5_attr_long(h, "stride", S);
     ah5_attr_str(h, "prediction", "A_delta(r) ~ A_0((r - delta) mod S), A_0 folded by phase");
     ah5_axis_long(h, "delta", dl, nd, "gate-cycling shift delta");
-    store_probe_common(h, probe_path, P, S, PHASE_AXIS_MODEL);
+    store_probe_common(h, probe_path, c->ps, 0, P, S, PHASE_AXIS_MODEL);
     const char *ax_r[] = {"delta", "protocol", "residue"}, *ax_s[] = {"delta", "protocol", "phase"}, *ax_2[] = {"delta", "protocol"};
     ah5_data(h, "acc", meas, 3, (int[]){nd, 2, P}, ax_r, "measured top-1 accuracy A_delta(r) of the cycled model", "%");
     ah5_data(h, "predicted", pred, 3, (int[]){nd, 2, P}, ax_r, "predicted accuracy A_0((r - delta) mod S)", "%");
@@ -410,17 +489,15 @@ static int run_gate_cycle(Ctx *c) {
     ah5_data(h, "correlation", corr, 2, (int[]){nd, 2}, ax_2, "Pearson correlation of measured and predicted phase curves", NULL);
     ah5_data(h, "p_phase", ptest, 2, (int[]){nd, 2}, ax_2, "phase-effect test p-value (folded by phase) of the cycled model", NULL);
     if (have_val) {
-        long vr[PROBE_MAX_RESIDUES];
-        for (int i = 0; i < VP && i < PROBE_MAX_RESIDUES; i++) vr[i] = i;
+        for (int i = 0; i < VP; i++) vr[i] = i;
         ah5_axis_long(h, "val_residue", vr, VP, "residue t mod P of the predicting position");
         const char *ax_v[] = {"delta", "val_residue"}, *ax_v1[] = {"delta"};
         ah5_data(h, "val_loss_by_residue", vloss, 2, (int[]){nd, VP}, ax_v, "validation cross-entropy by residue of the cycled model", "nats");
         ah5_data(h, "val_loss", vmean, 1, (int[]){nd}, ax_v1, "validation cross-entropy of the cycled model", "nats");
     }
     ah5_signal(h, "acc_phase", ax_s, 3);
-    if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    free(vloss), free(vmean), free(vclean);
-    printf("\nstored %s\n", c->out_path);
+    if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }   /* it prints where it stored */
+    free(vloss), free(vmean), free(vclean), free(a0), free(dl), free(deltas), free(mask), free(val_glob), free(probe_path);
     free(meas), free(pred), free(measp), free(predp), free(corr), free(ptest), free(maxdev), free(res), free(orig), free(work);
     return 0;
 }
@@ -477,11 +554,14 @@ static void exe_dir(char *out, size_t n) {
 
 /* The default calibration set (see the header comment). tmp_out receives the path of a
  * temporary file to remove afterwards ("" when none). Returns 0 or the exit status. */
-static int default_calibration(const Ctx *c, const char *probe_path, char *calib, size_t n, char *tmp_out, size_t tn) {
+static int default_calibration(const Ctx *c, const char *probe_path, char **calib_out, char *tmp_out, size_t tn) {
     tmp_out[0] = 0;
     size_t len = strlen(probe_path);
+    char *calib = malloc(len + sizeof ".calib.bin" + sizeof "/tmp/phaselab-calib-XXXXXX");
+    if (!calib) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); return 1; }
+    *calib_out = calib;
     if (len > 4 && !strcmp(probe_path + len - 4, ".bin")) {
-        snprintf(calib, n, "%.*s.calib.bin", (int)(len - 4), probe_path);
+        sprintf(calib, "%.*s.calib.bin", (int)(len - 4), probe_path);
         if (access(calib, R_OK) == 0) return 0;
     }
     ProbeBuilder b = probe_set_builder(c->ps);
@@ -494,7 +574,7 @@ static int default_calibration(const Ctx *c, const char *probe_path, char *calib
     if (fd < 0) { fprintf(stderr, "phaselab: cannot create a temporary calibration file: %s\n", strerror(errno)); return 1; }
     close(fd);
     snprintf(tmp_out, tn, "%s", tmpl);
-    snprintf(calib, n, "%s", tmpl);
+    strcpy(calib, tmpl);
     int per = b.per_residue < 16 ? (int)b.per_residue : 16;
     char cmd[3 * PATH_MAX];
     if (b.layout == PROBE_LAYOUT_NEEDLE)
@@ -520,22 +600,29 @@ static int run_knockout(Ctx *c) {
     int L = mc->n_layers, G = mc->n_kv_heads;
     int all = !strcmp(c->a.knockout, "all"), kl = -1, kh = -1;
     if (!all) {
-        char extra;
-        if (sscanf(c->a.knockout, "%d:%d%c", &kl, &kh, &extra) != 2)
+        /* L:H, two decimal integers (no sign, no space), each parsed whole and range-checked: never
+         * a wrap of 4294967297 to 1 */
+        const char *colon = strchr(c->a.knockout, ':');
+        char *lpart = colon ? strndup(c->a.knockout, (size_t)(colon - c->a.knockout)) : NULL;
+        long l = lpart ? parse_nonneg(lpart) : -1, h = colon ? parse_nonneg(colon + 1) : -1;
+        free(lpart);
+        if (l < 0 || h < 0)
             return usage_error("--knockout: '%s' is not allowed: expected L:H (layer 0..%d, KV head 0..%d) or all", c->a.knockout, L - 1, G - 1);
-        if (kl < 0 || kl >= L || kh < 0 || kh >= G)
-            return usage_error("--knockout: KV head %d:%d does not exist: the model has layers 0..%d and KV heads 0..%d", kl, kh, L - 1, G - 1);
+        if (l >= L || h >= G)
+            return usage_error("--knockout: KV head %s does not exist: the model has layers 0..%d and KV heads 0..%d", c->a.knockout, L - 1, G - 1);
+        kl = (int)l, kh = (int)h;
     }
-    const char *probe_path = c->a.probe ? c->a.probe : c->cfg.eval.probe;
-    if (!probe_path || !probe_path[0]) return usage_error("--knockout: needs --probe FILE (or eval.probe in the checkpoint's config)");
-    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) return 2;
-    char calib[PATH_MAX + 64], tmp[PATH_MAX];
+    char *probe_path = NULL;
+    if (probe_path_of(c, "--knockout", &probe_path)) return 2;
+    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) { free(probe_path); return 2; }
+    char *calib = NULL, tmp[64];
     tmp[0] = 0;
-    if (c->a.calib) snprintf(calib, sizeof calib, "%s", c->a.calib);
+    if (c->a.calib) calib = strdup(c->a.calib);
     else {
-        int rc = default_calibration(c, probe_path, calib, sizeof calib, tmp, sizeof tmp);
-        if (rc) { if (tmp[0]) unlink(tmp); return rc; }
+        int rc = default_calibration(c, probe_path, &calib, tmp, sizeof tmp);
+        if (rc) { if (tmp[0]) unlink(tmp); free(calib); free(probe_path); return rc; }
     }
+    if (!calib) { free(probe_path); fprintf(stderr, "phaselab: --knockout: out of memory\n"); return 1; }
     /* Everything from here on (the hook included) is released at done:, on every path. */
     ProbeSet *cal = NULL;
     Knockout ko;
@@ -543,11 +630,17 @@ static int run_knockout(Ctx *c) {
     double *acc = NULL, *rel = NULL, *relp = NULL, *relm = NULL, *meanacc = NULL, *offd = NULL, *phase_of = NULL,
            *cacc = NULL;
     int *map = NULL;
+    long *lay = NULL, *kvh = NULL;
+    double *ph = NULL, *clean_phase = NULL;
+    ProbeBuilder cal_b = {0};           /* the calibration set's builder options, for the record */
     int rc = load_probe_checked(c, "--calib", calib, &cal);
-    if (tmp[0]) unlink(tmp);
     if (rc) goto done;
-    char ra[PATH_MAX], rb[PATH_MAX];
-    if (realpath(calib, ra) && realpath(probe_path, rb) && !strcmp(ra, rb)) {
+    /* built like the probe: tokenizer, layout, residues, prompt length, record tokens */
+    if (probe_set_same_build(c->ps, cal, "--calib", err)) { rc = usage_error("%s", err); goto done; }
+    char *ra = realpath(calib, NULL), *rb = realpath(probe_path, NULL);
+    int same = ra && rb && !strcmp(ra, rb);
+    free(ra), free(rb);
+    if (same) {
         rc = usage_error("--calib %s: is the evaluated probe set; the calibration set must be disjoint from it (tools/make-probe --seed OTHER)", calib);
         goto done;
     }
@@ -571,6 +664,7 @@ static int run_knockout(Ctx *c) {
     int need[PROBE_N_PROTOCOLS];
     for (int p = 0; p < 2; p++) need[p] = probe_set_count_protocol(c->ps, p) > 0;
     if (knockout_finish_means(&ko, need, err)) { rc = usage_error("%s", err); goto done; }
+    cal_b = probe_set_builder(cal);
     probe_set_free(cal);
     cal = NULL;
     ko.mode = KO_OFF;
@@ -585,7 +679,9 @@ static int run_knockout(Ctx *c) {
     map = malloc(sizeof(int) * G * P);
     offd = malloc(sizeof(double) * G), phase_of = malloc(sizeof(double) * G * P);
     cacc = malloc(sizeof(double) * 2 * P);
-    if (!acc || !rel || !relp || !relm || !meanacc || !map || !offd || !phase_of || !cacc) {
+    ph = malloc(sizeof(double) * S), clean_phase = malloc(sizeof(double) * S);          /* [S] each */
+    lay = malloc(sizeof(long) * L), kvh = malloc(sizeof(long) * G);                       /* [L], [G] */
+    if (!acc || !rel || !relp || !relm || !meanacc || !map || !offd || !phase_of || !cacc || !ph || !clean_phase || !lay || !kvh) {
         fprintf(stderr, "phaselab: --knockout: out of memory for the %d x %d result tables\n", L, G);
         goto done;
     }
@@ -611,7 +707,6 @@ static int run_knockout(Ctx *c) {
         if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) goto done;
         size_t cell = (size_t)l * G + h;
         for (int p = 0; p < 2; p++) {
-            double ph[PROBE_MAX_RESIDUES], clean_phase[PROBE_MAX_RESIDUES];
             fold_acc(&r, p, S, map + (size_t)h * P, ph);
             fold_acc(&clean, p, S, map + (size_t)h * P, clean_phase);
             for (int i = 0; i < P; i++) {
@@ -625,6 +720,12 @@ static int run_knockout(Ctx *c) {
     }
 
     printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
+    for (int p = 0; p < 2; p++) {
+        char chance[256];
+        if (probe_not_retrieving(&clean, p, chance, sizeof chance))
+            printf("%s clean model: %s; a knockout cannot lower what is not retrieved: the relative changes below measure "
+                   "noise around chance\n", probe_protocol_name(p), chance);
+    }
     for (int p = 0; p < 2; p++) {
         if (!clean.present[p]) continue;
         printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head\n",
@@ -654,15 +755,18 @@ static int run_knockout(Ctx *c) {
     }
     AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, err);
     if (!hf) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
-    long lay[256], kvh[256];
     for (int l = 0; l < L; l++) lay[l] = l;
     for (int h = 0; h < G; h++) kvh[h] = h;
     ah5_attr_str(hf, "knockout", c->a.knockout);
-    ah5_attr_str(hf, "calibration", c->a.calib ? calib : "default: tools/make-probe, another seed");
+    ah5_attr_str(hf, "calibration", c->a.calib ? calib : tmp[0] ? "default: tools/make-probe, another seed (a temporary file, removed)"
+                                                                 : "default: the probe's .calib.bin");
+    ah5_input_file(hf, "calibration", calib);
+    ah5_attr_long(hf, "calibration_seed", (long)cal_b.seed);
+    ah5_attr_long(hf, "calibration_per_residue", (long)cal_b.per_residue);
     ah5_attr_str(hf, "method", "mean replacement of the query heads' attention outputs z (before W_o) at the scored position, per-protocol calibration mean");
     ah5_axis_long(hf, "layer", lay, L, "layer");
     ah5_axis_long(hf, "kv_head", kvh, G, "KV head");
-    store_probe_common(hf, probe_path, P, S, PHASE_AXIS_HEAD);
+    store_probe_common(hf, probe_path, c->ps, 0, P, S, PHASE_AXIS_HEAD);
     ah5_attr_str(hf, "grid", grid == GRID_STAGGERED ? "staggered" : "aligned");
     for (int p = 0; p < 2; p++) for (int i = 0; i < P; i++) cacc[p * P + i] = clean.acc[p][i];
     const char *ax_c[] = {"protocol", "residue"}, *ax_r[] = {"layer", "kv_head", "protocol", "residue"};
@@ -678,16 +782,17 @@ static int run_knockout(Ctx *c) {
              "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
     ah5_signal(hf, "rel_change", ax_r, 4);
-    if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
-    printf("\nstored %s\n", c->out_path);
+    if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }   /* it prints where it stored */
     rc = 0;
 done:
+    if (tmp[0]) unlink(tmp);           /* the default calibration set, kept until its sha256 is stored */
     if (ko_ready) {
         model_set_attn_hook(c->m, NULL, NULL);
         knockout_free(&ko);
     }
     if (cal) probe_set_free(cal);
     free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
+    free(ph), free(clean_phase), free(lay), free(kvh), free(calib), free(probe_path);
     return rc;
 }
 
@@ -699,16 +804,19 @@ int analysis_main(int argc, char **argv) {
     if (argc < 1) return usage_error("--eval needs a checkpoint directory");
     int rc = parse_args(argc, argv, &c.a);
     if (rc) return rc;
-    if ((rc = load_config_only(&c))) return rc;
+    if ((rc = load_config_only(&c))) { free(c.a.overrides); free(c.out_path); return rc; }
     double t0 = clock_seconds();
     if (c.a.gate_cycle) rc = run_gate_cycle(&c);
     else if (c.a.knockout) rc = run_knockout(&c);
     else {
-        FillerSweepEnv env = {.cfg = &c.cfg, .ckpt = c.a.ckpt, .out_path = c.out_path};
+        FillerSweepEnv env = {.cfg = &c.cfg, .ckpt = c.a.ckpt, .out_path = c.out_path, .src = &c.src};
         rc = filler_sweep_main(&env, c.a.filler);
     }
     if (c.ps) probe_set_free(c.ps);
     if (c.m) model_free(c.m);
     if (!rc) printf("analysis done in %.1fs\n", clock_seconds() - t0);
+    ckpt_source_close(&c.src);
+    free(c.out_path);
+    free(c.a.overrides);
     return rc;
 }

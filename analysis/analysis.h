@@ -6,9 +6,13 @@
  *
  * Each prints its table and appends one group to the analysis file (default CKPT/analysis.h5,
  * layout in analysis/analysis_h5.h). Bad input (a flag the checkpoint cannot take, a probe or
- * sweep file that does not fit the model's vocabulary or T, a calibration set equal to the
- * evaluated set) gives one line naming the file or flag and what is allowed, exit 2, and
- * writes nothing. */
+ * sweep file that does not fit the model's vocabulary or T, a probe, calibration set,
+ * validation set or sweep tokenizer made with another tokenizer than the checkpoint's, a
+ * calibration set of another layout, residue count or prompt length than the probe, or equal to
+ * the evaluated set, a probe whose residues the stride does not divide for --gate-cycle) gives
+ * one line naming the files or flag and both values, exit 2, before anything is computed, and
+ * writes nothing. CKPT may be weights only (trainer/ckpt_source.h); relative data paths of its
+ * config resolve against the run's directory, as for ./train --eval. */
 #ifndef PHASELAB_ANALYSIS_H
 #define PHASELAB_ANALYSIS_H
 #include "trainer/probe_eval.h"
@@ -18,8 +22,9 @@ int analysis_requested(int argc, char **argv);
 /* Runs it; argv[0] = CKPT. Returns the exit status. */
 int analysis_main(int argc, char **argv);
 
-/* Stores a probe evaluation (lookup or needle) as a new /probe_NNN group of path; used by plain
- * ./train --eval. Returns 0, or -1 with err. */
-int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, int layout,
-                         const ProbeResult *pr, char *err);
+/* Stores a probe evaluation (lookup or needle) of the set ps (loaded from probe_path) as a new
+ * /probe_NNN group of path, with its provenance; decode: 1 when it was scored through the
+ * incremental KV cache (--decode). Used by plain ./train --eval. Returns 0, or -1 with err. */
+int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
+                         int decode, const ProbeResult *pr, char *err);
 #endif

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,34 +22,61 @@
 #include "trainer/checkpoint.h"
 #include "trainer/probe_eval.h"
 
+/* The values of the keys as read: each a heap copy of any length ("" when absent), with the line
+ * it was given on (0 when absent). A key given twice, or a key and its alternative (a and a_text,
+ * prompt and text), is an error naming both lines: nothing silently wins. */
+enum { K_PROMPT, K_TEXT, K_TOKENIZER, K_A, K_B, K_FILLER, K_A_TEXT, K_B_TEXT, K_FILLER_TEXT, K_L0, K_L1, N_SWEEP_KEYS };
+static const char *const sweep_keys[N_SWEEP_KEYS] = {"prompt", "text", "tokenizer", "a", "b", "filler", "a_text", "b_text",
+                                                     "filler_text", "L0", "L1"};
+/* the key each one excludes (the other way of giving the same thing), -1 for none */
+static const int sweep_alternative[N_SWEEP_KEYS] = {K_TEXT, K_PROMPT, -1, K_A_TEXT, K_B_TEXT, K_FILLER_TEXT, K_A, K_B, K_FILLER,
+                                                    -1, -1};
+
 typedef struct {
-    char prompt[65536], text[65536], tokenizer[1024], a[256], b[256], filler[256];
-    char a_text[256], b_text[256], filler_text[256], L0[64], L1[64];
-    int line_prompt, line_a, line_b, line_filler, line_L;
-    char bad[256];
+    char *value[N_SWEEP_KEYS];
+    int line[N_SWEEP_KEYS];
+    char *bad;                  /* the first problem, heap ("" / NULL when none) */
     int bad_line;
 } RawSpec;
+
+static void raw_free(RawSpec *r) {
+    for (int k = 0; k < N_SWEEP_KEYS; k++) free(r->value[k]);
+    free(r->bad);
+}
+
+static const char *raw(const RawSpec *r, int k) { return r->value[k] ? r->value[k] : ""; }
+
+static void raw_bad(RawSpec *r, int lineno, const char *fmt, ...) {
+    if (r->bad) return;                                   /* the first one is reported */
+    va_list ap;
+    va_start(ap, fmt);
+    if (vasprintf(&r->bad, fmt, ap) < 0) r->bad = NULL;
+    va_end(ap);
+    if (!r->bad) r->bad = strdup("out of memory");
+    r->bad_line = lineno;
+}
 
 static int on_key(void *user, const char *section, const char *name, const char *value, int lineno) {
     RawSpec *r = user;
     if (strcmp(section, "sweep")) {
-        if (!r->bad[0]) snprintf(r->bad, sizeof r->bad, "section [%s]: expected [sweep]", section), r->bad_line = lineno;
+        raw_bad(r, lineno, "section [%s]: expected [sweep]", section);
         return 1;
     }
-    struct { const char *k; char *dst; size_t n; int *line; } keys[] = {
-        {"prompt", r->prompt, sizeof r->prompt, &r->line_prompt}, {"text", r->text, sizeof r->text, &r->line_prompt},
-        {"tokenizer", r->tokenizer, sizeof r->tokenizer, NULL}, {"a", r->a, sizeof r->a, &r->line_a},
-        {"b", r->b, sizeof r->b, &r->line_b}, {"filler", r->filler, sizeof r->filler, &r->line_filler},
-        {"a_text", r->a_text, sizeof r->a_text, &r->line_a}, {"b_text", r->b_text, sizeof r->b_text, &r->line_b},
-        {"filler_text", r->filler_text, sizeof r->filler_text, &r->line_filler},
-        {"L0", r->L0, sizeof r->L0, &r->line_L}, {"L1", r->L1, sizeof r->L1, &r->line_L}};
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (!strcmp(name, keys[i].k)) {
-            snprintf(keys[i].dst, keys[i].n, "%s", value);
-            if (keys[i].line) *keys[i].line = lineno;
-            return 1;
-        }
-    if (!r->bad[0]) snprintf(r->bad, sizeof r->bad, "unknown key '%s' (expected prompt or text+tokenizer, a, b, filler, L0, L1)", name), r->bad_line = lineno;
+    for (int k = 0; k < N_SWEEP_KEYS; k++) {
+        if (strcmp(name, sweep_keys[k])) continue;
+        int alt = sweep_alternative[k];
+        if (r->line[k])
+            raw_bad(r, lineno, "%s given twice (lines %d and %d): expected each key once", name, r->line[k], lineno);
+        else if (alt >= 0 && r->line[alt])
+            raw_bad(r, lineno, "%s and %s both given (lines %d and %d): expected one of them", sweep_keys[alt], name,
+                    r->line[alt], lineno);
+        else if (!(r->value[k] = strdup(value)))
+            raw_bad(r, lineno, "out of memory");
+        else
+            r->line[k] = lineno;
+        return 1;
+    }
+    raw_bad(r, lineno, "unknown key '%s' (expected prompt or text+tokenizer, a, b, filler, L0, L1)", name);
     return 1;
 }
 
@@ -63,8 +91,9 @@ static char *trim(char *s) {
  * [section], key = value, comments from ';' or '#' at the start of a line. Returns 0, the
  * first malformed line's number, or -1 when the file cannot be read. */
 static int parse_ini(FILE *f, RawSpec *r) {
-    char *line = NULL, section[128] = "";
+    char *line = NULL, *section = strdup("");
     size_t cap = 0;
+    if (!section) return -1;
     int lineno = 0, bad = 0;
     while (getline(&line, &cap, f) >= 0) {
         lineno++;
@@ -74,7 +103,8 @@ static int parse_ini(FILE *f, RawSpec *r) {
             char *e = strchr(s, ']');
             if (!e || e[1]) { bad = lineno; break; }
             *e = 0;
-            snprintf(section, sizeof section, "%s", trim(s + 1));
+            free(section);
+            if (!(section = strdup(trim(s + 1)))) { free(line); return -1; }
             continue;
         }
         char *eq = strchr(s, '=');
@@ -84,6 +114,7 @@ static int parse_ini(FILE *f, RawSpec *r) {
     }
     int rd_err = ferror(f);
     free(line);
+    free(section);
     return bad ? bad : rd_err ? -1 : 0;
 }
 
@@ -93,13 +124,26 @@ static void unquote(char *s) {
     if (n >= 2 && s[0] == '"' && s[n - 1] == '"') { memmove(s, s + 1, n - 2); s[n - 2] = 0; }
 }
 
-static int parse_id(const char *path, int line, const char *key, const char *s, int vocab, int32_t *out, char *err) {
+/* A decimal integer in [lo, hi]: digits only (the line is already trimmed), parsed whole as a
+ * 64-bit integer (leading zeros are fine, 000...0184 is 184); -1 when s is not one. */
+static int parse_int(const char *s, long long lo, long long hi, long long *out) {
+    if (!*s) return -1;
+    for (const char *p = s; *p; p++)
+        if (*p < '0' || *p > '9') return -1;
+    while (s[0] == '0' && s[1]) s++;                     /* any number of leading zeros */
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    while (*end && isspace((unsigned char)*end)) end++;
-    if (!*s || *end || errno || v < 0 || v >= vocab)
-        return set_err(err, "%s:%d: %s = '%s': expected a token id in 0..%d (the model's vocabulary)", path, line, key, s, vocab - 1);
+    long long v = strtoll(s, &end, 10);
+    if (*end || errno || v < lo || v > hi) return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_id(const char *path, int line, const char *key, const char *s, int vocab, int32_t *out, char *err) {
+    long long v;
+    if (parse_int(s, 0, vocab - 1, &v))
+        return set_err(err, "%s:%d: %s = '%.80s%s': expected a token id in 0..%d (the model's vocabulary)", path, line, key, s,
+                       strlen(s) > 80 ? "..." : "", vocab - 1);
     *out = (int32_t)v;
     return 0;
 }
@@ -108,94 +152,128 @@ static int encode_one(const char *path, int line, const char *key, TokenizerStat
                       char *err) {
     TokenIds ids = {0};
     char e2[ERR_LEN];
-    tokenizer_encode(ts, text, strlen(text), &ids, e2);
+    if (tokenizer_encode(ts, text, strlen(text), &ids, e2) < 0) {
+        token_ids_free(&ids);
+        return set_err(err, "%s:%d: %s: %s", path, line, key, e2);
+    }
     int rc = 0;
-    if (ids.n != 1) rc = set_err(err, "%s:%d: %s = \"%s\" is %zu tokens, expected exactly one", path, line, key, text, ids.n);
+    if (ids.n != 1) rc = set_err(err, "%s:%d: %s = \"%.80s\" is %zu tokens, expected exactly one", path, line, key, text, ids.n);
     else if (ids.ids[0] >= (uint32_t)vocab)
-        rc = set_err(err, "%s:%d: %s = \"%s\" is token %u, outside the model's vocabulary (< %d)", path, line, key, text, ids.ids[0], vocab);
+        rc = set_err(err, "%s:%d: %s = \"%.80s\" is token %u, outside the model's vocabulary (< %d)", path, line, key, text, ids.ids[0], vocab);
     else *out = (int32_t)ids.ids[0];
     token_ids_free(&ids);
     return rc;
 }
 
-int filler_sweep_load(const char *path, int vocab, int T, FillerSweepSpec *spec, char *err) {
+/* src: when not NULL, the tokenizer of text keys is checked against the checkpoint's first. */
+static int sweep_load(const char *path, int vocab, int T, const CkptSource *src, FillerSweepSpec *spec, char *err) {
     memset(spec, 0, sizeof *spec);
-    RawSpec *r = calloc(1, sizeof *r);
+    RawSpec r;
+    memset(&r, 0, sizeof r);
     FILE *f = fopen(path, "r");
-    if (!f) { free(r); return set_err(err, "%s: cannot open the sweep file: %s", path, strerror(errno)); }
-    int rc = parse_ini(f, r);
+    if (!f) return set_err(err, "%s: cannot open the sweep file: %s", path, strerror(errno));
+    int rc = parse_ini(f, &r);
     fclose(f);
     Tokenizer *tok = NULL;
     TokenizerState *ts = NULL;
+    char *tpath = NULL;
     int out = -1;
     if (rc > 0) { set_err(err, "%s:%d: not an INI line", path, rc); goto done; }
     if (rc < 0) { set_err(err, "%s: cannot read the sweep file", path); goto done; }
-    if (r->bad[0]) { set_err(err, "%s:%d: %s", path, r->bad_line, r->bad); goto done; }
-    unquote(r->text), unquote(r->a_text), unquote(r->b_text), unquote(r->filler_text);
-    int need_tok = r->text[0] || r->a_text[0] || r->b_text[0] || r->filler_text[0];
+    if (r.bad) { set_err(err, "%s:%d: %s", path, r.bad_line, r.bad); goto done; }
+    for (int k = K_TEXT; k <= K_FILLER_TEXT; k++)
+        if (r.value[k] && (k == K_TEXT || k >= K_A_TEXT)) unquote(r.value[k]);
+    const char *text = raw(&r, K_TEXT), *prompt = raw(&r, K_PROMPT), *tokenizer = raw(&r, K_TOKENIZER);
+    int need_tok = text[0] || raw(&r, K_A_TEXT)[0] || raw(&r, K_B_TEXT)[0] || raw(&r, K_FILLER_TEXT)[0];
     if (need_tok) {
-        if (!r->tokenizer[0]) { set_err(err, "%s: text keys need tokenizer = PATH (a tokenizer.json, or bytes)", path); goto done; }
-        char tpath[2048];
+        if (!tokenizer[0]) { set_err(err, "%s: text keys need tokenizer = PATH (a tokenizer.json, or bytes)", path); goto done; }
         const char *slash = strrchr(path, '/');
-        if (strcmp(r->tokenizer, "bytes") && r->tokenizer[0] != '/' && slash)
-            snprintf(tpath, sizeof tpath, "%.*s/%s", (int)(slash - path), path, r->tokenizer);
-        else snprintf(tpath, sizeof tpath, "%s", r->tokenizer);
+        if (strcmp(tokenizer, "bytes") && tokenizer[0] != '/' && slash) {
+            if (asprintf(&tpath, "%.*s/%s", (int)(slash - path), path, tokenizer) < 0) tpath = NULL;
+        } else tpath = strdup(tokenizer);
+        if (!tpath) { set_err(err, "%s: out of memory", path); goto done; }
         char e2[ERR_LEN];
         tok = tokenizer_open(tpath, e2);
-        if (!tok) { set_err(err, "%s: tokenizer: %s", path, e2); goto done; }
+        if (!tok) { set_err(err, "%s:%d: tokenizer: %s", path, r.line[K_TOKENIZER], e2); goto done; }
+        /* the checkpoint's tokenizer, before any text is encoded with this one */
+        if (src && ckpt_source_check_text_tokenizer(src, "tokenizer", tpath, tokenizer_fingerprint(tok), stdout, e2)) {
+            set_err(err, "%s:%d: %s", path, r.line[K_TOKENIZER], e2);
+            goto done;
+        }
         ts = tokenizer_state_new(tok);
+        if (!ts) { set_err(err, "%s: out of memory", path); goto done; }
+        snprintf(spec->tokenizer_fingerprint, sizeof spec->tokenizer_fingerprint, "%s", tokenizer_fingerprint(tok));
     }
-    if (!!r->prompt[0] + !!r->text[0] != 1) { set_err(err, "%s: give exactly one of prompt = TOKEN IDS or text = TEXT", path); goto done; }
-    if (r->prompt[0]) {
-        spec->prompt = malloc(sizeof(int32_t) * (strlen(r->prompt) / 2 + 2));
-        char *s = r->prompt;
+    if (!!prompt[0] + !!text[0] != 1) { set_err(err, "%s: give exactly one of prompt = TOKEN IDS or text = TEXT", path); goto done; }
+    if (prompt[0]) {
+        /* every id parsed whole: the prompt may be any length (checked against T below) */
+        spec->prompt = malloc(sizeof(int32_t) * (strlen(prompt) / 2 + 2));
+        if (!spec->prompt) { set_err(err, "%s: out of memory for a prompt of %zu characters", path, strlen(prompt)); goto done; }
+        const char *s = prompt;
         while (*s) {
             while (*s && (isspace((unsigned char)*s) || *s == ',')) s++;
             if (!*s) break;
-            char *end;
-            errno = 0;
-            long v = strtol(s, &end, 10);
-            if (end == s || errno || v < 0 || v >= vocab || (*end && !isspace((unsigned char)*end) && *end != ',')) {
-                set_err(err, "%s:%d: prompt: '%.*s' is not a token id in 0..%d (the model's vocabulary)", path, r->line_prompt,
-                        (int)strcspn(s, " ,\t"), s, vocab - 1);
+            size_t n = strcspn(s, " \t\r\n\v\f,");
+            char *one = strndup(s, n);
+            long long v;
+            int bad = !one || parse_int(one, 0, vocab - 1, &v);
+            free(one);
+            if (bad) {
+                set_err(err, "%s:%d: prompt: '%.*s' is not a token id in 0..%d (the model's vocabulary)", path, r.line[K_PROMPT],
+                        (int)(n > 80 ? 80 : n), s, vocab - 1);
                 goto done;
             }
             spec->prompt[spec->n_prompt++] = (int32_t)v;
-            s = end;
+            s += n;
         }
-        snprintf(spec->text_source, sizeof spec->text_source, "tokens");
+        spec->text_source = strdup("tokens");
     } else {
         TokenIds ids = {0};
         char e2[ERR_LEN];
-        tokenizer_encode(ts, r->text, strlen(r->text), &ids, e2);
+        if (tokenizer_encode(ts, text, strlen(text), &ids, e2) < 0) {
+            token_ids_free(&ids);
+            set_err(err, "%s:%d: text: %s", path, r.line[K_TEXT], e2);
+            goto done;
+        }
+        if (ids.n > (size_t)INT32_MAX) { token_ids_free(&ids); set_err(err, "%s:%d: text of %zu tokens", path, r.line[K_TEXT], ids.n); goto done; }
         spec->prompt = malloc(sizeof(int32_t) * (ids.n + 1));
+        if (!spec->prompt) { token_ids_free(&ids); set_err(err, "%s: out of memory for %zu prompt tokens", path, ids.n); goto done; }
         for (size_t i = 0; i < ids.n; i++) {
             if (ids.ids[i] >= (uint32_t)vocab) {
-                set_err(err, "%s:%d: text encodes to token %u, outside the model's vocabulary (< %d)", path, r->line_prompt, ids.ids[i], vocab);
+                set_err(err, "%s:%d: text encodes to token %u, outside the model's vocabulary (< %d)", path, r.line[K_TEXT], ids.ids[i], vocab);
                 token_ids_free(&ids);
                 goto done;
             }
             spec->prompt[spec->n_prompt++] = (int32_t)ids.ids[i];
         }
         token_ids_free(&ids);
-        snprintf(spec->text_source, sizeof spec->text_source, "text via %s", r->tokenizer);
+        if (asprintf(&spec->text_source, "text via %s", tokenizer) < 0) spec->text_source = NULL;
     }
+    if (!spec->text_source) { set_err(err, "%s: out of memory", path); goto done; }
     if (spec->n_prompt < 1) { set_err(err, "%s: the prompt is empty", path); goto done; }
-    struct { const char *id, *text, *name; int line; int32_t *dst; } c[] = {
-        {r->a, r->a_text, "a", r->line_a, &spec->a}, {r->b, r->b_text, "b", r->line_b, &spec->b},
-        {r->filler, r->filler_text, "filler", r->line_filler, &spec->filler}};
+    if (spec->n_prompt > T - 4) {
+        set_err(err, "%s:%d: the prompt is %d tokens: with at least 4 filler lengths it must be at most T - 4 = %d tokens (T = %d, "
+                "data.seq_len of the checkpoint)", path, r.line[prompt[0] ? K_PROMPT : K_TEXT], spec->n_prompt, T - 4, T);
+        goto done;
+    }
+    struct { int id, text; const char *name; int32_t *dst; } c[] = {
+        {K_A, K_A_TEXT, "a", &spec->a}, {K_B, K_B_TEXT, "b", &spec->b}, {K_FILLER, K_FILLER_TEXT, "filler", &spec->filler}};
     for (int i = 0; i < 3; i++) {
-        if (c[i].id[0]) { if (parse_id(path, c[i].line, c[i].name, c[i].id, vocab, c[i].dst, err)) goto done; }
-        else if (c[i].text[0]) { if (encode_one(path, c[i].line, c[i].name, ts, c[i].text, vocab, c[i].dst, err)) goto done; }
+        if (raw(&r, c[i].id)[0]) { if (parse_id(path, r.line[c[i].id], c[i].name, raw(&r, c[i].id), vocab, c[i].dst, err)) goto done; }
+        else if (raw(&r, c[i].text)[0]) { if (encode_one(path, r.line[c[i].text], c[i].name, ts, raw(&r, c[i].text), vocab, c[i].dst, err)) goto done; }
         else { set_err(err, "%s: missing %s (a token id, or %s_text with a tokenizer)", path, c[i].name, c[i].name); goto done; }
     }
-    if (spec->a == spec->b) { set_err(err, "%s:%d: a and b are the same token %d; expected two candidates", path, r->line_b, spec->a); goto done; }
-    char *e0, *e1;
-    long L0 = strtol(r->L0, &e0, 10), L1 = strtol(r->L1, &e1, 10);
+    if (spec->a == spec->b) {
+        set_err(err, "%s:%d: a and b are the same token %d; expected two candidates", path,
+                r.line[K_B] ? r.line[K_B] : r.line[K_B_TEXT], spec->a);
+        goto done;
+    }
+    long long L0 = -1, L1 = -1;
     int maxL = T - spec->n_prompt;
-    if (!r->L0[0] || !r->L1[0] || *e0 || *e1 || L0 < 0 || L1 < L0 + 3 || L1 > maxL) {
-        set_err(err, "%s:%d: L0 = '%s', L1 = '%s': expected integers 0 <= L0, L0 + 3 <= L1 <= %d (T %d minus the %d prompt tokens)", path,
-                r->line_L, r->L0, r->L1, maxL, T, spec->n_prompt);
+    int line_L = r.line[K_L1] > r.line[K_L0] ? r.line[K_L1] : r.line[K_L0];
+    if (parse_int(raw(&r, K_L0), 0, maxL, &L0) || parse_int(raw(&r, K_L1), 0, maxL, &L1) || L1 < L0 + 3) {
+        set_err(err, "%s:%d: L0 = '%.40s', L1 = '%.40s': expected integers 0 <= L0, L0 + 3 <= L1 <= %d (T %d minus the %d prompt tokens)",
+                path, line_L, raw(&r, K_L0), raw(&r, K_L1), maxL, T, spec->n_prompt);
         goto done;
     }
     spec->L0 = (int)L0, spec->L1 = (int)L1;
@@ -203,14 +281,25 @@ int filler_sweep_load(const char *path, int vocab, int T, FillerSweepSpec *spec,
 done:
     if (ts) tokenizer_state_free(ts);
     if (tok) tokenizer_free(tok);
-    free(r);
+    free(tpath);
+    raw_free(&r);
     if (out) filler_sweep_free(spec);
     return out;
 }
 
+int filler_sweep_load(const char *path, int vocab, int T, FillerSweepSpec *spec, char *err) {
+    return sweep_load(path, vocab, T, NULL, spec, err);
+}
+
+int filler_sweep_load_checked(const char *path, const CkptSource *src, FillerSweepSpec *spec, char *err) {
+    return sweep_load(path, src->cfg.model.vocab_size, src->cfg.data.seq_len, src, spec, err);
+}
+
 void filler_sweep_free(FillerSweepSpec *spec) {
     free(spec->prompt);
+    free(spec->text_source);
     spec->prompt = NULL;
+    spec->text_source = NULL;
 }
 
 double periodogram(const double *x, int n, double *power, double *period) {
@@ -264,26 +353,35 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int T = cfg->data.seq_len, micro = cfg->train.micro_batch;
     char err[ERR_LEN];
     FillerSweepSpec sp;
-    if (filler_sweep_load(path, cfg->model.vocab_size, T, &sp, err)) {
-        fprintf(stderr, "phaselab: --filler-sweep %s\n", err);
+    if (filler_sweep_load_checked(path, env->src, &sp, err)) {   /* vocabulary, T, the tokenizer of text keys */
+        fprintf(stderr, "phaselab: --filler-sweep %s (the checkpoint %s: vocab_size %d, data.seq_len %d)\n", err,
+                env->src->config_path, cfg->model.vocab_size, T);
         return 2;
     }
     if (micro < 2) micro = 2;
     const Backend *be = backend_select(cfg->run.device, cfg->run.threads, 0, err);
     if (!be) { fprintf(stderr, "phaselab: %s\n", err); filler_sweep_free(&sp); return 2; }
     Model *m = model_create(&cfg->model, be, micro, T, err);
-    TrainState st;
-    if (!m || checkpoint_read_state(env->ckpt, &st, err) || checkpoint_load(env->ckpt, m, NULL, &st, err)) {
+    if (!m || ckpt_source_load(env->src, m, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         if (m) model_free(m);
         filler_sweep_free(&sp);
         return 1;
     }
-    printf("checkpoint %s: step %ld, %ld tokens\n", env->ckpt, st.step, st.tokens);
+    const TrainState st = env->src->st;
+    if (env->src->has_state) printf("checkpoint %s: step %ld, %ld tokens\n", env->ckpt, st.step, st.tokens);
+    else printf("checkpoint %s: weights only (step %ld)\n", env->ckpt, st.step);
     int n = sp.L1 - sp.L0 + 1;
     double *pa = malloc(sizeof(double) * n), *pb = malloc(sizeof(double) * n), *diff = malloc(sizeof(double) * n);
     int32_t *tokens = malloc(sizeof(int32_t) * (size_t)micro * T), *targets = malloc(sizeof(int32_t) * (size_t)micro * T);
     float *losses = malloc(sizeof(float) * (size_t)micro * T);
+    if (!pa || !pb || !diff || !tokens || !targets || !losses) {
+        fprintf(stderr, "phaselab: --filler-sweep %s: out of memory for %d lengths of up to %d tokens\n", path, n, T);
+        free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses);
+        model_free(m);
+        filler_sweep_free(&sp);
+        return 1;
+    }
     int rows_per = micro / 2;             /* each L: one row with target a, one with target b */
     double t0 = clock_seconds(), last = t0;
     for (int s = 0; s < n; s += rows_per) {
@@ -341,6 +439,8 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     long *Ls = malloc(sizeof(long) * n);
     for (int i = 0; i < n; i++) Ls[i] = sp.L0 + i;
     ah5_attr_str(h, "sweep_file", path);
+    ah5_input_file(h, "sweep_file", path);
+    ah5_attr_long(h, "decode", 0);
     ah5_attr_str(h, "prompt_source", sp.text_source);
     ah5_attr_long(h, "prompt_tokens", sp.n_prompt);
     ah5_attr_long(h, "a", sp.a);
@@ -373,8 +473,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     ah5_signal(h, "diff", ax, 1);
     free(Ls);
     free(explained);
-    if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }
-    printf("stored %s\n", env->out_path);
+    if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }   /* it prints where it stored */
 out:
     free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses), free(power), free(period);
     model_free(m);

@@ -23,6 +23,7 @@
 #ifndef PHASELAB_FILLER_SWEEP_H
 #define PHASELAB_FILLER_SWEEP_H
 #include <stdint.h>
+#include "trainer/ckpt_source.h"
 #include "trainer/run_config.h"
 
 typedef struct {
@@ -30,12 +31,18 @@ typedef struct {
     int n_prompt;
     int32_t a, b, filler;
     int L0, L1;
-    char text_source[1100];   /* "tokens" or "text via TOKENIZER" (for the record) */
+    char *text_source;        /* "tokens" or "text via TOKENIZER" (for the record; heap) */
+    char tokenizer_fingerprint[65];   /* of the tokenizer of text keys ("" for token ids) */
 } FillerSweepSpec;
 
-/* Reads and checks path against the model's vocabulary and T (L1 + n_prompt <= T). Returns 0,
- * or -1 with "PATH[:LINE]: ..." in err. */
+/* Reads and checks path against the model's vocabulary and T (L1 + n_prompt <= T). Every value
+ * is read whole (no length limit; integers parsed as integers, leading zeros allowed); a key given
+ * twice, or a key with its alternative (a and a_text, prompt and text), is an error naming both
+ * lines. Returns 0, or -1 with "PATH[:LINE]: ..." in err. */
 int filler_sweep_load(const char *path, int vocab_size, int T, FillerSweepSpec *spec, char *err);
+/* The same against a checkpoint: its vocab_size and seq_len, and the tokenizer of text keys must
+ * be the checkpoint's (ckpt_source_check_text_tokenizer), checked before any text is encoded. */
+int filler_sweep_load_checked(const char *path, const CkptSource *src, FillerSweepSpec *spec, char *err);
 void filler_sweep_free(FillerSweepSpec *spec);
 
 /* Periodogram of x [n] (mean and linear trend removed): power [n/2] at k = 1..n/2 (power[k-1]), period [n/2] = n/k.
@@ -49,6 +56,7 @@ int folded_period(const double *x, int n, double *explained);
 typedef struct {
     const Config *cfg;
     const char *ckpt, *out_path;
+    CkptSource *src;                 /* the checkpoint: tokenizer fingerprint, weights */
 } FillerSweepEnv;
 
 /* ./train --eval CKPT --filler-sweep FILE: runs, prints, stores; returns the exit status. */

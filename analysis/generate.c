@@ -1,4 +1,4 @@
-/* ./train --generate CKPT (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [--max-new N]
+/* ./train --generate CKPT (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [--max-new N]
  *         [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot] [--stepwise-prefill]
  *         [section.key=value ...]
  *
@@ -16,12 +16,22 @@
  * --ignore-eot). The cache is sized for --context tokens (default prompt + max_new); it may
  * exceed the training seq_len (RoPE positions continue; see model/decode.h).
  *
+ * CKPT is a checkpoint or a weights-only directory (trainer/ckpt_source.h). --prompt TEXT is
+ * encoded with CKPT's own tokenizer.json (or "bytes" when config.json says so) unless --tokenizer
+ * names another, whose fingerprint must then be the checkpoint's. Numbers are parsed as the
+ * integers they are (--max-new, --top-k, --context: decimal digits, range-checked; --seed: an
+ * unsigned 64-bit integer; --temperature: a finite number), never through a double.
+ *
  * In place of CKPT a CONFIG.ini gives the untrained model (docs/spec.md init from train.seed): for
  * throughput and memory measurements of shapes without a checkpoint (e.g. configs/w8s8_kv8.ini).
  *
  * probe_evaluate_decode (./train --eval --decode) scores the lookup probe through the same
  * path: each prompt prefilled token by token, top-1 of the logits at the query position. */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +41,7 @@
 #include "common/clock.h"
 #include "analysis/cache_report.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_source.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
@@ -131,29 +142,70 @@ static void stream_flush(Stream *s, int final) {
     fflush(stdout);
 }
 
-static int parse_num(const char *opt, const char *s, double lo, double *out) {
+/* An integer option in [lo, hi] (lo >= 0): decimal digits only, parsed whole as the integer it is
+ * (never through a double: 3e9, inf and 1e12 are not integers), range-checked. */
+static int parse_count(const char *opt, const char *s, long long lo, long long hi, long long *out) {
+    int digits = *s != 0;
+    for (const char *p = s; *p; p++) digits &= *p >= '0' && *p <= '9';
     char *end;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || !(v >= lo)) {
-        fprintf(stderr, "phaselab: %s: '%s' is not a number >= %g\n", opt, s, lo);
+    errno = 0;
+    long long v = digits ? strtoll(s, &end, 10) : 0;
+    if (!digits || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected an integer in %lld..%lld\n", opt, s, lo, hi);
         return 2;
     }
     *out = v;
     return 0;
 }
 
+/* --seed: an unsigned 64-bit integer (digits only; strtoull alone would wrap "-1"). */
+static int parse_seed(const char *opt, const char *s, uint64_t *out) {
+    int digits = *s != 0;
+    for (const char *p = s; *p; p++) digits &= *p >= '0' && *p <= '9';
+    char *end;
+    errno = 0;
+    unsigned long long v = digits ? strtoull(s, &end, 10) : 0;
+    if (!digits || *end || errno) {
+        fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected an integer in 0..%llu\n", opt, s, (unsigned long long)UINT64_MAX);
+        return 2;
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
+
+/* --temperature: a finite number in [0, GEN_MAX_TEMPERATURE] (0 = greedy). */
+#define GEN_MAX_TEMPERATURE 1e6
+static int parse_temperature(const char *opt, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (*s == 0 || isspace((unsigned char)*s) || *end || errno || !isfinite(v) || !(v >= 0) || v > GEN_MAX_TEMPERATURE) {
+        fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected a finite number in 0..%g (0 = greedy)\n", opt, s,
+                GEN_MAX_TEMPERATURE);
+        return 2;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Positions of the decoder (prompt + new tokens, --context): int throughout model/decode.c. */
+#define GEN_MAX_POSITIONS (1LL << 30)
+
 int cmd_generate(int argc, char **argv) {
     if (argc < 1 || argv[0][0] == '-') {
-        fprintf(stderr, "usage: ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+        fprintf(stderr, "usage: ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC])\n"
                         "         [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
                         "         [--stepwise-prefill] [section.key=value ...]\n");
         return 2;
     }
     const char *ckpt = argv[0], *ids_path = NULL, *prompt = NULL, *tok_spec = NULL;
-    double max_new = 64, temperature = 0, top_k = 0, seed = 0, context = 0;
+    long long max_new = 64, top_k = 0, context = 0;
+    double temperature = 0;
+    uint64_t seed = 0;
     int ignore_eot = 0, stepwise = 0;
-    char *overrides[64];
+    char **overrides = malloc(sizeof(char *) * (size_t)argc);
     int n_over = 0;
+    if (!overrides) { fprintf(stderr, "phaselab: --generate: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
         if (!strcmp(o, "--ignore-eot")) { ignore_eot = 1; continue; }
@@ -164,35 +216,66 @@ int cmd_generate(int argc, char **argv) {
             int rc = !strcmp(o, "--prompt-ids") ? (ids_path = v, 0)
                    : !strcmp(o, "--prompt") ? (prompt = v, 0)
                    : !strcmp(o, "--tokenizer") ? (tok_spec = v, 0)
-                   : !strcmp(o, "--max-new") ? parse_num(o, v, 0, &max_new)
-                   : !strcmp(o, "--temperature") ? parse_num(o, v, 0, &temperature)
-                   : !strcmp(o, "--top-k") ? parse_num(o, v, 0, &top_k)
-                   : !strcmp(o, "--seed") ? parse_num(o, v, 0, &seed)
-                   : !strcmp(o, "--context") ? parse_num(o, v, 1, &context)
+                   : !strcmp(o, "--max-new") ? parse_count(o, v, 0, GEN_MAX_POSITIONS, &max_new)
+                   : !strcmp(o, "--temperature") ? parse_temperature(o, v, &temperature)
+                   : !strcmp(o, "--top-k") ? parse_count(o, v, 0, INT_MAX, &top_k)
+                   : !strcmp(o, "--seed") ? parse_seed(o, v, &seed)
+                   : !strcmp(o, "--context") ? parse_count(o, v, 1, GEN_MAX_POSITIONS, &context)
                    : (fprintf(stderr, "phaselab: --generate: unknown option %s\n", o), 2);
-            if (rc) return rc;
-        } else if (n_over < 64) overrides[n_over++] = argv[i];
+            if (rc) { free(overrides); return rc; }
+        } else overrides[n_over++] = argv[i];
     }
     if (!!ids_path == !!prompt) {
         fprintf(stderr, "phaselab: --generate: give exactly one of --prompt-ids FILE or --prompt TEXT\n");
         return 2;
     }
-    if (prompt && !tok_spec) {
-        fprintf(stderr, "phaselab: --generate: --prompt TEXT needs --tokenizer (a tokenizer.json, or 'bytes')\n");
-        return 2;
-    }
-    char path[4600], err[ERR_LEN];
+    char err[ERR_LEN];
     /* a CONFIG.ini instead of a checkpoint: the model with its docs/spec.md init from train.seed (for
      * throughput and cache measurements of shapes that have no trained checkpoint) */
     size_t cl = strlen(ckpt);
     const int random_init = cl > 4 && !strcmp(ckpt + cl - 4, ".ini");
-    if (random_init) snprintf(path, sizeof path, "%s", ckpt);
-    else snprintf(path, sizeof path, "%s/config.ini", ckpt);
     Config cfg;
-    if (config_load(&cfg, path, n_over, overrides, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+    CkptSource src;                      /* a checkpoint or a weights-only directory (trainer/ckpt_source.h) */
+    memset(&src, 0, sizeof src);
+    if (random_init) {
+        if (config_load(&cfg, ckpt, n_over, overrides, err)) { fprintf(stderr, "phaselab: %s\n", err); free(overrides); return 2; }
+    } else {
+        int rc = ckpt_source_open(&src, ckpt, n_over, overrides, stderr, err);
+        if (rc) { fprintf(stderr, "phaselab: %s\n", err); free(overrides); return rc == -2 ? 2 : 1; }
+        cfg = src.cfg;
+    }
+    free(overrides);
     const ModelConfig *mc = &cfg.model;
+    /* --prompt TEXT: the checkpoint's own tokenizer.json unless --tokenizer names one */
+    int own_tokenizer = 0;
+    if (prompt && !tok_spec) {
+        if (src.tokenizer_json) tok_spec = src.tokenizer_json, own_tokenizer = 1;
+        else if (!random_init && !strcmp(src.tokenizer_fp, "bytes")) tok_spec = "bytes", own_tokenizer = 1;
+        else {
+            fprintf(stderr, "phaselab: --generate: --prompt TEXT needs a tokenizer: %s %s; give --tokenizer (a tokenizer.json, "
+                    "or 'bytes') or --prompt-ids FILE\n", ckpt,
+                    random_init ? "is a config, not a checkpoint with a tokenizer.json"
+                    : src.tokenizer_fp[0] ? "has no tokenizer.json (its token ids are not text: synthetic)"
+                    : "has no tokenizer.json");
+            ckpt_source_close(&src);
+            return 2;
+        }
+        fprintf(stderr, "tokenizer: %s (the checkpoint's own)\n", tok_spec);
+    }
     Tokenizer *tok = NULL;
-    if (tok_spec && !(tok = tokenizer_open(tok_spec, err))) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+    if (tok_spec && !(tok = tokenizer_open(tok_spec, err))) { fprintf(stderr, "phaselab: %s\n", err); ckpt_source_close(&src); return 2; }
+    if (tok && !random_init && !own_tokenizer) {
+        /* another tokenizer than the checkpoint's own file: its fingerprint must be the checkpoint's */
+        char *a = src.tokenizer_json ? realpath(src.tokenizer_json, NULL) : NULL, *b = realpath(tok_spec, NULL);
+        int same_file = a && b && !strcmp(a, b);
+        free(a), free(b);
+        if (!same_file && ckpt_source_check_text_tokenizer(&src, "--tokenizer", tok_spec, tokenizer_fingerprint(tok), stderr, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            tokenizer_free(tok);
+            ckpt_source_close(&src);
+            return 2;
+        }
+    }
     int32_t *ids = NULL;
     int n_prompt = 0;
     if (ids_path) {
@@ -200,9 +283,17 @@ int cmd_generate(int argc, char **argv) {
     } else {
         TokenizerState *st = tokenizer_state_new(tok);
         TokenIds ti = {0};
-        if (tokenizer_encode(st, prompt, strlen(prompt), &ti, err) < 0) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+        if (!st || tokenizer_encode(st, prompt, strlen(prompt), &ti, err) < 0) {
+            fprintf(stderr, "phaselab: --prompt: %s\n", st ? err : "out of memory");
+            return 1;
+        }
         tokenizer_state_free(st);
+        if (ti.n > (size_t)GEN_MAX_POSITIONS) {
+            fprintf(stderr, "phaselab: --prompt: %zu tokens, more than the %lld positions the decoder takes\n", ti.n, GEN_MAX_POSITIONS);
+            return 2;
+        }
         ids = malloc(sizeof *ids * (ti.n + 1));
+        if (!ids) { fprintf(stderr, "phaselab: --prompt: out of memory for %zu tokens\n", ti.n); return 1; }
         for (size_t i = 0; i < ti.n; i++) ids[i] = (int32_t)ti.ids[i];
         n_prompt = (int)ti.n;
         token_ids_free(&ti);
@@ -210,11 +301,18 @@ int cmd_generate(int argc, char **argv) {
     if (n_prompt < 1) { fprintf(stderr, "phaselab: --generate: the prompt has no tokens\n"); return 2; }
     for (int i = 0; i < n_prompt; i++)
         if (ids[i] < 0 || ids[i] >= mc->vocab_size) {
-            fprintf(stderr, "phaselab: %s: prompt token %d is id %d, outside the model's vocabulary 0..%d\n",
-                    ids_path ? ids_path : "--prompt", i, ids[i], mc->vocab_size - 1);
+            fprintf(stderr, "phaselab: %s: prompt token %d is id %d, outside the model's vocabulary 0..%d (%s)\n",
+                    ids_path ? ids_path : "--prompt", i, ids[i], mc->vocab_size - 1, random_init ? ckpt : src.config_path);
             return 2;
         }
-    int n_new = (int)max_new, ctx = context > 0 ? (int)context : n_prompt + n_new;
+    /* 64-bit sums: prompt + max_new and the context stay within GEN_MAX_POSITIONS (the decoder's int positions) */
+    long long need = (long long)n_prompt + max_new;
+    if (need > GEN_MAX_POSITIONS) {
+        fprintf(stderr, "phaselab: --max-new %lld: the prompt (%d tokens) + max_new is %lld positions, more than the %lld the "
+                "decoder takes\n", max_new, n_prompt, need, GEN_MAX_POSITIONS);
+        return 2;
+    }
+    int n_new = (int)max_new, ctx = context > 0 ? (int)context : (int)need;
     if (ctx < n_prompt + (n_new > 0 ? n_new - 1 : 0)) {
         fprintf(stderr, "phaselab: --context %d is smaller than the prompt (%d) + max_new (%d) - 1\n", ctx, n_prompt, n_new);
         return 2;
@@ -226,10 +324,10 @@ int cmd_generate(int argc, char **argv) {
     if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     TrainState ts = {0};
     if (random_init) model_init_params(m, cfg.train.seed);
-    else if (checkpoint_read_state(ckpt, &ts, err) || checkpoint_load(ckpt, m, NULL, &ts, err)) {
+    else if (ckpt_source_load(&src, m, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
-    }
+    } else ts = src.st;
     Decoder *dec = decoder_create(m, ctx, err);
     if (!dec) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     fprintf(stderr, "%s %s: step %ld; prompt %d tokens, up to %d new, cache for %d positions (training seq_len %d)%s\n",
@@ -262,7 +360,7 @@ int cmd_generate(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * V);
     int *idx = malloc(sizeof(int) * V);
     double *prob = malloc(sizeof(double) * V);
-    uint64_t rng = (uint64_t)seed * 0x9E3779B97F4A7C15ull + 1;
+    uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
     uint32_t eot = tok ? tokenizer_eot_id(tok) : UINT32_MAX;
     Stream s = {{0}, 0};
     /* echo the prompt, then stream the continuation */
@@ -312,6 +410,7 @@ int cmd_generate(int argc, char **argv) {
     decoder_free(dec);
     model_free(m);
     if (tok) tokenizer_free(tok);
+    ckpt_source_close(&src);
     return rc;
 }
 
@@ -321,6 +420,7 @@ int probe_evaluate_decode(struct Model *m, const ProbeSet *ps, ProbeResult *res,
     Decoder *dec = decoder_create(m, probe_set_max_length(ps), err);
     if (!dec) return -1;
     probe_result_clear(res, P);
+    res->candidates = probe_set_candidates(ps);
     const int V = model_config(m)->vocab_size;
     float *logits = malloc(sizeof(float) * V);
     long tokens = 0;

@@ -2,7 +2,11 @@
  * and CUDA (bf16 activations and working weights) backends:
  *   weights fp32 + gradients fp32 (full buffers) + AdamW m, v (1/world of the buffer, ZeRO-1)
  *   (+ bf16 working weights on CUDA) + the activation arena for one micro-batch. The arena size
- *   is exact: the model is laid out on a backend that only counts bytes. */
+ *   is exact: the model is laid out on a backend that only counts bytes.
+ * Step rate (step_rate_estimate, for --dry-run's wall time): C [M, N] = A [M, K] W [N, K]^T through
+ * the backend's matmul_fwd with M = micro_batch * seq_len, K = d_model, N = d_ff (M capped at
+ * 2048, N and K at 4096), one warm-up call, then 3 timings of enough calls for 100 ms each; the
+ * best rate 2 M N K / t, times the step's share of it. */
 #include <stdio.h>
 #include <string.h>
 #include "cli/summary.h"
@@ -11,6 +15,7 @@
 #include "model/tensors.h"
 #include "model/dims.h"
 #include "kernels/kernels.h"
+#include "common/clock.h"
 
 
 /* bytes of the activation arena for micro-batch B of T tokens */
@@ -101,4 +106,46 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
     }
     tensor_table_free(&tt);
     return 0;
+}
+
+double step_rate_estimate(const Backend *be, const Config *cfg, char *how, size_t len) {
+    const ModelConfig *m = &cfg->model;
+    long M = (long)cfg->train.micro_batch * cfg->data.seq_len;
+    int N = m->d_ff < 4096 ? m->d_ff : 4096, K = m->d_model < 4096 ? m->d_model : 4096;
+    if (M > 2048) M = 2048;
+    size_t e = be->act_bytes;
+    act_t *a = be->alloc(be->ctx, (size_t)M * K * e), *w = be->alloc(be->ctx, (size_t)N * K * e),
+          *c = be->alloc(be->ctx, (size_t)M * N * e);
+    double rate = 0;
+    if (!a || !w || !c) {
+        snprintf(how, len, "no rate: the %s backend could not allocate a [%ld, %d] x [%d, %d] matmul to time", be->name,
+                 M, K, K, N);
+    } else {
+        be->matmul_fwd(be->ctx, c, a, w, (int)M, N, K, 0);            /* warm-up (plans, pages) */
+        be->synchronize(be->ctx);
+        double t0 = clock_seconds();
+        be->matmul_fwd(be->ctx, c, a, w, (int)M, N, K, 0);
+        be->synchronize(be->ctx);
+        double one = clock_seconds() - t0;
+        int reps = one > 0 && one < 0.1 ? (int)(0.1 / one) + 1 : 1;
+        for (int trial = 0; trial < 3; trial++) {
+            t0 = clock_seconds();
+            for (int r = 0; r < reps; r++) be->matmul_fwd(be->ctx, c, a, w, (int)M, N, K, 0);
+            be->synchronize(be->ctx);
+            double t = clock_seconds() - t0, r_t = t > 0 ? 2.0 * M * N * K * reps / t : 0;
+            if (r_t > rate) rate = r_t;
+        }
+        int cuda = !strcmp(be->name, "cuda");
+        double share = cuda ? 0.4 : 0.6;
+        snprintf(how, len, "%.4g FLOP/s timed here for the %s backend's matmul at the step's MLP shape [%ld, %d] x "
+                 "[%d, %d] (best of 3), x %.1f, %s", rate, be->name, M, K, K, N, share,
+                 cuda ? "an assumed share of it for a whole CUDA training step (not measured)"
+                      : "the share of it a whole CPU training step reaches (docs/performance.md: 48-89% of the step's "
+                        "own GEMM rate)");
+        rate *= share;
+    }
+    if (a) be->free(be->ctx, a);
+    if (w) be->free(be->ctx, w);
+    if (c) be->free(be->ctx, c);
+    return rate;
 }

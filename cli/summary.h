@@ -1,8 +1,18 @@
-/* The model summary of `./train --dry-run`: tensor table, exact parameter count, FLOPs per
- * token at the configured sequence length, and the memory plan (per rank). */
+/* The model summary of `./train --dry-run` and `--summary`: tensor table, exact parameter count,
+ * FLOPs per token at the configured sequence length, and the memory plan (per rank); and the
+ * FLOP rate --dry-run's wall-time estimate assumes. */
 #ifndef PHASELAB_SUMMARY_H
 #define PHASELAB_SUMMARY_H
 #include <stdio.h>
 #include "trainer/run_config.h"
 int print_model_summary(FILE *f, const Config *cfg, int world, char *err);
+
+struct Backend;
+/* The FLOP rate assumed for a training step on be: one matmul of the step's own MLP shape
+ * ([micro_batch * seq_len, d_model] x [d_model, d_ff], each dimension capped to keep it under
+ * a second) timed on the backend, best of 3, times the share of that rate a whole training step
+ * reaches (CPU: 0.6, docs/performance.md measures 48-89% of the step's own GEMM rate; CUDA: 0.4,
+ * an assumption). Writes what was timed and assumed into how; returns 0 when nothing could be
+ * timed (how says why). */
+double step_rate_estimate(const struct Backend *be, const Config *cfg, char *how, size_t len);
 #endif

@@ -5,7 +5,9 @@
  *              [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]
  *
  * parsed into TokenizeOptions; the pipeline (inputs, splits, bad input, resumption) is
- * data/tokenize_pipeline.c. */
+ * data/tokenize_pipeline.c. --out is a directory, created with its parents when missing (an
+ * existing file there is refused). Exit status: 0 shards complete, 2 bad input (the command line,
+ * an input, or inputs holding no document: "nothing tokenized"), 1 a runtime failure. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,18 +1,20 @@
 /* ./train: the phaselab program.
  *   ./train CONFIG.ini [section.key=value ...]          train (resumes an existing run)
- *   ./train --dry-run CONFIG.ini [overrides]            validate and print the model summary
+ *   ./train --dry-run CONFIG.ini [overrides]            every start-up check of the run, the summary and a
+ *                                                       wall-time estimate; nothing written
+ *   ./train --summary CONFIG.ini [overrides]            the config alone: the model summary (no data needed)
  *   ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]   evaluate a checkpoint
  *   ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle D|all [--layers L1,L2]   analyses
  *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (analysis/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
- *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC) [...]
+ *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [...]
+ *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
  *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,9 +28,11 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "analysis/analysis.h"
+#include "analysis/analysis_h5.h"
 #include "cli/bench.h"
 #include "trainer/eval_cost.h"
 #include "trainer/checkpoint.h"
+#include "trainer/ckpt_source.h"
 #include "trainer/comm.h"
 #include "analysis/cache_report.h"
 #include "trainer/evaluate.h"
@@ -42,7 +46,10 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ./train CONFIG.ini [section.key=value ...]        train (or resume) a run\n"
-            "       ./train --dry-run CONFIG.ini [overrides]          validate, print the model summary\n"
+            "       ./train --dry-run CONFIG.ini [overrides]          every start-up check of the run (data, tokenizer,\n"
+            "                                                         probe, run directory, resume), nothing written; the\n"
+            "                                                         model summary and a wall-time estimate\n"
+            "       ./train --summary CONFIG.ini [overrides]          the config alone: the model summary (no data needed)\n"
             "       ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]\n"
             "                                                         evaluate a checkpoint (probe, validation);\n"
             "                                                         --decode: probe through the incremental KV cache\n"
@@ -53,7 +60,7 @@ static void usage(FILE *f) {
             "       ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE [--out FILE]\n"
             "                                                         P(a), P(b) against L prepended fillers\n"
             "                                                         (analyses append to CHECKPOINT_DIR/analysis.h5)\n"
-            "       ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT --tokenizer SPEC)\n"
+            "       ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC])\n"
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
@@ -152,141 +159,131 @@ static int cmd_make_synthetic(int argc, char **argv) {
     return 0;
 }
 
-/* A relative path of a checkpoint's config.ini (data.val, eval.probe) is relative to the
- * directory the run was started from, recorded in state.json (working_dir); a value given on
- * this command line (an override, or --probe) is relative to the current directory. Fills
- * out with the path to use; says in one line what it resolved. */
-static void resolve_run_path(const char *key, const char *value, const char *from_checkpoint, const char *run_dir,
-                             char *out, size_t len) {
-    snprintf(out, len, "%s", value);
-    if (!value[0] || value[0] == '/' || strcmp(value, from_checkpoint) != 0 || !run_dir[0]) return;
-    snprintf(out, len, "%s/%s", run_dir, value);
-    printf("%s = %s (relative to the run's directory %s)\n", key, value, run_dir);
-}
-
-/* Does the glob match at least one file? */
-static int glob_matches(const char *pattern) {
-    glob_t g;
-    int rc = glob(pattern, 0, NULL, &g);
-    int n = rc == 0 ? (int)g.gl_pathc : 0;
-    if (rc == 0) globfree(&g);
-    return n > 0;
-}
-
+/* ./train --eval CKPT: every input (the checkpoint or weights-only directory, data.val, the probe
+ * set) is opened and checked against the others (trainer/ckpt_source.h: tokenizer fingerprint,
+ * vocabulary, prompt length) before the model is built or anything evaluated; a mismatch is one
+ * line and exit 2. Relative paths of the checkpoint's config resolve against the run's directory. */
 static int cmd_eval(int argc, char **argv) {
-    if (argc < 1) { usage(stderr); return 2; }
+    if (argc < 1 || argv[0][0] == '-') { usage(stderr); return 2; }
     if (analysis_requested(argc, argv)) return analysis_main(argc, argv);
     const char *ckpt = argv[0];
     const char *probe_arg = NULL, *out_path = NULL;     /* --out: the analysis file (default CKPT/analysis.h5) */
     int decode = 0;                                      /* --decode: the probe through the incremental KV cache */
-    char *overrides[64];
+    char **overrides = malloc(sizeof(char *) * (size_t)argc);
     int n_over = 0;
+    if (!overrides) { fprintf(stderr, "phaselab: --eval: out of memory\n"); return 1; }
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe_arg = argv[++i];
-        else if (!strcmp(argv[i], "--out") && i + 1 < argc) out_path = argv[++i];
-        else if (!strcmp(argv[i], "--decode")) decode = 1;
-        else if (n_over < 64) overrides[n_over++] = argv[i];
-        else { fprintf(stderr, "phaselab: --eval: more than 64 overrides (at '%s')\n", argv[i]); return 2; }
+        const char *o = argv[i];
+        if (!strcmp(o, "--probe") || !strcmp(o, "--out")) {
+            if (i + 1 >= argc) { fprintf(stderr, "phaselab: --eval: %s needs a value\n", o); free(overrides); return 2; }
+            *(!strcmp(o, "--probe") ? &probe_arg : &out_path) = argv[++i];
+        } else if (!strcmp(o, "--decode")) decode = 1;
+        else if (o[0] == '-' && o[1] == '-') {
+            fprintf(stderr, "phaselab: --eval: unknown option %s (expected --probe FILE, --out FILE, --decode, an analysis "
+                            "flag or section.key=value)\n", o);
+            free(overrides);
+            return 2;
+        } else overrides[n_over++] = argv[i];
     }
-    char path[4600], err[ERR_LEN];
-    snprintf(path, sizeof path, "%s/config.ini", ckpt);
-    Config cfg, saved;
-    int rc = load_config(&saved, path, 0, NULL);
-    if (rc) return rc;
-    rc = load_config(&cfg, path, n_over, overrides);
-    if (rc) return rc;
-    char run_dir[4096], val_glob[4200], probe_file[4200];
-    int recorded = checkpoint_working_dir(ckpt, run_dir, sizeof run_dir);
-    resolve_run_path("data.val", cfg.data.val, saved.data.val, run_dir, val_glob, sizeof val_glob);
-    if (probe_arg) snprintf(probe_file, sizeof probe_file, "%s", probe_arg);
-    else resolve_run_path("eval.probe", cfg.eval.probe, saved.eval.probe, run_dir, probe_file, sizeof probe_file);
-    if (val_glob[0] && !glob_matches(val_glob)) {
-        fprintf(stderr, "phaselab: %s: data.val = '%s' matches no file (%s); name the validation shards with "
-                        "data.val=GLOB (relative to the current directory)\n",
-                path, cfg.data.val,
-                !strcmp(cfg.data.val, saved.data.val) && recorded && cfg.data.val[0] != '/'
-                    ? "looked relative to the run's directory recorded in state.json"
-                    : recorded ? "as given" : "this checkpoint records no run directory; looked relative to the current directory");
-        return 2;
-    }
-    if (probe_file[0] && access(probe_file, R_OK) != 0) {
-        fprintf(stderr, "phaselab: %s: eval.probe = '%s' cannot be read (%s); name the probe set with --probe FILE\n",
-                path, probe_file, strerror(errno));
-        return 2;
-    }
-    if (!val_glob[0] && !probe_file[0]) {
-        fprintf(stderr, "phaselab: %s: nothing to evaluate: the checkpoint's config has no data.val and no "
-                        "eval.probe; give data.val=GLOB or --probe FILE\n", path);
-        return 2;
-    }
-    const Backend *be = backend_select(cfg.run.device, cfg.run.threads, 0, err);
-    if (!be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
-    int T = cfg.data.seq_len, micro = cfg.train.micro_batch;
-    Model *m = model_create(&cfg.model, be, micro, T, err);
-    if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-    TrainState st;
-    if (checkpoint_read_state(ckpt, &st, err) || checkpoint_load(ckpt, m, NULL, &st, err)) {
+    char err[ERR_LEN];
+    CkptSource cs;
+    int rc = ckpt_source_open(&cs, ckpt, n_over, overrides, stdout, err);
+    free(overrides);
+    if (rc) { fprintf(stderr, "phaselab: %s\n", err); return rc == -2 ? 2 : 1; }
+    const Config *cfg = &cs.cfg;
+    const int T = cfg->data.seq_len, micro = cfg->train.micro_batch;
+    char *val_glob = NULL, *probe_file = NULL, *store = NULL;
+    ValSet *val = NULL;
+    ProbeSet *ps = NULL;
+    Model *m = NULL;
+    rc = 2;                                              /* bad input until every input is checked */
+    if (ckpt_source_val(&cs, &val_glob, stdout, err) || ckpt_source_probe_path(&cs, probe_arg, &probe_file, stdout, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
-        return 1;
+        goto done;
     }
-    if (!st.checksummed)
+    if (!val_glob && !probe_file) {
+        fprintf(stderr, "phaselab: %s: nothing to evaluate: the checkpoint's config has no data.val and no "
+                        "eval.probe; give data.val=GLOB or --probe FILE\n", cs.config_path);
+        goto done;
+    }
+    if (probe_file) {
+        if (probe_set_load(&ps, probe_file, (uint32_t)cfg->model.vocab_size, T, err)) {
+            fprintf(stderr, "phaselab: %s (the checkpoint %s: vocab_size %d, data.seq_len %d)\n", err, cs.config_path,
+                    cfg->model.vocab_size, T);
+            goto done;
+        }
+        if (ckpt_source_check_probe(&cs, probe_arg ? "--probe" : "eval.probe", ps, stdout, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            goto done;
+        }
+        store = out_path ? strdup(out_path) : malloc(strlen(ckpt) + sizeof "/analysis.h5");
+        if (!store) { fprintf(stderr, "phaselab: --eval: out of memory\n"); rc = 1; goto done; }
+        if (!out_path) sprintf(store, "%s/analysis.h5", ckpt);
+        if (ah5_check_target(store, err)) { fprintf(stderr, "phaselab: %s%s\n", out_path ? "--out " : "", err); goto done; }
+    }
+    if (val_glob) {
+        if (val_set_open(&val, val_glob, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err)) {
+            fprintf(stderr, "phaselab: validation: %s (data.val = %s; nothing was evaluated; name other shards with data.val=GLOB)\n", err, val_glob);
+            goto done;
+        }
+        if (ckpt_source_check_tokenizer(&cs, "data.val", val_glob, val_set_tokenizer(val), stdout, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);
+            goto done;
+        }
+    }
+    rc = 1;                                              /* from here on: runtime failures */
+    const Backend *be = backend_select(cfg->run.device, cfg->run.threads, 0, err);
+    if (!be) { fprintf(stderr, "phaselab: %s\n", err); rc = 2; goto done; }
+    m = model_create(&cfg->model, be, micro, T, err);
+    if (!m) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+    if (ckpt_source_load(&cs, m, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+    if (cs.has_state && !cs.st.checksummed)
         fprintf(stderr, "phaselab: warning: %s has no checksums (written before phaselab recorded them): only file "
                 "sizes were checked\n", ckpt);
-    printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, st.step, st.tokens);
+    if (cs.has_state) printf("checkpoint %s: step %ld, %ld tokens\n", ckpt, cs.st.step, cs.st.tokens);
+    else printf("checkpoint %s: weights only (step %ld)\n", ckpt, cs.st.step);
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
-    int evaluated = 0;
-    if (val_glob[0]) {
-        ValSet *val;
-        if (val_set_open(&val, val_glob, T, (uint32_t)cfg.model.vocab_size, cfg.eval.val_tokens / T, err)) {
-            fprintf(stderr, "phaselab: validation: %s (data.val = %s; nothing was evaluated; name other shards with data.val=GLOB)\n", err, val_glob);
-            return 1;
-        }
+    if (val) {
         EvalResult r;
-        if (evaluate_validation(m, &cfg.model, val, T, micro, cfg.eval.residues, cfg.data.loss_targets, &comm, 1, &r, err)) {
+        if (evaluate_validation(m, &cfg->model, val, T, micro, cfg->eval.residues, cfg->data.loss_targets, &comm, 1, &r, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
-            return 1;
+            goto done;
         }
         if (r.windows < 1) {
             fprintf(stderr, "phaselab: %s: no validation window of %d tokens evaluated\n", val_glob, T + 1);
-            return 1;
+            eval_result_free(&r);
+            goto done;
         }
         printf("validation loss %.4f over %ld windows; by residue t mod %d:\n", r.loss, r.windows, r.residues);
         for (int i = 0; i < r.residues; i++) printf("  r=%2d  %.4f\n", i, r.loss_by_residue[i]);
         eval_result_free(&r);
-        val_set_close(val);
-        evaluated++;
     }
-    if (probe_file[0]) {
-        ProbeSet *ps;
-        if (probe_set_load(&ps, probe_file, (uint32_t)cfg.model.vocab_size, T, err)) {
-            fprintf(stderr, "phaselab: %s\n", err);
-            return 1;
-        }
+    if (ps) {
         ProbeResult pr;
         double tps = 0;
         if (decode ? probe_evaluate_decode(m, ps, &pr, &tps, err) : probe_evaluate(m, ps, T, micro, &pr, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
-            return 1;
+            goto done;
         }
-        pr.fold = probe_phase_fold(&cfg.model);
+        pr.fold = probe_phase_fold(&cfg->model);
         probe_result_finalize(&pr);
         const char *layout = probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup";
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
         else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
-        if (out_path) snprintf(path, sizeof path, "%s", out_path);
-        else snprintf(path, sizeof path, "%s/analysis.h5", ckpt);
-        if (analysis_store_probe(path, ckpt, st.step, probe_file, probe_set_layout(ps), &pr, err))
-            fprintf(stderr, "phaselab: warning: probe table not stored: %s\n", err);
-        probe_set_free(ps);
-        evaluated++;
+        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, err)) {
+            fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
+            goto done;
+        }
     }
-    model_free(m);
-    if (!evaluated) {
-        fprintf(stderr, "phaselab: %s: nothing evaluated\n", ckpt);
-        return 1;
-    }
-    return 0;
+    rc = 0;
+done:
+    if (m) model_free(m);
+    if (val) val_set_close(val);
+    if (ps) probe_set_free(ps);
+    free(val_glob), free(probe_file), free(store);
+    ckpt_source_close(&cs);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -308,13 +305,30 @@ int main(int argc, char **argv) {
         }
         return run_bench((int)threads, (int)steps);
     }
-    if (!strcmp(cmd, "--dry-run")) {
+    if (!strcmp(cmd, "--dry-run") || !strcmp(cmd, "--summary")) {
         if (argc < 3) { usage(stderr); return 2; }
         Config cfg;
         int rc = load_config(&cfg, argv[2], argc - 3, argv + 3);
         if (rc) return rc;
         char err[ERR_LEN];
-        printf("config %s: valid\n", argv[2]);
+        const int dry = !strcmp(cmd, "--dry-run");
+        const Backend *be = NULL;
+        ResumePlan plan = {.schedule_steps = cfg.train.steps};
+        if (dry) {   /* every start-up check of the run (trainer/trainer.h), nothing written */
+            be = backend_select(cfg.run.device, cfg.run.threads, 0, err);
+            if (!be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+            rc = train_dry_run(&cfg, &plan, err);
+            if (rc) {
+                fflush(stdout);
+                fprintf(stderr, "phaselab: %s\n", err);
+                return rc;
+            }
+            printf("config %s: valid; the run's start-up checks passed (run directory, data, tokenizer, validation, "
+                   "probe, resume)\n", argv[2]);
+        } else {
+            printf("config %s: valid (the config alone; --dry-run also checks the data, tokenizer, probe and run "
+                   "directory)\n", argv[2]);
+        }
         if (print_model_summary(stdout, &cfg, 1, err)) {
             fflush(stdout);                  /* the error line after the partial summary, not inside it */
             fprintf(stderr, "phaselab: %s\n", err);
@@ -328,6 +342,12 @@ int main(int argc, char **argv) {
         print_eval_cost(stdout, &cfg);
         printf("\n");
         print_cache_report(stdout, &cfg.model, n_ctx == 4 ? ctx : ctx + 1, n_ctx, 2);
+        if (dry) {
+            char how[1024];
+            double rate = step_rate_estimate(be, &cfg, how, sizeof how);
+            printf("\n");
+            print_run_estimate(stdout, &cfg, plan.st.step, rate, how);
+        }
         return 0;
     }
     if (cmd[0] == '-') { fprintf(stderr, "phaselab: unknown option %s\n", cmd); usage(stderr); return 2; }

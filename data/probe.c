@@ -20,7 +20,7 @@ typedef struct {
 } ProbeRecord;
 
 struct ProbeSet {
-    char path[1024];
+    char *path;                /* as given (any length) */
     int n_prompts, residues, max_length, query_position;
     int count_protocol[PROBE_N_PROTOCOLS];
     uint32_t vocab_size;
@@ -44,6 +44,7 @@ void probe_set_free(ProbeSet *ps) {
     if (!ps) return;
     free(ps->records);
     free(ps->tokens);
+    free(ps->path);
     free(ps);
 }
 
@@ -54,8 +55,7 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
     if (!buf) return -1;
     ProbeSet *ps = calloc(1, sizeof *ps);
     int rc = -1;
-    if (!ps) { set_err(err, "%s: out of memory", path); goto done; }
-    snprintf(ps->path, sizeof ps->path, "%s", path);
+    if (!ps || !(ps->path = strdup(path))) { set_err(err, "%s: out of memory", path); goto done; }
 
     if (size < PROBE_HEADER_BYTES) {
         set_err(err, "%s@0: file of %zu bytes is shorter than the %d-byte probe header", path, size, PROBE_HEADER_BYTES);
@@ -76,7 +76,8 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
         set_err(err, "%s@132: needle record of %u key and %u value tokens, expected 1..64 each", path, nk, nv);
         goto done;
     }
-    ps->builder = (ProbeBuilder){(int)layout, rd_u32(buf + 120), rd_u32(buf + 124), rd_u32(buf + 128), nk, nv, (int)maxlen_f};
+    ps->builder = (ProbeBuilder){(int)layout, rd_u32(buf + 120), rd_u32(buf + 124), rd_u32(buf + 128), nk, nv, (int)maxlen_f,
+                                 rd_u32(buf + 108)};
     if (header != PROBE_HEADER_BYTES) { set_err(err, "%s@8: header size %u, expected %d", path, header, PROBE_HEADER_BYTES); goto done; }
     if (recsize != PROBE_RECORD_BYTES) { set_err(err, "%s@12: prompt record size %u, expected %d", path, recsize, PROBE_RECORD_BYTES); goto done; }
     if (n == 0 || n > 0x7fffffffu) { set_err(err, "%s@16: n_prompts %u, expected 1..2^31-1", path, n); goto done; }
@@ -192,6 +193,32 @@ const char *probe_set_path(const ProbeSet *ps) { return ps->path; }
 int probe_set_layout(const ProbeSet *ps) { return ps->builder.layout; }
 ProbeBuilder probe_set_builder(const ProbeSet *ps) { return ps->builder; }
 int probe_set_scored_tokens(const ProbeSet *ps) { return (int)ps->builder.value_tokens; }
+int probe_set_candidates(const ProbeSet *ps) {
+    return ps->builder.records >= 1 && ps->builder.records <= 0x7fffffffu ? (int)ps->builder.records : 1;
+}
+
+int probe_set_same_build(const ProbeSet *a, const ProbeSet *b, const char *what, char *err) {
+    const ProbeBuilder *x = &a->builder, *y = &b->builder;
+    if (strcmp(a->fingerprint, b->fingerprint))
+        return set_err(err, "%s %s: tokenizer fingerprint '%s', but the probe set %s has '%s': expected a set built with "
+                       "the same tokenizer (tools/make-probe with the same vocabulary, another --seed)", what, b->path,
+                       b->fingerprint, a->path, a->fingerprint);
+    if (x->layout != y->layout)
+        return set_err(err, "%s %s: layout %s, but the probe set %s is %s: expected the same layout", what, b->path,
+                       y->layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup", a->path, x->layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
+    if (a->residues != b->residues)
+        return set_err(err, "%s %s: %d residues, but the probe set %s has %d: expected the same residue count "
+                       "(tools/make-probe --residues %d)", what, b->path, b->residues, a->path, a->residues, a->residues);
+    if (a->query_position != b->query_position)
+        return set_err(err, "%s %s: query position %d (prompts of %d tokens), but the probe set %s has %d (%d tokens): "
+                       "expected the same prompt length (the same --max-len and --padding)", what, b->path,
+                       b->query_position, b->max_length, a->path, a->query_position, a->max_length);
+    if (x->key_tokens != y->key_tokens || x->value_tokens != y->value_tokens)
+        return set_err(err, "%s %s: records of %u key + %u value tokens, but the probe set %s has %u + %u: expected the "
+                       "same --record-tokens", what, b->path, y->key_tokens, y->value_tokens, a->path, x->key_tokens,
+                       x->value_tokens);
+    return 0;
+}
 
 int probe_set_prompt(const ProbeSet *ps, int i, ProbePrompt *out) {
     if (i < 0 || i >= ps->n_prompts) return -1;

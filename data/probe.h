@@ -77,6 +77,8 @@ typedef struct {
     int layout;                  /* PROBE_LAYOUT_* */
     uint32_t seed, per_residue, padding, key_tokens, value_tokens;
     int max_len;                 /* longest prompt */
+    uint32_t records;            /* records per prompt (header 108-111, >= 1): the candidate values a
+                                  * prompt offers, so chance accuracy is 1 / records */
 } ProbeBuilder;
 
 /* One prompt, as stored (tokens point into the set's memory). */
@@ -112,6 +114,17 @@ int probe_set_layout(const ProbeSet *ps);                   /* PROBE_LAYOUT_* */
 ProbeBuilder probe_set_builder(const ProbeSet *ps);
 /* Scored positions of every prompt: 1 (lookup) or nv (needle: q, q+1, ..., q+nv-1). */
 int probe_set_scored_tokens(const ProbeSet *ps);
+
+/* Chance accuracy of a prompt, 1 / N with N = the candidate values it offers (the records per
+ * prompt of the header: a model that answers with some record's value without retrieving the
+ * target's is right 1 / N of the time). */
+int probe_set_candidates(const ProbeSet *ps);
+
+/* Whether probe set b (another file combined with a, e.g. the calibration set of a knockout) was
+ * built like a: tokenizer fingerprint, layout, residues, query position (prompt length), key and
+ * value tokens per record. Returns 0, or -1 with one line naming both files and both values of
+ * the first difference (prefixed by what, e.g. "--calib"). */
+int probe_set_same_build(const ProbeSet *a, const ProbeSet *b, const char *what, char *err);
 
 /* Protocol names: "pp", "ip". */
 const char *probe_protocol_name(int protocol);

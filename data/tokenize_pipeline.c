@@ -46,7 +46,10 @@
  *
  * Errors: a bad input or a failed write ends the process with one line "phaselab: ..." and exit
  * status 2 (bad input) or 1 (runtime failure), from any of the pipeline's threads (fatal below):
- * the pipeline is one whole run of ./tokenize, and its state file makes a rerun resume. */
+ * the pipeline is one whole run of ./tokenize, and its state file makes a rerun resume. Inputs
+ * holding no document at all (every file empty, every line bad) are bad input: "nothing
+ * tokenized", exit 2, no state and no shards written (nothing done is never a success).
+ * --out is created with its parents (mkdir -p); an existing non-directory there is refused. */
 #include <errno.h>
 #include <glob.h>
 #include <pthread.h>
@@ -623,7 +626,16 @@ int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
     }
     if (r->opt.vocab_size < tokenizer_n_ids(r->tok))
         fatal(2, "--vocab-size %u is below the tokenizer's %u ids", r->opt.vocab_size, tokenizer_n_ids(r->tok));
-    if (mkdir(r->opt.out, 0755) != 0 && errno != EEXIST) fatal(1, "%s: cannot create: %s", r->opt.out, strerror(errno));
+    /* --out: a directory, created with its parents (mkdir -p) when missing */
+    struct stat out_st;
+    int out_existed = stat(r->opt.out, &out_st) == 0;
+    if (out_existed && !S_ISDIR(out_st.st_mode))
+        fatal(2, "%s: --out names an existing file that is not a directory; expected the directory for the shards "
+              "(created with its parents when missing)", r->opt.out);
+    if (!out_existed && fs_mkdirs(r->opt.out, err)) {
+        int e = errno;
+        fatal(e == ENOSPC || e == EIO || e == EDQUOT || e == ENOMEM ? 1 : 2, "--out: %s", err);
+    }
     build_options_json(r);
     const char *ka = getenv("PHASELAB_TOKENIZE_KILL_AFTER_SHARDS");   /* test hook: SIGKILL itself */
     if (ka) r->kill_after = atol(ka);
@@ -685,6 +697,13 @@ int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
             r->splits[s].w = NULL;
             r->splits[s].shard_index++;
         }
+    if (r->stats.docs == 0) {   /* nothing was done: never a success (and no empty "complete" state) */
+        if (!out_existed) rmdir(r->opt.out);
+        fatal(2, "nothing tokenized: the %zu input file(s) of --input held no document (%llu empty, %llu bad line(s)%s%s); "
+              "expected at least one non-empty document (.txt: text; .jsonl: objects with a string field \"%s\", "
+              "--field)", r->files.gl_pathc, (unsigned long long)r->stats.empty, (unsigned long long)r->stats.bad,
+              r->stats.bad ? ", the first at " : "", r->stats.bad ? r->stats.first_bad : "", r->opt.field);
+    }
     r->doc.file = (int)r->files.gl_pathc;
     r->doc.offset = r->doc.line = 0;
     r->doc.emitted = 0;

@@ -127,7 +127,7 @@ typedef struct Backend {
     BackendCtx *ctx;                 /* first argument of every op */
     const BackendCollectives *collectives;   /* NULL: host memory, MPI does the collectives */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
-#define OP(ret, op, params) ret (*op) params;
+#define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"
 #undef OP
 } Backend;

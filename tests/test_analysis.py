@@ -278,9 +278,16 @@ with h5py.File(os.path.join(ck, "analysis.h5"), "a") as f, h5py.File(fs_h5, "r")
 rep = os.path.join(d, "report")
 p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(d, "w4s4"), "--out", rep],
                    capture_output=True, text=True)
-for fn in ("gate_cycle_w4s4_step_00000020.png", "needle_w4s4_step_00000020.png", "filler_sweep_w4s4_step_00000020.png",
-           "analysis.md"):
+# every group, each in its own file named after the group: both knockouts (`all`, then `1:0`), not
+# only the newest; the untrained model's clean accuracy is 0, so their relative change is undefined
+# and the report says so (the absolute change is still drawn)
+for fn in ("gate_cycle_w4s4_step_00000020_gate_cycle_000.png", "needle_w4s4_step_00000020_probe_000.png",
+           "filler_sweep_w4s4_step_00000020_filler_sweep_000.png", "knockout_w4s4_step_00000020_knockout_000.png",
+           "knockout_w4s4_step_00000020_knockout_001.png", "analysis.md"):
     check(p.returncode == 0 and os.path.exists(os.path.join(rep, fn)), f"report draws {fn}", p.stderr[-300:])
+md = open(os.path.join(rep, "analysis.md")).read() if os.path.exists(os.path.join(rep, "analysis.md")) else ""
+check("(/knockout_000, step 20)" in md and "(/knockout_001, step 20)" in md and "KV-head knockout all" in md
+      and "KV-head knockout 1:0" in md, "report: analysis.md has a section for each knockout group, with its step", md[:600])
 os.remove(os.path.join(ck, "analysis.h5"))
 
 # bad input: exit 2, one line naming the flag or file, nothing written

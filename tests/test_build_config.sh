@@ -4,7 +4,7 @@
 #     (.pc files written here, pointing at the copy): configure names the copy, and a complete
 #     build of ./train with CUDNN_HOME=/nonexistent NCCL_HOME=/nonexistent links against the copy
 #     (ldd), has no libcudnn/libnccl (readelf NEEDED), says "cuDNN off" in its summary and in
-#     ./train --version, and dry-runs a config. Where nvcc is absent the same build is CPU-only.
+#     ./train --version, and summarizes a config (--summary). Where nvcc is absent the same build is CPU-only.
 #  2. HDF5_DIR= names the prefix directly; HDF5_DIR=/nonexistent and BLAS=nonexistent fail with
 #     exit 1 and a message naming the missing dependency and the package that provides it.
 #  3. tools/install-deps --list names the Python modules a bare Python lacks, and exits 1.
@@ -86,8 +86,8 @@ if [ $rc -eq 0 ]; then
   else
     echo "skip - $T: cuDNN off in a CUDA build: skipped: no nvcc here"
   fi
-  out=$("$SRC/train" --dry-run configs/test/tiny.ini 2>&1); drc=$?
-  check "that ./train dry-runs a config" "[ $drc -eq 0 ]" "exit $drc: $(tail -n 2 <<<"$out")"
+  out=$("$SRC/train" --summary configs/test/tiny.ini 2>&1); drc=$?
+  check "that ./train summarizes a config" "[ $drc -eq 0 ]" "exit $drc: $(tail -n 2 <<<"$out")"
 fi
 
 # ---- 2. explicit prefix; missing dependencies ------------------------------------------------

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The ./train command line: --help lists every key with its meaning, --dry-run validates and
-# prints the summary (the Qwen3-0.6B full-attention shape with tied embeddings has exactly
+# The ./train command line: --help lists every key with its meaning, --summary validates the
+# config alone and prints the summary (the Qwen3-0.6B full-attention shape with tied embeddings has exactly
 # 596,049,920 parameters, the number HuggingFace reports for Qwen3-0.6B), and a bad value in a
 # config file stops with exit status 2 and a message naming the file, the line and the key.
 set -u
@@ -15,16 +15,16 @@ n_keys=$(grep -cE '^  [a-z_0-9]+ = ' <<<"$out")
 [ $rc -eq 0 ] && [ "$n_keys" -ge 45 ] && grep -q "compressor = paper" <<<"$out" && grep -q "^\[eval\]" <<<"$out" \
   && ok "--help lists every key with its default ($n_keys keys)" || bad "--help" "rc $rc, $n_keys keys"
 
-out=$(./train --dry-run configs/paper/full_kv8.ini 2>&1); rc=$?
-grep -q "^parameters: 596049920$" <<<"$out" && [ $rc -eq 0 ] && ok "--dry-run: Qwen3-0.6B has 596049920 parameters" \
-  || bad "--dry-run parameter count" "$(grep parameters <<<"$out")"
+out=$(./train --summary configs/paper/full_kv8.ini 2>&1); rc=$?
+grep -q "^parameters: 596049920$" <<<"$out" && [ $rc -eq 0 ] && ok "--summary: Qwen3-0.6B has 596049920 parameters" \
+  || bad "--summary parameter count" "$(grep parameters <<<"$out")"
 grep -q "FLOPs per token" <<<"$out" && grep -q "memory plan per rank" <<<"$out" && grep -q "model.layers.27.mlp.down_proj.weight" <<<"$out" \
-  && ok "--dry-run prints FLOPs per token, the memory plan and the tensor table" || bad "--dry-run summary" "$out"
+  && ok "--summary prints FLOPs per token, the memory plan and the tensor table" || bad "--summary" "$out"
 
-out=$(./train --dry-run configs/paper/w8s8_kv1_seed42.ini 2>&1)
+out=$(./train --summary configs/paper/w8s8_kv1_seed42.ini 2>&1)
 grep -q "self_attn.compressor.k_payload.weight  *\[1, 8, 128, 1024\]" <<<"$out" \
   && grep -q "self_attn.compressor.k_gate.weight  *\[1, 8, 1, 1024\]" <<<"$out" \
-  && ok "--dry-run shows the compressor tensors with docs/spec.md names and shapes" || bad "compressor tensors" "$(grep compressor <<<"$out" | head -3)"
+  && ok "--summary shows the compressor tensors with docs/spec.md names and shapes" || bad "compressor tensors" "$(grep compressor <<<"$out" | head -3)"
 
 printf '[model]\nd_model = 64\nn_heads = 6\nn_kv_heads = 4\n' > "$S/bad.ini"
 out=$(./train --dry-run "$S/bad.ini" 2>&1); rc=$?

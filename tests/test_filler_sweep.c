@@ -87,5 +87,64 @@ int main(void) {
     check(rc == 0 && sp.n_prompt == 2 && sp.prompt[0] == 'a' && sp.a == 'c' && sp.b == 'd' && sp.filler == ' ', "sweep file: text via a tokenizer",
           "%s", rc ? err : "fields");
     if (!rc) filler_sweep_free(&sp);
+
+    /* values longer than any fixed buffer are read whole (issue 37): a = 000...0184 with 300 zeros is 184 */
+    {
+        char *text = malloc(2000);
+        char zeros[301];
+        memset(zeros, '0', 300), zeros[300] = 0;
+        snprintf(text, 2000, "[sweep]\nprompt = 20 81\na = %s184\nb = 82\nfiller = %s208\nL0 = %s0\nL1 = 00015\n", zeros, zeros, zeros);
+        write_text(p, text);
+        rc = filler_sweep_load(p, 256, 32, &sp, err);
+        check(rc == 0 && sp.a == 184 && sp.filler == 208 && sp.L0 == 0 && sp.L1 == 15,
+              "sweep file: a = 000...0184 (300 zeros) is token 184, not a cut '000...' = 0", "%s a %d", rc ? err : "", rc ? -1 : sp.a);
+        if (!rc) filler_sweep_free(&sp);
+        /* a value past the old 256-byte buffer that is not a token id must be refused, not cut to one */
+        snprintf(text, 2000, "[sweep]\nprompt = 20 81\na = %s184x\nb = 82\nfiller = 208\nL0 = 0\nL1 = 15\n", zeros);
+        write_text(p, text);
+        rc = filler_sweep_load(p, 256, 32, &sp, err);
+        check(rc == -1 && strstr(err, ":3: a = "), "sweep file: a long bad id is refused naming the line", "%s", rc ? err : "accepted");
+        free(text);
+    }
+    /* a 16386-token prompt is 16386 tokens (the old 65536-byte buffer cut it to 16384), checked against T */
+    {
+        size_t cap = 16386 * 4 + 200;
+        char *text = malloc(cap);
+        size_t n = (size_t)sprintf(text, "[sweep]\nprompt =");
+        for (int i = 0; i < 16386; i++) n += (size_t)sprintf(text + n, " 208");
+        sprintf(text + n, "\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 3\n");
+        write_text(p, text);
+        rc = filler_sweep_load(p, 256, 16386 + 3, &sp, err);
+        check(rc == -1 && strstr(err, "the prompt is 16386 tokens") && strstr(err, ":2:"),
+              "sweep file: a 16386-token prompt against T = 16389 is refused (fewer than 4 filler lengths), not cut", "%s",
+              rc ? err : "accepted");
+        if (!rc) filler_sweep_free(&sp);
+        rc = filler_sweep_load(p, 256, 16386 + 8, &sp, err);
+        check(rc == 0 && sp.n_prompt == 16386 && sp.L1 == 3, "sweep file: a 16386-token prompt is read whole", "%s n %d", rc ? err : "",
+              rc ? -1 : sp.n_prompt);
+        if (!rc) filler_sweep_free(&sp);
+        free(text);
+    }
+    /* a key given twice, or with its alternative, is an error naming both lines: nothing silently wins */
+    struct { const char *text, *want; } twice[] = {
+        {"[sweep]\nprompt = 20\na = 81\nb = 82\na = 83\nfiller = 208\nL0 = 0\nL1 = 8\n", ":5: a given twice (lines 3 and 5)"},
+        {"[sweep]\nprompt = 20\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\nL1 = 9\n", ":8: L1 given twice (lines 7 and 8)"},
+        {"[sweep]\nprompt = 20\ntokenizer = bytes\na = 81\na_text = x\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n",
+         ":5: a and a_text both given (lines 4 and 5)"},
+        {"[sweep]\nprompt = 20\ntext = ab\ntokenizer = bytes\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n",
+         ":3: prompt and text both given"},
+        {"[sweep]\nprompt = 20\na = 81\nb = 82\nfiller = 208\nL0 = -1\nL1 = 8\n", "L0 = '-1'"},
+        {"[sweep]\nprompt = 20\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 99999999999999999999999\n", "L1 = '99999"},
+        {"[sweep]\nprompt = 20 +81\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n", ":2: prompt: '+81' is not a token id"},
+        {"[sweep]\nprompt = 20 4294967297\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n", ":2: prompt: '4294967297' is not a token id"},
+    };
+    for (size_t i = 0; i < sizeof twice / sizeof *twice; i++) {
+        write_text(p, twice[i].text);
+        rc = filler_sweep_load(p, 256, 32, &sp, err);
+        char name[96];
+        snprintf(name, sizeof name, "sweep file: duplicate or bad value %zu is an error naming the line", i);
+        check(rc == -1 && strstr(err, twice[i].want) && strstr(err, p) == err, name, "%s (want '%s')", rc ? err : "accepted", twice[i].want);
+        if (!rc) filler_sweep_free(&sp);
+    }
     return check_exit_code();
 }

@@ -134,7 +134,8 @@ def check_old_file_resume():
             f[g].attrs["NX_class"] = "NXdata"
             f[g].attrs["signal"] = "loss" if g in ("train", "val") else list(f[g].keys())[0]
             del f[g].attrs["description"]
-    p = subprocess.run([train] + base + ["train.steps=10"], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([train] + base + ["train.steps=10", "train.resume_schedule=stretch"], capture_output=True, text=True,
+                       timeout=300)
     check(p.returncode == 0, "./train resumes on the old-layout file", p.stdout[-300:] + p.stderr[-300:])
     with h5py.File(path, "r") as f:
         entry = f.get("entry")

@@ -90,7 +90,7 @@ check(ranks_disjoint, "ranks read disjoint windows", "overlap")
 # resume across world sizes: 2 ranks to step 8, then 1 rank to 16 (and the reverse)
 for first, second, name in ((2, 1, "2to1"), (1, 2, "1to2")):
     rca, outa, _ = mpi(first, base[:-3] + ["train.steps=8", "eval.every=8", "checkpoint.every=4", f"run.name={name}"])
-    rcb, outb, _ = mpi(second, base + [f"run.name={name}"])
+    rcb, outb, _ = mpi(second, base + [f"run.name={name}", "train.resume_schedule=stretch"])
     s, l, v = curve(name)
     check(rca == 0 and rcb == 0 and "re-sharded" in outb, f"{name}: resume with a different world size re-shards",
           (outa + outb)[-500:])
@@ -119,7 +119,8 @@ for sig, name in ((signal.SIGUSR1, "usr1"), (signal.SIGTERM, "term")):
     check(reached and one and (sig != signal.SIGUSR1 or p.returncode == 0),
           f"{sig.name} to a 2-rank job: one complete checkpoint at the stopping step (exit {p.returncode})",
           f"{stopped} {ck} {out[-300:]}")
-    rc, out2, _ = mpi(2, base + [f"run.name={name}", f"train.steps={step + 5}", "eval.every=0"])
+    rc, out2, _ = mpi(2, base + [f"run.name={name}", f"train.steps={step + 5}", "eval.every=0",
+                                 "train.resume_schedule=stretch"])
     check(rc == 0 and "resumed from" in out2, f"{sig.name}: the job resumes from that checkpoint", out2[-300:])
 
 # a rank dies: the whole job ends, non-zero, within a minute

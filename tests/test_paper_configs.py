@@ -1,6 +1,7 @@
 """configs/paper/: exactly the 26 runs of the paper (23 compressed, 3 full-attention controls),
 each carrying the variant keys its file name says and the common Qwen3-0.6B shape and budget;
-and, when ./train is built and dry-runs, each file dry-runs with exit 0."""
+and, when ./train is built, each file passes ./train --summary (the config alone: the data is not
+here) with exit 0."""
 import configparser
 import glob
 import os
@@ -115,17 +116,17 @@ usable = False
 why = "./train is not built"
 if os.path.exists(train) and os.access(train, os.X_OK):
     try:
-        r = subprocess.run([train, "--dry-run", files[0]], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        r = subprocess.run([train, "--summary", files[0]], cwd=ROOT, capture_output=True, text=True, timeout=120)
         usable = r.returncode == 0
-        why = f"./train --dry-run does not work yet (exit {r.returncode}: {(r.stderr or r.stdout).strip()[:200]})"
+        why = f"./train --summary does not work yet (exit {r.returncode}: {(r.stderr or r.stdout).strip()[:200]})"
     except (OSError, subprocess.TimeoutExpired) as e:
-        why = f"./train --dry-run does not work yet ({e})"
+        why = f"./train --summary does not work yet ({e})"
 if not usable:
     skip("paper_configs_dry_run", why)
 else:
     for f, name in zip(files + [top], names + ["top_w8s8_kv8"]):
         try:
-            r = subprocess.run([train, "--dry-run", f], cwd=ROOT, capture_output=True, text=True, timeout=120)
+            r = subprocess.run([train, "--summary", f], cwd=ROOT, capture_output=True, text=True, timeout=120)
             check(r.returncode == 0, f"{name}_dry_run", f"exit {r.returncode}: {(r.stderr or r.stdout).strip()[-300:]}")
         except subprocess.TimeoutExpired:
             check(False, f"{name}_dry_run", "timed out after 120 s")

@@ -150,6 +150,61 @@ int main(void) {
         probe_print_table(f, &pr);
         fclose(f);
         check(strstr(buf, "phase-effect test") && strstr(buf, "chi2 512.00 (df 7)"), "probe table prints the test", "%s", buf);
+        check(!strstr(buf, "not retrieving") && !strstr(buf, "expected count"),
+              "probe table: a retrieving probe with large counts has no chance line and no small-count warning", "%s", buf);
+    }
+    /* --- expected counts (Cochran's rule) --- */
+    {
+        /* the unequal table above: E_c = 7, 28, E_i = 3, 12: smallest 3 < 5 */
+        long c[] = {5, 30}, t[] = {10, 40};
+        ChiSquare r = chi2_homogeneity(c, t, 2);
+        check(fabs(r.min_expected - 3.0) < 1e-12 && chi2_small_expected(&r), "chi2: smallest expected count 3 (by hand) warns",
+              "min %g", r.min_expected);
+        long c3[] = {10, 20, 30}, t3[] = {40, 40, 40};   /* every expected count 20 */
+        r = chi2_homogeneity(c3, t3, 3);
+        check(fabs(r.min_expected - 20.0) < 1e-12 && !chi2_small_expected(&r), "chi2: expected counts 20 do not warn", "min %g",
+              r.min_expected);
+        long one[] = {3}, tone[] = {8};
+        r = chi2_homogeneity(one, tone, 1);
+        check(!chi2_small_expected(&r), "chi2: an undefined test does not warn", "");
+    }
+    /* --- a probe at chance says so; small counts warn --- */
+    {
+        ProbeResult pr;
+        probe_result_clear(&pr, 24);
+        pr.candidates = 64;                 /* chance 1/64 = 1.5625% */
+        for (int r = 0; r < 24; r++) pr.total[0][r] = 2, pr.correct[0][r] = r == 5;   /* 1 of 48 */
+        pr.fold = 8;
+        probe_result_finalize(&pr);
+        char line[256], buf[8192];
+        /* Wilson 95% for 1/48 by hand: p = 1/48, z^2 = 3.8415: centre (0.020833 + 0.040016) / 1.080031 = 0.056341,
+         * half 1.959964 sqrt(0.020399/48 + 3.8415/9216) / 1.080031 = 1.959964 * 0.029015 / 1.080031 = 0.052654:
+         * [0.37%, 10.90%], which holds 1.5625% */
+        int nr = probe_not_retrieving(&pr, 0, line, sizeof line);
+        check(nr && strstr(line, "not retrieving: mean accuracy 2.1% (95% CI 0.4-10.9%) includes chance 1/64"),
+              "probe at chance: 'not retrieving' with the pooled accuracy, its Wilson interval and chance 1/N", "%d %s", nr, line);
+        FILE *f = fmemopen(buf, sizeof buf, "w");
+        probe_print_table(f, &pr);
+        fclose(f);
+        check(strstr(buf, "-> not retrieving: mean accuracy") && !strstr(buf, "homogeneity not rejected"),
+              "probe table: a probe at chance says 'not retrieving', not 'homogeneity not rejected'", "%s", buf);
+        for (int r = 0; r < 24; r++) pr.total[0][r] = 1000, pr.correct[0][r] = 0;     /* 0 of 24000: below chance */
+        probe_result_finalize(&pr);
+        nr = probe_not_retrieving(&pr, 0, line, sizeof line);
+        check(nr && strstr(line, "is below chance 1/64"), "probe below chance: 'not retrieving ... is below chance'", "%d %s", nr, line);
+        /* retrieving (40 of 48 per phase group pattern) but 2 prompts per residue: expected counts < 5 warn */
+        for (int r = 0; r < 24; r++) pr.total[0][r] = 2, pr.correct[0][r] = r % 8 < 4 ? 2 : 1;
+        probe_result_finalize(&pr);
+        nr = probe_not_retrieving(&pr, 0, line, sizeof line);
+        f = fmemopen(buf, sizeof buf, "w");
+        probe_print_table(f, &pr);
+        fclose(f);
+        check(!nr && strstr(buf, "warning: smallest expected count") && strstr(buf, "< 5"),
+              "probe table: a retrieving probe with 2 prompts per residue warns that chi-square is approximate", "%s", buf);
+        pr.candidates = 0;
+        for (int r = 0; r < 24; r++) pr.correct[0][r] = 0;
+        probe_result_finalize(&pr);
+        check(!probe_not_retrieving(&pr, 0, line, sizeof line), "unknown candidates: no chance judgement", "");
     }
     return check_exit_code();
 }

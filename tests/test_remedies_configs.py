@@ -1,6 +1,6 @@
 """configs/remedies/ and the mini remedy configs: each file carries the docs/spec.md §2b keys its name
 says (and the paper shape / budget of configs/paper/ for the paper-scale runs), and, when
-./train is built, each dry-runs with exit 0; the dry-run parameter count of `shared` is below
+./train is built, each passes ./train --summary (the config alone) with exit 0; the parameter count of `shared` is below
 the paper compressor's and its FLOPs are the same (the per-offset maps' memory, not their FLOPs)."""
 import configparser
 import glob
@@ -35,7 +35,7 @@ def expected(name):
 
 
 def summary(path):
-    p = subprocess.run([TRAIN, "--dry-run", path], capture_output=True, text=True, timeout=120)
+    p = subprocess.run([TRAIN, "--summary", path], capture_output=True, text=True, timeout=120)
     params = re.search(r"^parameters: (\d+)", p.stdout, re.M)
     flops = re.search(r"FLOPs per token .*?: ([0-9.e+]+)", p.stdout)
     return p.returncode, p.stderr, int(params.group(1)) if params else None, float(flops.group(1)) if flops else None

@@ -1,5 +1,5 @@
 """tools/report on a sweep of two synthetic runs: metrics.h5 files written here with h5py in the
-layout of DESIGN.md (root attributes config and code_version; /train, /val, /probe, and /gates
+layout of trainer/metrics.h (root attributes config and code_version; /train, /val, /probe, and /gates
 for the compressed run only), then the report's files must exist and its CSV and Markdown must
 hold exactly the numbers of the last rows of the HDF5 files."""
 import csv

@@ -106,7 +106,7 @@ check(rc == 2 and "refusing to resume" in out, "resuming with a begun stage at a
       out[-500:])
 rc, out = run_traced("K", common + [f"data.train={SHORT}/train_*.bin", f"data.train_seq_len={TS}",
                                     f"data.stages={BOUNDARY}:{A}/train_*.bin, 20:{SHORT}/train_*.bin@32",
-                                    "train.steps=24"])
+                                    "train.steps=24", "train.resume_schedule=stretch"])
 tK = trace("K")
 check(rc == 0 and "resumed from" in out and "(20:" + SHORT + "/train_*.bin@32)" in out and
       all(st == 2 for s in range(20, 24) for _, st in tK[s]),
@@ -115,7 +115,7 @@ check(rc == 0 and "resumed from" in out and "(20:" + SHORT + "/train_*.bin@32)" 
 # --- train_seq_len = seq_len is the same data as train_seq_len = 0 (the fingerprint and the check)
 rc, out = tu.run(common + [f"data.train={A}/train_*.bin", "train.steps=5", "run.name=P"])
 rc2, out2 = tu.run(common + [f"data.train={A}/train_*.bin", f"data.train_seq_len={T}", "train.steps=6",
-                             "run.name=P"])
+                             "run.name=P", "train.resume_schedule=stretch"])
 check(rc == 0 and rc2 == 0 and "resumed from" in out2,
       "train_seq_len = seq_len is the default: a run without it resumes with it", out2[-400:])
 

@@ -59,6 +59,7 @@ check(rc == 0 and one,
       f"SIGTERM while the console is unread (blocked after about {steps_before} step lines): one checkpoint at the "
       "stopping step, exit 0", f"exit {rc} (None: still running after 30 s), stop lines {stopped}, checkpoints {ck}")
 rc2, out2 = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",
-                    "run.name=r", f"train.steps={step + 3}", "eval.every=0", "checkpoint.every=1000000"])
+                    "run.name=r", f"train.steps={step + 3}", "eval.every=0", "checkpoint.every=1000000",
+                    "train.resume_schedule=stretch"])
 check(rc2 == 0 and "resumed from" in out2, "the run resumes from that checkpoint", out2[-300:])
 finish()

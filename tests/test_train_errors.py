@@ -79,7 +79,7 @@ shutil.rmtree(f"{ckdir}/step_00000010")
 # a half-written checkpoint (as left by a crash) is ignored and removed; resume from the newest complete
 os.makedirs(f"{ckdir}/.tmp_step_00000007/optimizer")
 open(f"{ckdir}/.tmp_step_00000007/model.safetensors", "wb").write(b"garbage")
-rc, out = train("ck", "train.steps=12")
+rc, out = train("ck", "train.steps=12", "train.resume_schedule=stretch")
 check(rc == 0 and "step_00000005" in out and not os.path.exists(f"{ckdir}/.tmp_step_00000007"),
       "half-written checkpoint ignored; resume from the newest complete one", out[-300:])
 

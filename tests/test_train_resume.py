@@ -88,9 +88,12 @@ check(rc == 2 and "refusing to resume" in out and "[model]" in out, "a changed m
 rc, out = tu.run(common + ["run.name=A", "train.seed=8"])
 check(rc == 2 and "train.seed" in out, "a changed seed is refused", out[-300:])
 rc, out = tu.run(common + ["run.name=A", "train.steps=33", "eval.every=0"])
+check(rc == 2 and "refusing to resume" in out and "train.resume_schedule=keep" in out and "stretch" in out,
+      "more steps without train.resume_schedule is refused (exit 2), naming the key", out[-400:])
+rc, out = tu.run(common + ["run.name=A", "train.steps=33", "eval.every=0", "train.resume_schedule=stretch"])
 stepA2, lossA2, _, _ = losses("A")
 check(rc == 0 and list(stepA2) == list(range(1, 34)) and lossA2[:30].tobytes() == lossA.tobytes(),
-      "more steps is a harmless change: the run continues from step 30", out[-300:])
+      "more steps with train.resume_schedule=stretch: the run continues from step 30", out[-300:])
 
 # --- E: a full-attention checkpoint in the HuggingFace Qwen3 layout, its loss = the trainer's
 rc, out = tu.run(common + ["run.name=F", "model.attention=full", "train.steps=10", "eval.every=0"])

@@ -116,13 +116,14 @@ check(rc == 2 and "refusing to resume" in out, "resuming without the stages is r
 with open(f"{d}/runs/onlyA/checkpoints/step_00000030/state.json") as f:
     state = f.read()
 check('"data_fingerprint"' in state, "a checkpoint records the data fingerprint", state[:300])
-rc, out = tu.run(common + [f"data.train={A}/train_*.bin", "run.name=onlyA", "train.steps=31"])
+rc, out = tu.run(common + [f"data.train={A}/train_*.bin", "run.name=onlyA", "train.steps=31",
+                           "train.resume_schedule=stretch"])
 check(rc == 0 and "resumed from" in out, "a run without stages resumes as before", out[-400:])
 
 # --- continuing a finished run with a new stage after its last checkpoint (step 31): allowed,
 # since no step read so far changes; moving that boundary once the stage has begun is not
 rc, out = run_traced("onlyA", common + [f"data.train={A}/train_*.bin", f"data.stages=31:{B}/train_*.bin",
-                                        "run.name=onlyA", "train.steps=35"])
+                                        "run.name=onlyA", "train.steps=35", "train.resume_schedule=stretch"])
 tC = trace("onlyA")
 check(rc == 0 and "resumed from" in out and all(st == 1 for s in range(31, 35) for _, st in tC[s]),
       "a stage added after the last checkpoint: the resume is accepted and steps 32..35 read it", out[-600:])

@@ -22,28 +22,28 @@ def err_line(out):
     return lines[-1] if lines else out[-300:]
 
 
-# --- dry-run: huge sizes are range errors naming the key, quickly
+# --- --summary (the config alone): huge sizes are range errors naming the key, quickly
 for key, value in [("model.head_dim", "2147483646"), ("data.seq_len", "2147483647"), ("model.n_layers", "2147483647"),
                    ("train.batch_tokens", "9223372036854775807"), ("model.d_model", "2147483647")]:
     t0 = time.time()
-    rc, out = tu.run(["--dry-run", tu.TINY, f"{key}={value}"], timeout=60)
+    rc, out = tu.run(["--summary", tu.TINY, f"{key}={value}"], timeout=60)
     line = err_line(out)
     check(rc == 2 and key.split(".")[1] in line and "range" in line and time.time() - t0 < 20,
-          f"--dry-run {key}={value}: a range error naming the key", f"exit {rc}: {line}")
+          f"--summary {key}={value}: a range error naming the key", f"exit {rc}: {line}")
 t0 = time.time()
-rc, out = tu.run(["--dry-run", tu.TINY, "model.n_layers=1024"], timeout=120)
-check(rc == 0 and "parameters:" in out and time.time() - t0 < 30, "--dry-run with 1024 layers is quick",
+rc, out = tu.run(["--summary", tu.TINY, "model.n_layers=1024"], timeout=120)
+check(rc == 0 and "parameters:" in out and time.time() - t0 < 30, "--summary with 1024 layers is quick",
       f"exit {rc} in {time.time() - t0:.1f}s")
-rc, out = tu.run(["--dry-run", tu.TINY, "data.seq_len=2", "train.batch_tokens=8"])
+rc, out = tu.run(["--summary", tu.TINY, "data.seq_len=2", "train.batch_tokens=8"])
 line = err_line(out)
 check(rc == 2 and "window" in line and "seq_len" in line,
-      "--dry-run: compressed seq_len < window names both keys", f"exit {rc}: {line}")
-check(rc == 2 and "activations 0.00 B" not in out, "--dry-run: seq_len < window is not a valid plan", out[-300:])
-rc, out = tu.run(["--dry-run", tu.TINY, "data.seq_len=4194304", "model.d_model=65536", "model.d_ff=1048576",
+      "--summary: compressed seq_len < window names both keys", f"exit {rc}: {line}")
+check(rc == 2 and "activations 0.00 B" not in out, "--summary: seq_len < window is not a valid plan", out[-300:])
+rc, out = tu.run(["--summary", tu.TINY, "data.seq_len=4194304", "model.d_model=65536", "model.d_ff=1048576",
                   "train.micro_batch=262144", "train.batch_tokens=1099511627776"])
 line = err_line(out)
 check(rc == 2 and "tiny.ini" in line and "micro_batch" in line and "activations 0.00 B" not in out,
-      "--dry-run: an activation plan past 2^60 bytes is an error, not 0.00 B", f"exit {rc}: {line}")
+      "--summary: an activation plan past 2^60 bytes is an error, not 0.00 B", f"exit {rc}: {line}")
 
 # --- command-line numbers that used to wrap through an int cast
 rc, out = tu.run(["--make-synthetic", f"{d}/wrap", "--seq-len", "4294967297"])
@@ -87,7 +87,8 @@ time.sleep(0.5)
 second.kill()
 second.communicate()
 pid_in_lock = open(f"{runs}/lock/lock").read().strip()
-rc, out = tu.run(base + ["run.name=lock", "train.steps=5", "checkpoint.every=20", "eval.every=0"])
+last = max(int(n.split("_")[1]) for n in os.listdir(f"{runs}/lock/checkpoints") if n.startswith("step_"))
+rc, out = tu.run(base + ["run.name=lock", f"train.steps={last}", "checkpoint.every=20", "eval.every=0"])  # nothing to do
 check(rc == 0 and pid_in_lock == str(second.pid) and "in use" not in out,
       "a stale lock of a killed run is taken over", f"exit {rc}, lock held pid {pid_in_lock}: {err_line(out)}")
 

@@ -142,6 +142,7 @@ static const StateField state_fields[] = {
     STATE_FIELD("working_dir",      FIELD_STRING,      working_dir,         0, 0,              0),
     STATE_FIELD("n_floats",         FIELD_U64,         n_floats,            0, JSON_MAX_EXACT, 0),
     STATE_FIELD("shard",            FIELD_U64,         shard,               0, JSON_MAX_EXACT, 0),
+    STATE_FIELD("schedule_steps",   FIELD_LONG,        st.schedule_steps,   0, LONG_MAX,       0),
 };
 #undef STATE_FIELD
 #define N_STATE_FIELDS ((int)(sizeof state_fields / sizeof state_fields[0]))
@@ -365,7 +366,9 @@ static long dir_name_step(const char *dir) {
     return checkpoint_name_step(base ? base + 1 : buf);
 }
 
-int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
+/* need_optimizer = 0 (the weights-only reading of an evaluation): the optimizer shards need not be
+ * listed and listed ones are not checked; everything else exactly as for a resume. */
+static int read_state(const char *ckpt_dir, TrainState *st, int need_optimizer, char *err) {
     char path[4600];
     snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
     char *text = fs_read_all(path, NULL);
@@ -405,7 +408,7 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
         cJSON *files = cJSON_GetObjectItemCaseSensitive(j, "files");
         if (!rc && !cJSON_IsObject(files)) rc = set_err(err, "%s: no file list (corrupt checkpoint)", path);
         /* every part this state needs must be listed (and so checked) */
-        for (int r = -2; r < st->world_size && !rc; r++) {
+        for (int r = -2; r < (need_optimizer ? st->world_size : 0) && !rc; r++) {
             char rel[64];
             if (r == -2) snprintf(rel, sizeof rel, "model.safetensors");
             else if (r == -1) snprintf(rel, sizeof rel, "config.ini");
@@ -414,10 +417,17 @@ int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) {
                 rc = set_err(err, "%s: files: '%s' is not listed (corrupt checkpoint)", path, rel);
         }
         for (cJSON *f = files ? files->child : NULL; f && !rc; f = f->next)
-            rc = verify_file(ckpt_dir, path, f, st->checksummed, err);
+            if (need_optimizer || !f->string || strncmp(f->string, "optimizer/", 10))
+                rc = verify_file(ckpt_dir, path, f, st->checksummed, err);
     }
     cJSON_Delete(j);
     return rc;
+}
+
+int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err) { return read_state(ckpt_dir, st, 1, err); }
+
+int checkpoint_read_state_weights(const char *ckpt_dir, TrainState *st, char *err) {
+    return read_state(ckpt_dir, st, 0, err);
 }
 
 int checkpoint_latest(const char *run_dir, char *dir_out, size_t dir_len, TrainState *st, char *err) {

@@ -7,7 +7,8 @@
  *                             (fp32) for the flat-buffer range [lo, lo + count)
  *   state.json                step, tokens, samples consumed (the loader position), AdamW updates,
  *                             skipped steps, world size, seed, data fingerprint, working_dir (the
- *                             directory the run's relative paths are relative to), "files": NAME ->
+ *                             directory the run's relative paths are relative to), schedule_steps
+ *                             (the total steps of the run's learning-rate schedule), "files": NAME ->
  *                             {"bytes", "sha256"} for every other file, "complete": true, and
  *                             "state_sha256": sha256 of the object printed unformatted (cJSON)
  *                             without that member (written last)
@@ -43,6 +44,8 @@ typedef struct {
     int world_size;
     uint64_t seed;
     char data_fingerprint[65];
+    long schedule_steps;    /* the total steps the learning-rate schedule is computed with (0: not recorded,
+                             * a checkpoint from before the field; trainer.c then takes its config.ini's train.steps) */
     int checksummed;        /* read_state: 1 when sha256 sums were verified, 0 for an old checkpoint */
 } TrainState;
 
@@ -56,6 +59,10 @@ int checkpoint_latest(const char *run_dir, char *dir_out, size_t dir_len, TrainS
  * re-sharded from the checkpoint's world size). */
 int checkpoint_load(const char *ckpt_dir, struct Model *m, Optimizer *optimizer, const TrainState *st, char *err);
 int checkpoint_read_state(const char *ckpt_dir, TrainState *st, char *err);
+/* The same for reading the weights only (evaluation, analyses, generation): the optimizer shards
+ * are neither required nor checked; state.json, model.safetensors and the other listed files are
+ * verified as above. */
+int checkpoint_read_state_weights(const char *ckpt_dir, TrainState *st, char *err);
 /* The step of a checkpoint directory name "step_%08ld", or -1 for any other name. */
 long checkpoint_name_step(const char *name);
 /* The working directory recorded in state.json (what config.ini's relative paths are relative

@@ -4,7 +4,9 @@
  *                            model_type "phaselab" / PhaselabForCausalLM with auto_map naming
  *                            the two files below and the variant keys in a "phaselab" object,
  *                            so plain transformers refuses it and trust_remote_code loads it;
- *                            "phaselab_vocabulary" says what the token ids are;
+ *                            "phaselab_vocabulary" says what the token ids are and
+ *                            "phaselab_tokenizer_fingerprint" is the shards' tokenizer fingerprint
+ *                            (sha256 of tokenizer.json, "bytes" or "synthetic");
  *   configuration_phaselab.py, modeling_phaselab.py   (non-vanilla only) tools/hf/, the PyTorch
  *                            model of docs/spec.md §1, §2 and §2b, embedded in ./train at build time
  *                            (.incbin), so a checkpoint always carries the code of its writer;
@@ -169,6 +171,9 @@ char *hf_config_json(const ModelConfig *m, int T) {
     char text[512];
     vocabulary_text(text, sizeof text);
     cJSON_AddStringToObject(j, "phaselab_vocabulary", text);
+    /* the shards' tokenizer fingerprint, as probe sets and shards record it: what an analysis
+     * compares its inputs against (trainer/ckpt_source.h) */
+    if (vocab.known) cJSON_AddStringToObject(j, "phaselab_tokenizer_fingerprint", vocab.fingerprint);
     cJSON_AddNumberToObject(j, "phaselab_seq_len", T);
     if (!vanilla) {
         cJSON *p = cJSON_AddObjectToObject(j, "phaselab");

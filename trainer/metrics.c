@@ -14,7 +14,15 @@
  * A file left by a killed writer still carries the SWMR "open for writing" superblock flags;
  * reopening it for resume retries with the "clear_status_flags" file-access property (what
  * the h5clear tool does) and moves the end-of-allocation to the end of the file
- * (H5Fincrement_filesize, h5clear --increment=0), as the killed writer never stored it. */
+ * (H5Fincrement_filesize, h5clear --increment=0), as the killed writer never stored it.
+ * Damaged files never hang: SWMR writing is entered by closing the file and reopening it with
+ * H5F_ACC_SWMR_WRITE and ONE metadata read attempt (H5Pset_metadata_read_attempts), because
+ * H5Fstart_swmr_write sets HDF5's SWMR default of 100 attempts with a doubling sleep between
+ * them (1 ns, 2 ns, ... : centuries), which a block with a bad checksum never passes: a
+ * resume slept there for ever, deaf to SIGTERM. A writer never needs a retry (retries are for
+ * readers racing it). On resume every dataset of the file is also read in full before
+ * anything is appended, so a damaged block is reported at start-up with what to do
+ * (RESUME_DAMAGED_HINT); the checkpoints are never touched. */
 #include "trainer/metrics.h"
 
 #include <errno.h>
@@ -96,22 +104,48 @@ static herr_t keep_innermost_error(unsigned n, const H5E_error2_t *e, void *out)
  * call (its text carries "errno = N", e.g. a full disk; or errno is ENOSPC/EDQUOT), else
  * "PATH: message (HDF5: error)",
  * always on one line; returns -1. */
-static int fail(const char *path, char *err, const char *fmt, ...) {
+static int vfail(const char *path, char *err, int *system_error, const char *fmt, va_list ap) {
     int call_errno = errno;                   /* a write that just failed (HDF5 does not always say) */
     char message[ERR_LEN / 2], detail[256] = "";
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(message, sizeof message, fmt, ap);
-    va_end(ap);
     H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, keep_innermost_error, detail);
     const char *e = strstr(detail, "errno = ");
     int sys_errno = e ? atoi(e + 8) : call_errno == ENOSPC || call_errno == EDQUOT ? call_errno : 0;
+    if (system_error) *system_error = sys_errno > 0;
     if (sys_errno > 0) return set_err(err, "%s: %s: %s", path, message, strerror(sys_errno));
     for (char *p = detail; *p; p++)
         if (*p == '\n' || *p == '\r') *p = ' ';
     if (detail[0])
         return set_err(err, "%s: %s (HDF5: %s)", path, message, detail);
     return set_err(err, "%s: %s", path, message);
+}
+
+static int fail(const char *path, char *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int rc = vfail(path, err, NULL, fmt, ap);
+    va_end(ap);
+    return rc;
+}
+
+/* What to do about a metrics file that cannot be read back on resume: the run refuses (exit 1)
+ * and leaves the file as it is; the checkpoints are separate files, never touched here. */
+#define RESUME_DAMAGED_HINT                                                                       \
+    "; the metrics file is damaged or not phaselab's. The checkpoints are intact: move the file " \
+    "aside (mv %s %s.damaged) and run the same command again to resume with a new metrics file " \
+    "(its earlier rows stay readable in the moved copy as far as they can be read)"
+
+/* fail() for a read of the existing file on resume, plus RESUME_DAMAGED_HINT unless the cause
+ * was a system call (a full disk, a lock held by another process). */
+static int fail_resume(const char *path, char *err, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int system_error = 0, rc = vfail(path, err, &system_error, fmt, ap);
+    va_end(ap);
+    size_t used = strlen(err);
+    if (!system_error && used < ERR_LEN)
+        snprintf(err + used, ERR_LEN - used, RESUME_DAMAGED_HINT, path, path);
+    return rc;
 }
 
 /* ---- schema ------------------------------------------------------------------------------ */
@@ -596,20 +630,54 @@ static int plain_table_attrs(Metrics *m, const Table *t, char *err) {
 
 /* ---- resuming ---------------------------------------------------------------------------- */
 
+/* Reads every row of an existing dataset (rank dims), a few MiB at a time, so that each of
+ * its metadata blocks (object header, chunk index) is checked against its checksum now, with
+ * one read attempt, rather than in an append. Returns 0 or fills err (fail_resume). */
+static int verify_rows(Metrics *m, const Table *t, const Column *c, int rank, const hsize_t *dims, char *err) {
+    enum { VERIFY_BYTES = 4 << 20 };
+    size_t row_bytes = 8;                                  /* read as 8-byte values: any kind */
+    for (int d = 1; d < rank; d++) row_bytes *= (size_t)dims[d];
+    if (dims[0] == 0 || row_bytes == 0) return 0;
+    hsize_t rows = row_bytes >= VERIFY_BYTES ? 1 : VERIFY_BYTES / row_bytes;
+    if (rows > dims[0]) rows = dims[0];
+    void *buf = malloc(row_bytes * (size_t)rows);
+    if (!buf)
+        return set_err(err, "%s: out of memory: %zu bytes for reading /%s/%s", m->path, row_bytes * (size_t)rows,
+                       t->name, c->name);
+    hid_t mem_type = c->kind == KIND_INT64 ? H5T_NATIVE_INT64 : H5T_NATIVE_DOUBLE;
+    hid_t file_space = H5Dget_space(c->id);
+    int rc = file_space < 0 ? fail_resume(m->path, err, "cannot read /%s/%s", t->name, c->name) : 0;
+    for (hsize_t r0 = 0; r0 < dims[0] && rc == 0; r0 += rows) {
+        hsize_t start[MAX_RANK] = {0}, count[MAX_RANK];
+        count[0] = dims[0] - r0 < rows ? dims[0] - r0 : rows;
+        start[0] = r0;
+        for (int d = 1; d < rank; d++) count[d] = dims[d];
+        hid_t mem_space = H5Screate_simple(rank, count, NULL);
+        if (mem_space < 0 || H5Sselect_hyperslab(file_space, H5S_SELECT_SET, start, NULL, count, NULL) < 0 ||
+            H5Dread(c->id, mem_type, mem_space, file_space, H5P_DEFAULT, buf) < 0)
+            rc = fail_resume(m->path, err, "cannot read rows %llu..%llu of /%s/%s", (unsigned long long)r0,
+                             (unsigned long long)(r0 + count[0] - 1), t->name, c->name);
+        if (mem_space >= 0) H5Sclose(mem_space);
+    }
+    if (file_space >= 0) H5Sclose(file_space);
+    free(buf);
+    return rc;
+}
+
 /* Opens an existing group, checks that its datasets have this run's shapes (when the run
- * writes it), and shrinks every dataset to the rows whose step is <= resume_step. */
+ * writes it) and that every row can be read (verify_rows), and shrinks every dataset to the
+ * rows whose step is <= resume_step. */
 static int truncate_table(Metrics *m, Table *t, long resume_step, char *err) {
     hid_t group = H5Gopen2(m->file, t->name, H5P_DEFAULT);
-    if (group < 0) return fail(m->path, err, "cannot open group /%s", t->name);
+    if (group < 0) return fail_resume(m->path, err, "cannot open group /%s", t->name);
     int rc = 0;
     hsize_t keep = 0;
     int64_t *steps = NULL;
     for (int i = 0; i < t->n_columns && rc == 0; i++) {
         Column *c = &t->columns[i];
         if (H5Lexists(group, c->name, H5P_DEFAULT) <= 0) {
-            rc = set_err(err, "%s: /%s has no dataset '%s', expected the layout of train/metrics.h "
-                              "(start a new run or move the old metrics file away)",
-                         m->path, t->name, c->name);
+            rc = set_err(err, "%s: /%s has no dataset '%s', expected the layout of trainer/metrics.h" RESUME_DAMAGED_HINT,
+                         m->path, t->name, c->name, m->path, m->path);
             break;
         }
         c->id = H5Dopen2(group, c->name, H5P_DEFAULT);
@@ -621,8 +689,8 @@ static int truncate_table(Metrics *m, Table *t, long resume_step, char *err) {
         H5T_class_t type_class = type < 0 ? H5T_NO_CLASS : H5Tget_class(type);
         if (space >= 0) H5Sclose(space);
         if (type >= 0) H5Tclose(type);
-        if (c->id < 0 || rank < 0) {
-            rc = fail(m->path, err, "cannot open dataset /%s/%s", t->name, c->name);
+        if (c->id < 0 || rank < 1 || rank > MAX_RANK) {
+            rc = fail_resume(m->path, err, "cannot open dataset /%s/%s", t->name, c->name);
             break;
         }
         if (t->enabled) {
@@ -650,12 +718,13 @@ static int truncate_table(Metrics *m, Table *t, long resume_step, char *err) {
                 break;
             }
             if (dims[0] > 0 && H5Dread(c->id, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, steps) < 0) {
-                rc = fail(m->path, err, "cannot read /%s/step", t->name);
+                rc = fail_resume(m->path, err, "cannot read /%s/step", t->name);
                 break;
             }
             while (keep < dims[0] && steps[keep] <= resume_step) keep++;
-        } else if (dims[0] < keep) {
-            keep = dims[0]; /* a dataset shorter than step: keep only complete rows */
+        } else {
+            if (dims[0] < keep) keep = dims[0]; /* a dataset shorter than step: keep only complete rows */
+            rc = verify_rows(m, t, c, rank, dims, err);
         }
     }
     for (int i = 0; i < t->n_columns && rc == 0; i++) {
@@ -668,8 +737,8 @@ static int truncate_table(Metrics *m, Table *t, long resume_step, char *err) {
         if (rank < 1) continue;
         size[0] = keep;
         if (H5Dset_extent(c->id, size) < 0)
-            rc = fail(m->path, err, "cannot truncate /%s/%s to %llu rows", t->name, c->name,
-                      (unsigned long long)keep);
+            rc = fail_resume(m->path, err, "cannot truncate /%s/%s to %llu rows", t->name, c->name,
+                             (unsigned long long)keep);
     }
     if (rc == 0) {
         t->n_rows = keep;
@@ -731,6 +800,9 @@ static int check_shape(const char *path, const MetricsShape *s, char *err) {
     return 0;
 }
 
+static int build_and_start_swmr(Metrics *m, const char *config_text, const char *code_version, long resume_step,
+                                char *err);
+
 static int setup_file(Metrics *m, const char *config_text, const char *code_version,
                       long resume_step, char *err) {
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
@@ -742,8 +814,8 @@ static int setup_file(Metrics *m, const char *config_text, const char *code_vers
     if (resume) {
         m->file = open_for_resume(m->path, fapl);
         if (m->file < 0) {
-            int rc = fail(m->path, err, "cannot reopen the metrics file for resume (expected an HDF5 "
-                                        "file written by phaselab, not open in another writer)");
+            int rc = fail_resume(m->path, err, "cannot reopen the metrics file for resume (expected an HDF5 "
+                                               "file written by phaselab, not open in another writer)");
             H5Pclose(fapl);
             return rc;
         }
@@ -761,7 +833,19 @@ static int setup_file(Metrics *m, const char *config_text, const char *code_vers
         }
     }
     H5Pclose(fapl);
+    int rc = build_and_start_swmr(m, config_text, code_version, resume ? resume_step : -1, err);
+    if (rc && resume && !strstr(err, "The checkpoints are intact")) {   /* fail_resume's hint, once */
+        size_t used = strlen(err);
+        if (used < ERR_LEN) snprintf(err + used, ERR_LEN - used, RESUME_DAMAGED_HINT, m->path, m->path);
+    }
+    return rc;
+}
 
+/* setup_file after the open: the groups (truncated on resume, resume_step >= 0), the entry,
+ * the root attributes, then SWMR writing with the datasets open. */
+static int build_and_start_swmr(Metrics *m, const char *config_text, const char *code_version, long resume_step,
+                                char *err) {
+    const int resume = resume_step >= 0;
     for (int t = 0; t < N_TABLES; t++) {
         Table *table = &m->tables[t];
         int exists = resume && H5Lexists(m->file, table->name, H5P_DEFAULT) > 0;
@@ -788,7 +872,18 @@ static int setup_file(Metrics *m, const char *config_text, const char *code_vers
         write_string_attr(m->file, "code_version", code_version ? code_version : "unknown") < 0)
         return fail(m->path, err, "cannot write the root attributes");
 
-    if (H5Fstart_swmr_write(m->file) < 0)
+    /* SWMR writing with one metadata read attempt (see the header): close (nothing else of the
+     * file may be open, or the close would be deferred), reopen */
+    if (H5Fget_obj_count(m->file, H5F_OBJ_ALL | H5F_OBJ_LOCAL) != 1)
+        return set_err(err, "%s: internal error: objects of the metrics file left open before SWMR writing", m->path);
+    if (H5Fclose(m->file) < 0) return fail(m->path, err, "cannot close the metrics file before SWMR writing");
+    m->file = NO_HID;
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) >= 0 &&
+        H5Pset_metadata_read_attempts(fapl, 1) >= 0)
+        m->file = H5Fopen(m->path, H5F_ACC_RDWR | H5F_ACC_SWMR_WRITE, fapl);
+    if (fapl >= 0) H5Pclose(fapl);
+    if (m->file < 0)
         return fail(m->path, err, "cannot start SWMR writing (expected a file with the latest "
                                   "HDF5 format and no other writer)");
     for (int t = 0; t < N_TABLES; t++) {

@@ -60,8 +60,12 @@ double chi2_sf(double x, int df) {
     return gamma_q(0.5 * df, 0.5 * x);
 }
 
+int chi2_small_expected(const ChiSquare *t) {
+    return t->df > 0 && isfinite(t->min_expected) && t->min_expected < PHASE_MIN_EXPECTED;
+}
+
 ChiSquare chi2_homogeneity(const long *correct, const long *total, int K) {
-    ChiSquare r = {NAN, NAN, 0};
+    ChiSquare r = {NAN, NAN, 0, NAN};
     double N = 0, C = 0;
     int groups = 0;
     for (int g = 0; g < K; g++) {
@@ -83,6 +87,8 @@ ChiSquare chi2_homogeneity(const long *correct, const long *total, int K) {
         if (total[g] <= 0) continue;
         double n = (double)total[g], k = (double)correct[g];
         double ec = n * C / N, ei = n * I / N;
+        if (!(r.min_expected <= ec)) r.min_expected = ec;
+        if (!(r.min_expected <= ei)) r.min_expected = ei;
         x2 += (k - ec) * (k - ec) / ec + ((n - k) - ei) * ((n - k) - ei) / ei;
     }
     r.chi2 = x2;

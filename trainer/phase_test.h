@@ -10,7 +10,11 @@
  * Choices where docs/spec.md §3.7 is silent: groups without prompts are left out of the table (they add
  * no row, so K' - 1 degrees of freedom); when every prompt is correct or every prompt is
  * wrong (C = 0 or I = 0) the table has one column, homogeneity holds trivially: X^2 = 0,
- * p = 1; with fewer than 2 non-empty groups the test is undefined: NaN, df 0. */
+ * p = 1; with fewer than 2 non-empty groups the test is undefined: NaN, df 0.
+ * The chi-square distribution of X^2 is an approximation that needs every expected count
+ * E_g^c, E_g^i to be about 5 or more (Cochran's rule); min_expected reports the smallest, and
+ * PHASE_MIN_EXPECTED is the threshold below which the printed tests warn (the exact or
+ * permutation test is for small counts). */
 #ifndef PHASELAB_PHASE_TEST_H
 #define PHASELAB_PHASE_TEST_H
 
@@ -18,7 +22,12 @@ typedef struct {
     double chi2;    /* X^2, NaN when undefined */
     double p;       /* p-value, NaN when undefined */
     int df;         /* degrees of freedom (0 when undefined) */
+    double min_expected;   /* the smallest expected count of the table (NaN when undefined) */
 } ChiSquare;
+
+#define PHASE_MIN_EXPECTED 5.0
+/* 1 when the test is defined but an expected count is below PHASE_MIN_EXPECTED. */
+int chi2_small_expected(const ChiSquare *t);
 
 /* Regularized upper incomplete gamma Q(a, x) = Gamma(a, x) / Gamma(a), a > 0, x >= 0:
  * series for P = 1 - Q when x < a + 1, Lentz continued fraction for Q otherwise (relative

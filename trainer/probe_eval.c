@@ -65,7 +65,7 @@ void probe_result_finalize(ProbeResult *res) {
         if (res->fold >= 1 && fold_by_phase(res->correct[p], res->total[p], res->residues, res->fold, fc, ft) == 0)
             res->test_phase[p] = chi2_homogeneity(fc, ft, res->fold);
         else
-            res->test_phase[p] = (ChiSquare){NAN, NAN, 0};
+            res->test_phase[p] = (ChiSquare){NAN, NAN, 0, NAN};
     }
 }
 
@@ -105,6 +105,7 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
         return set_err(err, "probe_evaluate: micro_batch %d, rank %d, world %d: expected micro_batch >= 1, 0 <= rank < world",
                        micro_batch, rank, world);
     probe_result_clear(res, P);
+    res->candidates = probe_set_candidates(ps);
     /* A lookup prompt is one row scored at its query position; a needle prompt nv rows, the same
      * tokens scored at q, q+1, ..., q+nv-1 (teacher forced), right when all of them are. */
     const int nv = probe_set_scored_tokens(ps), nk = (int)probe_set_builder(ps).key_tokens;
@@ -224,8 +225,29 @@ void probe_print_table(FILE *f, const ProbeResult *res) {
     for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
         if (!res->present[p]) continue;
         const ChiSquare *a = &res->test_residue[p], *b = &res->test_phase[p];
-        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g%s\n",
+        char chance[256];
+        int at_chance = probe_not_retrieving(res, p, chance, sizeof chance);
+        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g  -> %s\n",
                 probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, b->chi2, b->df, b->p,
-                (b->p < 0.05 || a->p < 0.05) ? "  -> not flat (p < 0.05)" : "  -> homogeneity not rejected");
+                at_chance ? chance : (b->p < 0.05 || a->p < 0.05) ? "not flat (p < 0.05)" : "homogeneity not rejected");
+        if (!at_chance && (chi2_small_expected(a) || chi2_small_expected(b)))
+            fprintf(f, "%s phase-effect test: warning: smallest expected count %.2g < %g (%s): the chi-square p-values are only "
+                    "approximate; more prompts per residue (tools/make-probe --per-residue) make them reliable\n",
+                    probe_protocol_name(p), chi2_small_expected(a) ? a->min_expected : b->min_expected, PHASE_MIN_EXPECTED,
+                    chi2_small_expected(a) ? "across residues" : "by phase");
     }
+}
+
+int probe_not_retrieving(const ProbeResult *res, int p, char *line, size_t len) {
+    if (p < 0 || p >= PROBE_N_PROTOCOLS || !res->present[p] || res->candidates < 1) return 0;
+    long k = 0, n = 0;
+    for (int r = 0; r < res->residues; r++) k += res->correct[p][r], n += res->total[p][r];
+    if (n <= 0) return 0;
+    double lo, hi, chance = 1.0 / res->candidates;
+    probe_wilson(k, n, PROBE_Z95, &lo, &hi);
+    if (lo > chance) return 0;
+    snprintf(line, len, "not retrieving: mean accuracy %.1f%% (95%% CI %.1f-%.1f%%) %s chance 1/%d = %.2f%%",
+             100.0 * (double)k / (double)n, 100.0 * lo, 100.0 * hi, hi >= chance ? "includes" : "is below", res->candidates,
+             100.0 * chance);
+    return 1;
 }

@@ -36,6 +36,9 @@ typedef struct {
      * full attention; set fold before finalizing; 0 or fold not dividing P: NaN) */
     int fold;
     ChiSquare test_residue[PROBE_N_PROTOCOLS], test_phase[PROBE_N_PROTOCOLS];
+    /* candidate values a prompt offers (probe_set_candidates; chance accuracy 1 / candidates),
+     * set by the evaluations; 0 = unknown */
+    int candidates;
 } ProbeResult;
 
 /* Wilson score interval for k successes in n trials at normal quantile z, as fractions in
@@ -78,8 +81,17 @@ const double *probe_result_acc(const ProbeResult *res, int protocol);
 /* The phase period to fold by: S for compressed attention, 8 for full attention. */
 int probe_phase_fold(const ModelConfig *mc);
 
+/* Whether protocol p retrieves at all: its pooled accuracy K / N over every residue with its 95%
+ * Wilson interval [lo, hi]; a protocol whose lower bound does not exceed chance 1 / candidates
+ * is "not retrieving" (its per-residue and phase tests say nothing about phase then). Returns 1
+ * and fills line ("not retrieving: mean accuracy X% (95% CI a-b%) includes chance 1/N") when
+ * not retrieving, 0 when it retrieves or when candidates or the counts are unknown. */
+int probe_not_retrieving(const ProbeResult *res, int p, char *line, size_t len);
+
 /* A readable table: one line per residue (A(r), correct/total, Wilson interval for pp and ip),
  * then mean, worst (residue), best (residue) and gap per protocol, then the phase-effect test
- * (chi-square, df, p across residues and folded by phase). */
+ * (chi-square, df, p across residues and folded by phase), or "not retrieving" when the protocol
+ * is at chance (probe_not_retrieving), and a warning when an expected count of a test is below
+ * PHASE_MIN_EXPECTED (the chi-square p-value is then only approximate). */
 void probe_print_table(FILE *f, const ProbeResult *res);
 #endif

@@ -48,6 +48,7 @@ enum {
 };
 
 const char *const config_loss_targets_names[] = {"all", "answers", NULL};             /* LOSS_TARGETS_* */
+const char *const config_resume_schedule_names[] = {"refuse", "keep", "stretch", NULL};  /* RESUME_SCHEDULE_* */
 static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
 
 #define NOLO (-INFINITY)
@@ -129,6 +130,10 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
       "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
+    X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
+      "a resume whose train.steps differs from the schedule total of the checkpoint: refuse (exit 2) | keep "  \
+      "(the recorded total's warm-up + cosine schedule continues; past its end lr = min_lr) | stretch "       \
+      "(the cosine is recomputed for the new train.steps: lr jumps)")                                        \
     X(eval, every, T_LONG, "0", 0, 1099511627776, 0, NULL, "steps between evaluations (>= 0; 0 = only at the end)") \
     X(eval, val_tokens, T_LONG, "1048576", 1, 1099511627776, 0, NULL,                                       \
       "validation tokens per evaluation: floor(val_tokens / seq_len) windows (>= seq_len)")        \
@@ -144,7 +149,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(run, device, T_WORD, "auto", 0, 0, 0, device_words,                                          \
       "backend: auto (cuda when a GPU is present, else cpu) | cpu | cuda")                         \
     X(run, threads, T_INT, "0", 0, NOHI, 0, NULL, "CPU threads (>= 0; 0 = all cores)")             \
-    X(run, log_every, T_LONG, "10", 1, NOHI, 0, NULL, "steps between log lines and training metrics (>= 1)")
+    X(run, log_every, T_LONG, "10", 1, NOHI, 0, NULL, "steps between log lines and training metrics (>= 1)") \
+    X(run, deterministic, T_BOOL, "false", 0, 0, 0, NULL,                                           \
+      "bitwise reruns on the GPU: the custom attention backward instead of cuDNN's, NCCL NVLS off (CPU: always)")
 
 typedef struct {
     KeyType type;

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t seed;
     int max_bad_steps;       /* consecutive NaN/Inf steps before the run stops */
     double gate_coverage;    /* lambda of the gate-coverage penalty (docs/spec.md §2b); 0 = off */
+    int resume_schedule;     /* RESUME_SCHEDULE_*: a resume with another train.steps (trainer/trainer.c) */
 } TrainConfig;
 
 typedef struct {
@@ -55,6 +56,7 @@ typedef struct {
     char device[16];         /* auto | cpu | cuda */
     int threads;             /* 0 = all cores */
     long log_every;
+    int deterministic;       /* bitwise reruns requested (Backend.set_deterministic) */
 } RunConfig;
 
 typedef struct {
@@ -92,6 +94,10 @@ char *config_to_string(const Config *cfg);
 
 /* The words of data.loss_targets, indexed by LOSS_TARGETS_*. */
 extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */
+/* train.resume_schedule: what a resume does when train.steps differs from the total steps the
+ * checkpoint's learning-rate schedule was computed with. The words, indexed by the value. */
+enum { RESUME_SCHEDULE_REFUSE = 0, RESUME_SCHEDULE_KEEP = 1, RESUME_SCHEDULE_STRETCH = 2 };
+extern const char *const config_resume_schedule_names[];
 
 
 #endif

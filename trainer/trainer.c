@@ -21,15 +21,23 @@
  *     checkpoint.every steps (and at the end) a checkpoint.
  *  6. Resume: the same command on an existing run directory continues from the newest complete
  *     checkpoint, bit for bit as if never interrupted (CPU, same thread count); a config change
- *     that breaks this (model, data, batch, seed) is refused. SIGTERM, SIGUSR1 and SIGINT make
+ *     that breaks this (model, data, batch, seed) is refused, and so is a train.steps other than
+ *     the total the checkpoint's schedule was computed for (state.json schedule_steps) unless
+ *     train.resume_schedule = keep (that total stays: lr_at_step(s, recorded total), min_lr past
+ *     its end) or stretch (the new train.steps). The start-up checks (trainer/run_inputs.h, the
+ *     resume rules, the run directory) are shared with --dry-run (train_dry_run). SIGTERM, SIGUSR1 and SIGINT make
  *     every rank finish the current step, write a checkpoint and exit 0 (a signal counts in the
  *     step whose control all-reduce sees it: one arriving later stops after the next step). */
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #include "trainer/trainer.h"
@@ -43,6 +51,7 @@
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/probe_eval.h"
+#include "trainer/run_inputs.h"
 #include "trainer/schedule.h"
 #include "data/loader.h"
 #include "data/probe.h"
@@ -111,9 +120,51 @@ typedef struct {
     int lock_fd;            /* rank 0: flock on RUN/lock for the run's lifetime (-1: none) */
 } Trainer;
 
-/* Refuses a resume whose config would not continue the same run; notes harmless changes. */
+/* The exit status of a file-system failure: 1 (runtime) for a lack of resources or an I/O error,
+ * else 2: the path the config names cannot be used (not a directory, no permission, read-only). */
+static int fs_failure_status(int e) {
+    return e == ENOSPC || e == EIO || e == EDQUOT || e == ENOMEM || e == EMFILE || e == ENFILE ? 1 : 2;
+}
+
+/* The schedule rule of a resume (train.resume_schedule): the checkpoint's schedule was computed
+ * for `recorded` total steps; returns the total to continue with, or -1 with err filled when
+ * train.steps differs and the config does not say what to do. */
+static long resume_schedule_total(const Config *now, const char *ckpt_dir, const TrainState *st, long recorded,
+                                  char *err) {
+    const TrainConfig *t = &now->train;
+    if (t->steps < st->step)
+        return set_err(err, "refusing to resume %s: train.steps = %ld is below its step %ld; expected train.steps >= "
+                       "%ld (a finished run is continued by raising train.steps)", ckpt_dir, t->steps, st->step,
+                       st->step);
+    if (t->steps == recorded || t->steps == st->step) return recorded;   /* unchanged, or no step left to train */
+    const char *how = config_resume_schedule_names[t->resume_schedule];
+    if (t->resume_schedule == RESUME_SCHEDULE_KEEP) {
+        log_printf("resume: train.steps = %ld, the schedule's total stays %ld (train.resume_schedule = keep): lr %.3e "
+                   "at step %ld%s\n", t->steps, recorded,
+                   lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr), st->step + 1,
+                   t->steps > recorded ? ", min_lr after the schedule's end" : "");
+        return recorded;
+    }
+    if (t->resume_schedule == RESUME_SCHEDULE_STRETCH) {
+        log_printf("resume: the schedule's total %ld -> %ld (train.resume_schedule = %s): lr at step %ld %.3e -> %.3e\n",
+                   recorded, t->steps, how, st->step + 1,
+                   lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr),
+                   lr_at_step(st->step, t->steps, t->warmup_steps, t->lr, t->min_lr));
+        return t->steps;
+    }
+    return set_err(err, "refusing to resume %s: train.steps = %ld, but its learning-rate schedule (warm-up + cosine) "
+                   "was computed for %ld steps; say which to follow: train.resume_schedule=keep (the %ld-step schedule "
+                   "continues: lr %.3e at step %ld%s) or train.resume_schedule=stretch (the cosine recomputed for %ld "
+                   "steps: lr %.3e at step %ld)", ckpt_dir, t->steps, recorded, recorded,
+                   lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr), st->step + 1,
+                   t->steps > recorded ? ", min_lr after its end" : "", t->steps,
+                   lr_at_step(st->step, t->steps, t->warmup_steps, t->lr, t->min_lr), st->step + 1);
+}
+
+/* Refuses a resume whose config would not continue the same run; notes harmless changes. Fills
+ * *schedule_total (the resume_schedule rule above). */
 static int check_resume_config(const Config *now, const char *ckpt_dir, const TrainState *st, const char *data_fp,
-                               char *err) {
+                               long *schedule_total, char *err) {
     char path[4600];
     snprintf(path, sizeof path, "%s/config.ini", ckpt_dir);
     Config then;
@@ -135,9 +186,17 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     if (why[0])
         return set_err(err, "refusing to resume %s: %s. That would not continue the same run: start a new run "
                        "(run.name=...) or restore the original config", ckpt_dir, why);
+    long recorded = st->schedule_steps;
+    if (recorded <= 0) {
+        recorded = then.train.steps;
+        log_printf("resume: %s/state.json records no schedule_steps (written before phaselab recorded them): the "
+                   "schedule's total is taken from its config.ini, train.steps = %ld\n", ckpt_dir, recorded);
+    }
+    *schedule_total = resume_schedule_total(now, ckpt_dir, st, recorded, err);
+    if (*schedule_total < 0) return -1;
     char notes[1024] = "";
 #define NOTE(cond, what) if (cond) snprintf(notes + strlen(notes), sizeof notes - strlen(notes), " [%s]", what)
-    NOTE(now->train.steps != then.train.steps, "train.steps");
+    NOTE(now->train.steps != then.train.steps, "train.steps");    /* the schedule: resume_schedule_total */
     NOTE(now->train.lr != then.train.lr || now->train.min_lr != then.train.min_lr ||
          now->train.warmup_steps != then.train.warmup_steps, "learning-rate schedule");
     NOTE(now->train.micro_batch != then.train.micro_batch, "train.micro_batch: sums change order, not bitwise identical");
@@ -148,6 +207,89 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->data.loss_targets != then.data.loss_targets, "data.loss_targets: the training objective changes");
 #undef NOTE
     if (notes[0]) log_printf("resume: changed since the checkpoint:%s\n", notes);
+    return 0;
+}
+
+int train_resume_plan(const Config *cfg, const char *run_dir, const TrainData *data, ResumePlan *plan, char *err) {
+    memset(plan, 0, sizeof *plan);
+    plan->schedule_steps = cfg->train.steps;
+    int found = checkpoint_latest(run_dir, plan->ckpt, sizeof plan->ckpt, &plan->st, err);
+    if (found <= 0) return found;      /* -1: the newest checkpoint is damaged (a runtime failure) */
+    if (!plan->st.checksummed)
+        log_printf("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
+                   "checked\n", plan->ckpt);
+    char data_fp[LOADER_FINGERPRINT_LEN + 1];
+    train_data_fingerprint(data, plan->st.step, data_fp);   /* what the checkpoint's steps read */
+    if (check_resume_config(cfg, plan->ckpt, &plan->st, data_fp, &plan->schedule_steps, err)) return -2;
+    return 1;
+}
+
+/* --dry-run's view of the run directory: what fs_mkdirs and fs_lock_dir would meet, writing
+ * nothing. The first missing component's parent must be a writable directory; an existing run
+ * directory must be a writable directory whose lock no live ./train holds. */
+static int check_run_dir(const char *run_dir, char *err) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s", run_dir);
+    struct stat st;
+    if (stat(path, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) return set_err(err, "%s: exists and is not a directory", path), 2;
+        char lock[4200];
+        snprintf(lock, sizeof lock, "%s/lock", path);
+        if (access(path, W_OK | X_OK))
+            return set_err(err, "%s: cannot open the run lock: %s", lock, strerror(errno)), fs_failure_status(errno);
+        int fd = open(lock, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            int busy = flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+            char pid[32] = "";
+            ssize_t n = busy ? pread(fd, pid, sizeof pid - 1, 0) : 0;
+            pid[n > 0 ? n : 0] = 0;
+            pid[strcspn(pid, "\n")] = 0;
+            close(fd);
+            if (busy)
+                return set_err(err, "%s: the run directory is in use by pid %s (another ./train of this run.name); "
+                               "wait for it to end or use another run.name", lock, pid[0] ? pid : "?"), 2;
+        }
+        return 0;
+    }
+    /* the nearest existing ancestor: mkdir -p creates the rest in it, from `first` (the first
+     * missing directory, the one fs_mkdirs would name) on */
+    char first[4096];
+    for (;;) {
+        snprintf(first, sizeof first, "%s", path);
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') path[--n] = 0;
+        char *slash = strrchr(path, '/');
+        if (!slash) { snprintf(path, sizeof path, "."); break; }
+        if (slash == path) { path[1] = 0; break; }   /* the root */
+        *slash = 0;
+        if (stat(path, &st) == 0) break;
+    }
+    int e = stat(path, &st) != 0 ? errno : !S_ISDIR(st.st_mode) ? ENOTDIR : access(path, W_OK | X_OK) ? errno : 0;
+    if (e) return set_err(err, "%s: cannot create directory: %s", first, strerror(e)), fs_failure_status(e);
+    return 0;
+}
+
+int train_dry_run(const Config *cfg, ResumePlan *plan, char *err) {
+    char run_dir[2048];
+    snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.dir, cfg->run.name);
+    memset(plan, 0, sizeof *plan);
+    plan->schedule_steps = cfg->train.steps;
+    int rc = check_run_dir(run_dir, err);
+    if (rc) return rc;
+    RunInputs in;
+    rc = run_inputs_open(&in, cfg, 1, err);
+    if (rc) return rc == -2 ? 2 : 1;
+    char *about = run_inputs_describe(&in, cfg);
+    if (about) log_printf("%s", about);
+    free(about);
+    int found = train_resume_plan(cfg, run_dir, in.data, plan, err);
+    run_inputs_close(&in);
+    if (found < 0) return found == -2 ? 2 : 1;
+    if (found)
+        log_printf("run directory %s: resumes from %s at step %ld of %ld (learning-rate schedule over %ld steps)\n",
+                   run_dir, plan->ckpt, plan->st.step, cfg->train.steps, plan->schedule_steps);
+    else
+        log_printf("run directory %s: %s\n", run_dir, access(run_dir, F_OK) ? "a new run (created at start)" : "a new run (no checkpoint yet)");
     return 0;
 }
 
@@ -227,11 +369,11 @@ static int setup(Trainer *tr, char *err) {
     char lerr[ERR_LEN] = "";
     if (comm->rank == 0) {
         char path[4096];
-        if (fs_mkdirs(tr->run_dir, lerr)) fail = 1;
+        if (fs_mkdirs(tr->run_dir, lerr)) fail = fs_failure_status(errno);
         int lrc = fail ? 0 : fs_lock_dir(tr->run_dir, &tr->lock_fd, lerr);   /* before anything is written */
-        if (lrc) fail = lrc == -2 ? 2 : 1;
+        if (lrc) fail = lrc == -2 ? 2 : fs_failure_status(errno);
         snprintf(path, sizeof path, "%s/log.txt", tr->run_dir);
-        if (!fail && log_open(path, lerr)) fail = 1;
+        if (!fail && log_open(path, lerr)) fail = fs_failure_status(errno);
         if (!fail) checkpoint_clean_tmp(tr->run_dir);
     }
     comm_allreduce_max_int(comm, &fail, 1);
@@ -242,47 +384,18 @@ static int setup(Trainer *tr, char *err) {
     log_printf("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
 
     long Bg = cfg->train.batch_tokens / T;
-    if (Bg % comm->world) {
-        set_err(err, "%s: [train] batch_tokens: %ld sequences per step do not split evenly over %d ranks; use a "
-                "multiple of %ld tokens", cfg->source, Bg, comm->world, (long)T * comm->world);
-        return -2;
-    }
-    if (!cfg->data.train[0]) {
-        set_err(err, "%s: [data] train: no training data given (a glob of token shards is expected)", cfg->source);
-        return -2;
-    }
-    if (train_data_open(&tr->data, cfg->data.train, cfg->data.stages, Bg, T, cfg->data.train_seq_len,
-                        (uint32_t)cfg->model.vocab_size,
-                        cfg->train.seed, err))
-        return -1;
-    for (int j = 0; j < train_data_n_stages(tr->data); j++) {
-        const char *glob;
-        train_data_stage(tr->data, j, &glob, NULL);
-        if (loss_targets_check(cfg->data.loss_targets, glob, train_data_tokenizer(tr->data), err)) return -2;
-    }
-    if (hf_export_prepare(cfg, err)) return -2;   /* the tokenizer checkpoints carry, before any work */
-    if (cfg->data.val[0] &&
-        val_set_open(&tr->val, cfg->data.val, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err))
-        return -1;
-    if (tr->val && loss_targets_check(cfg->data.loss_targets, cfg->data.val, val_set_tokenizer(tr->val), err))
-        return -2;    /* at start-up, not at the first evaluation */
-    if (cfg->eval.probe[0] && probe_set_load(&tr->probe, cfg->eval.probe, (uint32_t)cfg->model.vocab_size, T, err))
-        return -1;
-    const TrainLoader *l0 = train_data_stage(tr->data, 0, NULL, NULL);
-    log_printf("data: %llu training windows of %d+1 tokens in %d file(s); %ld validation windows; %s\n",
-          (unsigned long long)train_loader_n_windows(l0), train_data_stage_seq_len(tr->data, 0), train_loader_n_files(l0),
-          tr->val ? val_set_n_windows(tr->val) : 0L, tr->probe ? "probe set loaded" : "no probe set");
-    for (int j = 1; j < train_data_n_stages(tr->data); j++) {
-        const char *glob;
-        long first;
-        const TrainLoader *l = train_data_stage(tr->data, j, &glob, &first);
-        char note[96] = "";
-        if (first >= cfg->train.steps)
-            snprintf(note, sizeof note, " (warning: not reached with train.steps = %ld)", cfg->train.steps);
-        log_printf("data: stage %d (%ld:%s): steps %ld on read its %llu training windows of %d+1 tokens in %d file(s)%s\n",
-                   j, first, glob, first + 1, (unsigned long long)train_loader_n_windows(l),
-                   train_data_stage_seq_len(tr->data, j), train_loader_n_files(l), note);
-    }
+    RunInputs in;                      /* every input check, the same for --dry-run (trainer/run_inputs.h) */
+    int irc = run_inputs_open(&in, cfg, comm->world, err);
+    if (irc) return irc;
+    tr->data = in.data;
+    tr->val = in.val;
+    tr->probe = in.probe;
+    char *about = run_inputs_describe(&in, cfg);
+    if (about) log_printf("%s", about);
+    free(about);
+    ResumePlan plan;                   /* the resume rules, before any work (the same for --dry-run) */
+    int found = train_resume_plan(cfg, tr->run_dir, tr->data, &plan, err);
+    if (found < 0) return found;
 
     TensorTable tt;
     if (tensor_table_build(&tt, &cfg->model, err)) return -2;
@@ -302,26 +415,17 @@ static int setup(Trainer *tr, char *err) {
           mt->n_params, tr->flops_per_token, tr->micro, T, (Bg / comm->world + tr->micro - 1) / tr->micro);
 
     memset(&tr->st, 0, sizeof tr->st);
-    char data_fp[LOADER_FINGERPRINT_LEN + 1];
-    char ckpt[4096];
-    TrainState st;
-    int found = checkpoint_latest(tr->run_dir, ckpt, sizeof ckpt, &st, err);
-    if (found < 0) return -1;
-    train_data_fingerprint(tr->data, found ? st.step : 0, data_fp);   /* what the checkpoint's steps read */
     if (found) {
-        if (!st.checksummed)
-            log_printf("warning: %s has no checksums (written before phaselab recorded them): only file sizes were "
-                  "checked\n", ckpt);
-        if (check_resume_config(cfg, ckpt, &st, data_fp, err)) return -2;
-        if (checkpoint_load(ckpt, tr->model, &tr->opt, &st, err)) return -1;
-        tr->st = st;
-        log_printf("resumed from %s (step %ld, %ld tokens%s)\n", ckpt, st.step, st.tokens,
-              st.world_size != comm->world ? "; optimizer state re-sharded for the new world size" : "");
+        if (checkpoint_load(plan.ckpt, tr->model, &tr->opt, &plan.st, err)) return -1;
+        tr->st = plan.st;
+        log_printf("resumed from %s (step %ld, %ld tokens%s)\n", plan.ckpt, plan.st.step, plan.st.tokens,
+              plan.st.world_size != comm->world ? "; optimizer state re-sharded for the new world size" : "");
     } else {
         model_init_params(tr->model, cfg->train.seed);
         tr->st.seed = cfg->train.seed;
-        snprintf(tr->st.data_fingerprint, sizeof tr->st.data_fingerprint, "%s", data_fp);
+        train_data_fingerprint(tr->data, 0, tr->st.data_fingerprint);
     }
+    tr->st.schedule_steps = plan.schedule_steps;   /* recorded with every checkpoint */
     tr->st.world_size = comm->world;
     if (comm->rank == 0) {
         char path[4096];
@@ -362,6 +466,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     log_set_quiet(comm->rank != 0);
     tr.be = backend_select(cfg->run.device, cfg->run.threads, comm->local_rank, err);
     if (!tr.be) { log_error("%s", err); return 2; }
+    tr.be->set_deterministic(tr.be->ctx, cfg->run.deterministic);   /* before the communicator exists */
     if (comm_attach_backend(comm, tr.be, err)) { log_error("%s", err); return 1; }
     int rc = setup(&tr, err);
     if (rc) {
@@ -405,7 +510,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             log_printf("data: step %ld on reads stage %d (%ld:%s%s)%s\n", step + 1, stage, first, glob, at,
                        first == step ? "" : ", resumed inside it");
         }
-        double lr = lr_at_step(step, cfg->train.steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
+        double lr = lr_at_step(step, tr.st.schedule_steps, cfg->train.warmup_steps, cfg->train.lr, cfg->train.min_lr);
         if (hooks.fail_rank == comm->rank && hooks.fail_step == step) raise(SIGKILL);
         const long n_sum0 = comm->n_allreduce_sum_host, n_max0 = comm->n_allreduce_max_int, n_ctl0 = comm->n_step_control;
         model_zero_grads(tr.model);                  /* and the step's loss sum, kept on the backend */

@@ -192,9 +192,9 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
     const int qb = block_rows(s), n_blocks = (T + qb - 1) / qb, hc = heads_per_block(group, qb), n_chunks = H / hc;
     #pragma omp parallel num_threads(ctx->threads)
     {
-        float *z = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));   /* [rows*hc, nk] */
-        float *qp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] */
-        float *op = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);         /* [rows*hc, d] unnormalized */
+        float *z = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T), "attention scores");   /* [rows*hc, nk] */
+        float *qp = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * d, "attention queries"); /* [rows*hc, d] */
+        float *op = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * d, "attention outputs");         /* [rows*hc, d] unnormalized */
         float inv_sum[BLOCK_ROWS];                                           /* [rows*hc] 1 / Z */
         #pragma omp for collapse(3) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)
@@ -242,14 +242,14 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
         memset(dck, 0, sizeof(float) * (size_t)B * nW * G * d);
         memset(dcv, 0, sizeof(float) * (size_t)B * nW * G * d);
     }
-    float *dsink_part = sink ? calloc((size_t)B * H, sizeof(float)) : NULL; /* [B, H] */
+    float *dsink_part = sink ? cpu_scratch_zeroed(sizeof(float) * (size_t)B * H, "attention sink gradients") : NULL; /* [B, H] */
     #pragma omp parallel num_threads(ctx->threads)
     {
-        float *p = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));    /* [rows*hc, nk] probabilities, then dz */
-        float *dp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T));   /* [rows*hc, nk] */
-        float *qp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);          /* [rows*hc, d] packed q, dout, dq */
-        float *dop = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);
-        float *dqp = malloc(sizeof(float) * (size_t)BLOCK_ROWS * d);
+        float *p = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T), "attention probabilities");    /* [rows*hc, nk] probabilities, then dz */
+        float *dp = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * (nW + T), "attention score gradients");   /* [rows*hc, nk] */
+        float *qp = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * d, "attention queries"); /* [rows*hc, d] packed q, dout, dq */
+        float *dop = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * d, "attention output gradients");
+        float *dqp = cpu_scratch(sizeof(float) * (size_t)BLOCK_ROWS * d, "attention query gradients");
         float Drow[BLOCK_ROWS];
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int b = 0; b < B; b++)

@@ -1,10 +1,24 @@
 /* The CPU backend: host memory, fp32 everywhere (act_t == float, working weights are the master
  * weights), OpenMP threads for loops and a CBLAS for matmuls (kernels/cpu/cpu_blas.c). Peak
  * FLOP/s for MFU is estimated as cores x 2.5 GHz x 32 fp32 FLOP/cycle (AVX2, two FMA units). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/log.h"
 #include "kernels/cpu/cpu_internal.h"
+
+static void *scratch_or_exit(void *p, size_t bytes, const char *what) {
+    if (p) return p;
+    log_error("out of memory: %zu bytes for %s (CPU backend)", bytes, what);
+    fflush(stdout);
+    fflush(stderr);
+    _exit(1);             /* maybe on an OpenMP worker: no atexit handlers while others run */
+}
+void *cpu_scratch(size_t bytes, const char *what) { return scratch_or_exit(malloc(bytes ? bytes : 1), bytes, what); }
+void *cpu_scratch_zeroed(size_t bytes, const char *what) {
+    return scratch_or_exit(calloc(bytes ? bytes : 1, 1), bytes, what);
+}
 
 void *cpu_alloc(BackendCtx *ctx, size_t bytes) {
     void *p = NULL;
@@ -43,29 +57,39 @@ void cpu_set_blas_threads(int threads) {
     cpu_blas_threads(&c);
 }
 
-/* Every backend made, one per thread count (a registry, not a table that ops read: each op
- * gets its thread count from its own ctx). */
+/* Every backend made, one per requested thread count (a registry, not a table that ops read:
+ * each op gets its thread count from its own ctx). */
 typedef struct CpuBackend {
     Backend be;
     BackendCtx ctx;
+    int requested;          /* resolved run.threads; ctx.threads is it capped by the BLAS */
     struct CpuBackend *next;
 } CpuBackend;
 static CpuBackend *g_made;
 
+/* More threads than the BLAS runs (OpenBLAS: its MAX_THREADS, 64 in most builds) are capped to
+ * its count, with one line when the backend is made: the OpenMP loops then run on as many
+ * threads as the sgemms, and no count above the cap reaches an op. */
 const Backend *backend_cpu(int threads) {
     threads = resolve_threads(threads);
     for (CpuBackend *c = g_made; c; c = c->next)
-        if (c->ctx.threads == threads) return &c->be;
+        if (c->requested == threads) return &c->be;
     CpuBackend *c = calloc(1, sizeof *c);
     if (!c) return NULL;
     Backend *b = &c->be;
+    c->requested = threads;
+    const int cap = cpu_blas_max_threads(threads);
+    if (cap < threads)
+        log_printf("cpu: %d threads asked for (run.threads, 0 = every core), but %s runs at most %d: using %d threads\n",
+                   threads, cpu_blas_name(), cap, cap);
+    threads = cap;
     c->ctx.threads = threads;
     b->name = "cpu";
     b->act_bytes = sizeof(float);
     b->peak_flops = threads * 2.5e9 * 32.0;
     b->device = -1;
     b->ctx = &c->ctx;
-#define OP(ret, op, params) b->op = cpu_##op;
+#define OP(ret, op, params, args) b->op = cpu_##op;
 #include "kernels/ops.def"
 #undef OP
     c->next = g_made;

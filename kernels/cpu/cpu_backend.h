@@ -13,4 +13,7 @@ void cpu_set_blas_threads(int threads);
  * now (kernels/cpu/cpu_blas.c). */
 const char *cpu_blas_name(void);
 int cpu_blas_thread_count(void);
+/* The most threads the BLAS runs of `wanted` (wanted, or the BLAS's own cap when lower:
+ * OpenBLAS's MAX_THREADS). backend_cpu caps its count with it (kernels/cpu/cpu_backend.c). */
+int cpu_blas_max_threads(int wanted);
 #endif

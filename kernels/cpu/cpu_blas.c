@@ -29,6 +29,21 @@ void cpu_blas_threads(const BackendCtx *ctx) {
 #endif
 }
 
+/* OpenBLAS runs at most its build's MAX_THREADS (64 in most distributions' builds) and silently
+ * clamps a larger count; asked for more, it is set to `wanted` and read back, then restored.
+ * BLIS and the OpenMP-following CBLASes take any count. */
+int cpu_blas_max_threads(int wanted) {
+#if defined(PHASELAB_OPENBLAS)
+    const int before = openblas_get_num_threads();
+    openblas_set_num_threads(wanted);
+    const int got = openblas_get_num_threads();
+    openblas_set_num_threads(before);
+    return got < 1 ? 1 : got < wanted ? got : wanted;
+#else
+    return wanted;
+#endif
+}
+
 int cpu_blas_thread_count(void) {
 #if defined(PHASELAB_OPENBLAS)
     return openblas_get_num_threads();

@@ -73,7 +73,7 @@ void cpu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const i
     const float *x = CF(x_), *emb = CF(emb_);
     float *dx = F(dx_);
     const int chunk = chunk_rows(N, V);
-    float *logits = malloc(sizeof(float) * (size_t)chunk * V);
+    float *logits = cpu_scratch(sizeof(float) * (size_t)chunk * V, "classifier logits");
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         chunk_logits(logits, x, emb, r0, rows, D, V);
@@ -105,7 +105,7 @@ void cpu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const i
 void cpu_logits_argmax(BackendCtx *ctx, const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
     const float *x = CF(x_), *emb = CF(emb_);
     const int chunk = chunk_rows(N, V);
-    float *logits = malloc(sizeof(float) * (size_t)chunk * V);
+    float *logits = cpu_scratch(sizeof(float) * (size_t)chunk * V, "argmax logits");
     for (int r0 = 0; r0 < N; r0 += chunk) {
         int rows = N - r0 < chunk ? N - r0 : chunk;
         chunk_logits(logits, x, emb, r0, rows, D, V);

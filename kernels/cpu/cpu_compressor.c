@@ -113,8 +113,8 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
     const int n_groups = head_groups(s, group_start), hc = head_cols(s);
     #pragma omp parallel if (projections_parallel(s)) num_threads(ctx->threads)
     {
-        float *wcat = malloc(sizeof(float) * (size_t)G * hc * D);          /* [ng*(d+c), D] */
-        float *out = malloc(sizeof(float) * (size_t)B * nW * G * hc);      /* [rows, ng*(d+c)] */
+        float *wcat = cpu_scratch(sizeof(float) * (size_t)G * hc * D, "compressor group weights"); /* [ng*(d+c), D] */
+        float *out = cpu_scratch(sizeof(float) * (size_t)B * nW * G * hc, "compressor projections");      /* [rows, ng*(d+c)] */
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int k = 0; k < n_groups; k++)
             for (int i = 0; i < W; i++) {
@@ -194,8 +194,8 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
     cpu_blas_threads(ctx);
     const size_t n_slots = (size_t)B * nW * G * W;
     const int hc = head_cols(s), has_gate = s->gate != GATE_UNIFORM;
-    float *dgrad = malloc(sizeof(float) * n_slots * hc);              /* [B,nW,W,G,d+c]: dp (raw), ds */
-    float *dpost_part = post_w ? calloc((size_t)B * nW * G * d, sizeof(float)) : NULL;
+    float *dgrad = cpu_scratch(sizeof(float) * n_slots * hc, "compressor slot gradients");              /* [B,nW,W,G,d+c]: dp (raw), ds */
+    float *dpost_part = post_w ? cpu_scratch_zeroed(sizeof(float) * (size_t)B * nW * G * d, "compressor post-norm gradients") : NULL;
     #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < nW; j++)
@@ -263,7 +263,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
      * per (head group, m), summed in acc [ng*(d+c), D] and then added to each head's gradients */
     #pragma omp parallel if (par) num_threads(ctx->threads)
     {
-        float *acc = malloc(sizeof(float) * (size_t)G * hc * D);          /* [ng*(d+c), D] */
+        float *acc = cpu_scratch(sizeof(float) * (size_t)G * hc * D, "compressor weight gradients");          /* [ng*(d+c), D] */
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int k = 0; k < n_groups; k++)
             for (int m = 0; m < M; m++) {
@@ -295,7 +295,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
      * residue r mod S */
     #pragma omp parallel if (par) num_threads(ctx->threads)
     {
-        float *wcat = malloc(sizeof(float) * (size_t)G * hc * D);         /* [ng*(d+c), D] */
+        float *wcat = cpu_scratch(sizeof(float) * (size_t)G * hc * D, "compressor group weights"); /* [ng*(d+c), D] */
         #pragma omp for schedule(dynamic, 1)
         for (int r = 0; r < S; r++)
             for (int k = 0; k < n_groups; k++) {

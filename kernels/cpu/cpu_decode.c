@@ -32,7 +32,7 @@ void cpu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out_
         decode_head_view(s, g, &ne, &raw_first, &nr);
         const int nk = ne + nr;
         const float *qh = q + (size_t)h * d;
-        float zbuf[256], *z = nk <= 256 ? zbuf : malloc(sizeof(float) * nk);   /* [nk] */
+        float zbuf[256], *z = nk <= 256 ? zbuf : cpu_scratch(sizeof(float) * nk, "decode scores");   /* [nk] */
         float mx = sink ? sink[h] : -INFINITY;
         for (int x = 0; x < nk; x++) {
             const float *key = x < ne ? ck + ((size_t)x * G + g) * d

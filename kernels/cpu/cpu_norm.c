@@ -4,7 +4,10 @@
  *   dx = rstd * (gy - xhat * mean(gy * xhat)),   dw += sum_rows dy * xhat
  * Used for the block norms (C = D), the per-head q/k norms (rows = tokens x heads, C = d) and
  * the compressor's ck-norm and post-norm. The weight gradient is reduced per thread over a
- * fixed row partition, then summed in thread order: deterministic for a fixed thread count. */
+ * fixed row partition, then summed in thread order: deterministic for a fixed thread count.
+ * The per-thread rows are sized by the region's team (at most ctx->threads; formerly by
+ * omp_get_max_threads(), which OpenBLAS caps at 64 while the team was run.threads: a heap
+ * overflow in every backward above 64 threads). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,11 +35,15 @@ void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din_, float *dw, const act_t *dout_
                      const float *rstd, int rows, int C, int accumulate) {
     float *din = F(din_);
     const float *dout = CF(dout_), *in = CF(in_), *w = CF(w_);
-    int nthreads = omp_get_max_threads();
-    float *dw_part = dw ? calloc((size_t)nthreads * C, sizeof(float)) : NULL;
-    #pragma omp parallel num_threads(ctx->threads)
+    const int max_team = ctx->threads > 1 ? ctx->threads : 1;   /* bounds the team of num_threads() */
+    float *dw_part = dw ? cpu_scratch_zeroed(sizeof(float) * (size_t)max_team * C, "the norm weight gradient's per-thread sums")
+                        : NULL;                                   /* [team, C] */
+    int team = 1;
+    #pragma omp parallel num_threads(max_team)
     {
         int tid = omp_get_thread_num();
+        #pragma omp single
+        team = omp_get_num_threads();
         float *dwp = dw_part ? dw_part + (size_t)tid * C : NULL;
         #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
@@ -60,7 +67,7 @@ void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din_, float *dw, const act_t *dout_
         }
     }
     if (dw) {
-        for (int t = 0; t < nthreads; t++)
+        for (int t = 0; t < team; t++)
             for (int c = 0; c < C; c++) dw[c] += dw_part[(size_t)t * C + c];
         free(dw_part);
     }

@@ -46,7 +46,7 @@ void cpu_loss_accumulate(BackendCtx *ctx, double *acc, const float *losses, cons
 double cpu_sumsq(BackendCtx *ctx, const float *x, size_t n) {
     size_t nb = (n + SUMSQ_BLOCK - 1) / SUMSQ_BLOCK;
     if (nb == 0) return 0.0;
-    double *part = malloc(sizeof(double) * nb);
+    double *part = cpu_scratch(sizeof(double) * nb, "sum-of-squares blocks");
     #pragma omp parallel for schedule(static) num_threads(ctx->threads)
     for (size_t b = 0; b < nb; b++) {
         size_t e = (b + 1) * SUMSQ_BLOCK < n ? (b + 1) * SUMSQ_BLOCK : n;

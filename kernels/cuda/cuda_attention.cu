@@ -42,6 +42,8 @@ using namespace nvcuda;
 #define ATT_THREADS 128
 #define LDS_F 68     /* fp32 score tiles [64][68] */
 #define LDP_B 72     /* bf16 probability tiles [64][72] */
+#define DKV_MIN_CHUNK 16        /* dK/dV split: the fewest (head, query tile) items of a split chunk */
+#define DKV_TARGET_BLOCKS 1024  /* dK/dV split: the blocks a large launch aims at (chunk length) */
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBc;
@@ -387,6 +389,64 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     warp_store_rows<DP, L::LDO>(dq + (((size_t)b * T + (tvalid ? t : 0)) * H + h) * d, Ob, dqacc, r, hf, d, tvalid, scale);
 }
 
+/* ---- the dK/dV decomposition (one definition for the host, the dkv kernel and its reduction) ----
+ * Key tile `tile` of KV head g ([0, n_ctiles) compressed entries, then raw tokens) is seen by the
+ * queries [q_lo, q_hi]; its work is items = (H/G) * nq (head hh, query tile qt) pairs, numbered
+ * i = hh * nq + (qt - qt0) / 64 (heads outer, query tiles inner: the single-pass order). With a
+ * chunk length L the tile gets n_chunks = ceil(items / L) blocks (1 when items <= L, also for
+ * items = 0: that block writes the zero gradient), chunk c taking items [cL, min((c+1)L, items)). */
+struct DkvTile {
+    int comp, k0, nkeys;   /* compressed entries or raw tokens; first key; keys in the tile (<= 64) */
+    int q_lo, q_hi;        /* queries that can see some key of the tile (q_lo > q_hi: none) */
+    int qt0, nq, items;    /* first query tile, query tiles, (head, query tile) items */
+};
+__host__ __device__ static inline int dkv_n_ctiles(const AttnShape &s) {
+    return s.n_windows > 0 ? (s.n_windows + ATT_BK - 1) / ATT_BK : 0;
+}
+__host__ __device__ static inline int dkv_n_tiles(const AttnShape &s) { return dkv_n_ctiles(s) + (s.T + ATT_BK - 1) / ATT_BK; }
+__host__ __device__ static inline DkvTile dkv_tile(const AttnShape &s, int g, int tile) {
+    const int T = s.T, nW = s.n_windows, W = s.window, S = s.stride, n_ct = dkv_n_ctiles(s);
+    DkvTile kt;
+    kt.comp = tile < n_ct;
+    kt.k0 = kt.comp ? tile * ATT_BK : (tile - n_ct) * ATT_BK;
+    const int left = (kt.comp ? nW : T) - kt.k0;
+    kt.nkeys = left < ATT_BK ? left : ATT_BK;
+    /* (KV head g's grid offset o and window count nWg; entries j >= nWg: q_lo > T - 1, no query) */
+    const int o = vis_grid_offset(s.grid, g, S, s.G), nWo = vis_n_windows(T, W, S, o);
+    const int nWg = nW < nWo ? nW : nWo;
+    if (kt.comp) {
+        kt.q_lo = vis_first_query_of_entry(kt.k0, W, S, o);
+        kt.q_hi = T - 1;
+    } else {
+        kt.q_lo = kt.k0;
+        kt.q_hi = vis_last_query_of_raw(s.visibility, kt.k0 + kt.nkeys - 1, T, W, S, o, s.n_local, nWg);
+    }
+    kt.qt0 = (kt.q_lo / ATT_BQ) * ATT_BQ;
+    kt.nq = kt.q_lo <= kt.q_hi ? kt.q_hi / ATT_BQ - kt.q_lo / ATT_BQ + 1 : 0;
+    kt.items = (s.H / s.G) * kt.nq;
+    return kt;
+}
+__host__ __device__ static inline int dkv_chunks(int items, int chunk_len) {
+    return items > chunk_len ? (items + chunk_len - 1) / chunk_len : 1;
+}
+/* Block x of KV head g: its tile, chunk, the tile's chunk count and its first partial slot (the
+ * slots of head g: the split tiles' chunks, tile by tile). false past the head's last block. */
+struct DkvBlock { int tile, chunk, n_chunks, slot0; };
+__host__ __device__ static inline bool dkv_locate(const AttnShape &s, int g, int chunk_len, int x, DkvBlock *blk) {
+    const int n_tiles = dkv_n_tiles(s);
+    int first = 0, slot = 0;
+    for (int tile = 0; tile < n_tiles; tile++) {
+        const int c = dkv_chunks(dkv_tile(s, g, tile).items, chunk_len);
+        if (x < first + c) {
+            blk->tile = tile; blk->chunk = x - first; blk->n_chunks = c; blk->slot0 = slot;
+            return true;
+        }
+        first += c;
+        if (c > 1) slot += c;
+    }
+    return false;
+}
+
 template <int DP>
 struct DkvLayout {
     static constexpr int LDB = DP + 8, LDO = DP + 4;
@@ -396,13 +456,24 @@ struct DkvLayout {
     }
 };
 
+/* Block (x, g, b): chunk `chunk` of key tile `tile` of KV head g (dkv_locate). A tile of one
+ * chunk writes its bf16 dk/dv (or dck/dcv) rows itself; a chunk of a split tile writes its fp32
+ * partial sums [dv: 64 x DP][dk: 64 x DP] (dk unscaled) to slot (b, g, slot0 + chunk) of part
+ * (slots_per_head slots per (b, g)), and attn_bwd_dkv_reduce_kernel adds them up. */
 template <int DP>
-__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, bf16 *dk, bf16 *dv, bf16 *dck,
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, int chunk_len, float *part,
+                                                                   int slots_per_head, bf16 *dk, bf16 *dv, bf16 *dck,
                                                                    bf16 *dcv, const bf16 *dout, const float *lse,
                                                                    const float *Dv, const bf16 *q, const bf16 *k,
                                                                    const bf16 *v, const bf16 *ck, const bf16 *cv,
                                                                    bool vec) {
     typedef DkvLayout<DP> L;
+    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
+    const int b = blockIdx.z, g = blockIdx.y;
+    DkvBlock blk;
+    if (!dkv_locate(s, g, chunk_len, blockIdx.x, &blk)) return;   /* (block-uniform: no barrier skipped) */
+    const DkvTile kt = dkv_tile(s, g, blk.tile);
+
     CU_DYNAMIC_SMEM(smem);
     char *p = smem;
     bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
@@ -419,26 +490,10 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     int *lo_s = (int *)carve(p, 64 * 4);
     float *Ob = (float *)carve(p, 64 * L::LDO * 4);
 
-    const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows, W = s.window, S = s.stride;
-    const int b = blockIdx.z, g = blockIdx.y;
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float scale = rsqrtf((float)d);
-    const int n_ctiles = nW > 0 ? (nW + ATT_BK - 1) / ATT_BK : 0;
-    const bool comp = (int)blockIdx.x < n_ctiles;
-    const int k0 = comp ? blockIdx.x * ATT_BK : (blockIdx.x - n_ctiles) * ATT_BK;
-    const int nkeys = min(ATT_BK, (comp ? nW : T) - k0);
-    const int k_last = k0 + nkeys - 1;
-
-    /* queries that can see some key of this tile: [q_lo, q_hi] */
-    /* (KV head g's grid offset o and window count nWg; entries j >= nWg: q_lo > T - 1, no query) */
-    const int o = att_off(s, g), nWg = min(nW, vis_n_windows(T, W, S, o));
-    int q_lo, q_hi = T - 1;
-    if (comp) {
-        q_lo = vis_first_query_of_entry(k0, W, S, o);
-    } else {
-        q_lo = k0;
-        q_hi = vis_last_query_of_raw(s.visibility, k_last, T, W, S, o, s.n_local, nWg);
-    }
+    const bool comp = kt.comp;
+    const int k0 = kt.k0, nkeys = kt.nkeys;
 
     const bf16 *ksrc = comp ? ck + (((size_t)b * nW + k0) * G + g) * d : k + (((size_t)b * T + k0) * G + g) * d;
     const bf16 *vsrc = comp ? cv + (((size_t)b * nW + k0) * G + g) * d : v + (((size_t)b * T + k0) * G + g) * d;
@@ -453,51 +508,97 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     #pragma unroll
     for (int n = 0; n < DP / 16; n++) { wmma::fill_fragment(dkacc[n], 0.0f); wmma::fill_fragment(dvacc[n], 0.0f); }
 
+    /* this chunk's (head, query tile) items */
     const int group = H / G;
-    for (int hh = 0; hh < group && q_lo <= q_hi; hh++) {
-        const int h = g * group + hh;
-        for (int qt = (q_lo / ATT_BQ) * ATT_BQ; qt <= q_hi; qt += ATT_BQ) {
-            __syncthreads();
-            load_tile<DP>(Qs, q + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
-            load_tile<DP>(dOs, dout + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
-            if (threadIdx.x < 64) {
-                int tq = qt + threadIdx.x;
-                bool ok = tq < T;
-                size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
-                lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
-                D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
-                const VisQueryView vq = att_view(s, g, tq);
-                nv_s[threadIdx.x] = ok ? vq.n_entries : 0;
-                lo_s[threadIdx.x] = ok ? vq.raw_lo : 0x7fffffff;
-            }
-            __syncthreads();
-            /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
-            warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs);
-            warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs);
-            __syncwarp();
-            #pragma unroll 8
-            for (int cc = 0; cc < 32; cc++) {
-                int col = hf * 32 + cc, tq = qt + col;
-                bool vis = kvalid && (comp ? key < nv_s[col] : (key >= lo_s[col] && key <= tq));
-                float pv = 0.0f, ds = 0.0f;
-                if (vis) {
-                    pv = __expf(St[r * LDS_F + col] * scale - lse_s[col]);
-                    ds = pv * (dPt[r * LDS_F + col] - D_s[col]);
-                }
-                Pt[r * LDP_B + col] = tobf(pv);
-                dSt[r * LDP_B + col] = tobf(ds);
-            }
-            __syncwarp();
-            /* dV += P^T dO,  dK += dS^T Q */
-            warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs);
-            warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs);
+    const int i_end = min(kt.items, (blk.chunk + 1) * chunk_len);
+    for (int i = blk.chunk * chunk_len; i < i_end; i++) {
+        const int h = g * group + i / kt.nq;
+        const int qt = kt.qt0 + (i % kt.nq) * ATT_BQ;
+        __syncthreads();
+        load_tile<DP>(Qs, q + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
+        load_tile<DP>(dOs, dout + (((size_t)b * T + qt) * H + h) * d, (long long)H * d, T - qt, d, vec);
+        if (threadIdx.x < 64) {
+            int tq = qt + threadIdx.x;
+            bool ok = tq < T;
+            size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
+            lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
+            D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
+            const VisQueryView vq = att_view(s, g, tq);
+            nv_s[threadIdx.x] = ok ? vq.n_entries : 0;
+            lo_s[threadIdx.x] = ok ? vq.raw_lo : 0x7fffffff;
         }
+        __syncthreads();
+        /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
+        warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs);
+        warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs);
+        __syncwarp();
+        #pragma unroll 8
+        for (int cc = 0; cc < 32; cc++) {
+            int col = hf * 32 + cc, tq = qt + col;
+            bool vis = kvalid && (comp ? key < nv_s[col] : (key >= lo_s[col] && key <= tq));
+            float pv = 0.0f, ds = 0.0f;
+            if (vis) {
+                pv = __expf(St[r * LDS_F + col] * scale - lse_s[col]);
+                ds = pv * (dPt[r * LDS_F + col] - D_s[col]);
+            }
+            Pt[r * LDP_B + col] = tobf(pv);
+            dSt[r * LDP_B + col] = tobf(ds);
+        }
+        __syncwarp();
+        /* dV += P^T dO,  dK += dS^T Q */
+        warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs);
+        warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs);
+    }
+    if (blk.n_chunks > 1) {
+        /* a split tile: this chunk's fp32 partial sums, this warp's 16 rows of each (rows past
+         * nkeys hold zeros and are never read) */
+        float *slot = part + (((size_t)b * G + g) * slots_per_head + blk.slot0 + blk.chunk) * (2 * ATT_BK * DP);
+        #pragma unroll
+        for (int n = 0; n < DP / 16; n++) {
+            wmma::store_matrix_sync(slot + warp * 16 * DP + n * 16, dvacc[n], DP, wmma::mem_row_major);
+            wmma::store_matrix_sync(slot + ATT_BK * DP + warp * 16 * DP + n * 16, dkacc[n], DP, wmma::mem_row_major);
+        }
+        return;
     }
     /* write dV then dK through this warp's rows of the staging buffer */
     bf16 *dvdst = comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
     bf16 *dkdst = comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
     warp_store_rows<DP, L::LDO>(dvdst, Ob, dvacc, r, hf, d, kvalid, 1.0f);
     warp_store_rows<DP, L::LDO>(dkdst, Ob, dkacc, r, hf, d, kvalid, scale);
+}
+
+/* Block (tile, g, b): when key tile `tile` of KV head g was split, its n_chunks partial slots
+ * (fp32 [dv: 64 x dp][dk: 64 x dp] each) are added in chunk order c = 0, 1, ..., n_chunks - 1,
+ * one thread per (key, column), and written as bf16: dv = sum, dk = sum / sqrt(d). Tiles of one
+ * chunk were written by the dkv kernel; their blocks return at once. */
+__global__ void attn_bwd_dkv_reduce_kernel(AttnShape s, int chunk_len, const float *part, int slots_per_head, int dp,
+                                           bf16 *dk, bf16 *dv, bf16 *dck, bf16 *dcv) {
+    const int tile = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
+    const int T = s.T, G = s.G, d = s.d, nW = s.n_windows;
+    int slot0 = 0;
+    for (int t = 0; t < tile; t++) {
+        const int c = dkv_chunks(dkv_tile(s, g, t).items, chunk_len);
+        if (c > 1) slot0 += c;
+    }
+    const DkvTile kt = dkv_tile(s, g, tile);
+    const int n_chunks = dkv_chunks(kt.items, chunk_len);
+    if (n_chunks == 1) return;
+    const float scale = rsqrtf((float)d);
+    const size_t slot_elems = (size_t)2 * ATT_BK * dp;
+    const float *src = part + (((size_t)b * G + g) * slots_per_head + slot0) * slot_elems;
+    for (int e = threadIdx.x; e < kt.nkeys * d; e += blockDim.x) {
+        const int rr = e / d, x = e % d, key = kt.k0 + rr;
+        const float *pv = src + rr * dp + x, *pk = pv + ATT_BK * dp;
+        float sv = 0.0f, sk = 0.0f;
+        for (int c = 0; c < n_chunks; c++) {
+            sv += pv[c * slot_elems];
+            sk += pk[c * slot_elems];
+        }
+        bf16 *dvdst = kt.comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
+        bf16 *dkdst = kt.comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
+        dvdst[x] = tobf(sv);
+        dkdst[x] = tobf(sk * scale);
+    }
 }
 
 /* ======================= host side ======================= */
@@ -517,6 +618,34 @@ static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) 
     snprintf(msg, sizeof msg, "%s with head_dim %d needs %zu bytes of shared memory per block; this GPU allows %d "
              "(A100, H100 and H200 have enough)", kernel, d, need, ctx->smem_optin);
     cu_fail(__FILE__, __LINE__, "attention", msg);
+}
+
+/* The split of the dK/dV backward (see the header): the chunk length L = max(DKV_MIN_CHUNK,
+ * ceil(items of the launch / DKV_TARGET_BLOCKS)), a function of the shape only (not of the
+ * device: the same bits on every GPU); blocks: the most any KV head needs (grid x; a head with
+ * fewer has idle blocks that return at once); slots: the most partial slots any head needs. */
+struct DkvPlan { int chunk_len, blocks, slots; };
+static DkvPlan dkv_plan(const AttnShape *s) {
+    const int n_tiles = dkv_n_tiles(*s);
+    long long items = 0;
+    for (int g = 0; g < s->G; g++)
+        for (int tile = 0; tile < n_tiles; tile++) items += dkv_tile(*s, g, tile).items;
+    items *= s->B;
+    long long len = (items + DKV_TARGET_BLOCKS - 1) / DKV_TARGET_BLOCKS;
+    if (len < DKV_MIN_CHUNK) len = DKV_MIN_CHUNK;
+    if (len > (1 << 30)) len = 1 << 30;
+    DkvPlan plan = {(int)len, 0, 0};
+    for (int g = 0; g < s->G; g++) {
+        int blocks = 0, slots = 0;
+        for (int tile = 0; tile < n_tiles; tile++) {
+            const int c = dkv_chunks(dkv_tile(*s, g, tile).items, plan.chunk_len);
+            blocks += c;
+            if (c > 1) slots += c;
+        }
+        if (blocks > plan.blocks) plan.blocks = blocks;
+        if (slots > plan.slots) plan.slots = slots;
+    }
+    return plan;
 }
 
 template <int DP>
@@ -549,12 +678,23 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
     CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, ctx->stream)(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
     CU_LAUNCH();
-    int n_ct = s->n_windows > 0 ? (s->n_windows + ATT_BK - 1) / ATT_BK : 0;
-    int n_rt = (s->T + ATT_BK - 1) / ATT_BK;
-    dim3 grid_kv(n_ct + n_rt, s->G, s->B);
-    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, ctx->stream)(*s, dk, dv, dck, dcv, dout, lse, Dv, q, k,
+    /* dK/dV: chunks of (head, query tile) items per key tile, then the fixed-order sum of the
+     * split tiles' partials (the header's decomposition; one pass when no tile is split) */
+    const DkvPlan plan = dkv_plan(s);
+    float *part = NULL;
+    if (plan.slots > 0)
+        part = (float *)cu_workspace(ctx, WS_ATT_PART, (size_t)s->B * s->G * plan.slots * 2 * ATT_BK * DP * sizeof(float));
+    dim3 grid_kv(plan.blocks, s->G, s->B);
+    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, ctx->stream)(*s, plan.chunk_len, part, plan.slots,
+                                                                             dk, dv, dck, dcv, dout, lse, Dv, q, k,
                                                                              v, ck, cv, vec);
     CU_LAUNCH();
+    if (plan.slots > 0) {
+        dim3 grid_red(dkv_n_tiles(*s), s->G, s->B);
+        CU_KERNEL(attn_bwd_dkv_reduce_kernel, grid_red, 256, 0, ctx->stream)(*s, plan.chunk_len, part, plan.slots, DP, dk, dv,
+                                                                           dck, dcv);
+        CU_LAUNCH();
+    }
 }
 
 static int padded_dim(int d) {

@@ -470,7 +470,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->device = device;
     b->ctx = ctx;
     b->collectives = cu_collectives;
-#define OP(ret, op, params) b->op = cu_##op;
+#define OP(ret, op, params, args) b->op = cu_##op;
 #include "kernels/ops.def"
 #undef OP
     g_made[device] = cb;

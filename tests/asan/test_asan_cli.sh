@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make test-asan only (mk/asan.mk copies it to build-asan/tests/test_asan_cli): the programs
 # built with ASan + UBSan, build-asan/bin/train and build-asan/bin/tokenize, through their main
-# paths: --help, --dry-run of the shipped configs, a bad config, a synthetic corpus, a short
+# paths: --help, --summary of the shipped configs, a bad config, a synthetic corpus, a short
 # training run with checkpoints and evaluation, its resumption, and ./tokenize on a small JSONL
 # corpus with the byte tokenizer. A sanitizer report makes the program exit non-zero, which
 # fails the check. Scratch: build-asan/scratch/test_asan_cli/.
@@ -35,7 +35,7 @@ rejects() {  # rejects NAME CMD...: ok when CMD exits with 1 or 2 (an error mess
 
 run "train --help" "$T" --help
 for c in configs/demo.ini configs/paper/full_kv8.ini configs/test/tiny.ini; do
-  run "train --dry-run $c" "$T" --dry-run "$c"
+  run "train --summary $c" "$T" --summary "$c"
 done
 printf '[model]\nd_model = banana\n' >"$S/bad.ini"
 rejects "train --dry-run of a bad config" "$T" --dry-run "$S/bad.ini"
@@ -43,7 +43,8 @@ run "train --make-synthetic" "$T" --make-synthetic "$S/data" --seq-len 64 --trai
 common=(configs/test/tiny.ini "data.train=$S/data/train_*.bin" "data.val=$S/data/val_*.bin" "run.dir=$S/runs"
         run.name=r train.batch_tokens=256 eval.every=3 eval.val_tokens=256 checkpoint.every=2 checkpoint.keep=2 run.threads=1)
 run "train: 4 steps with checkpoints and evaluation" "$T" "${common[@]}" train.steps=4
-run "train: resume to 6 steps" "$T" "${common[@]}" train.steps=6
+run "train: resume to 6 steps" "$T" "${common[@]}" train.steps=6 train.resume_schedule=stretch
+run "train --dry-run of that run" "$T" --dry-run "${common[@]}" train.steps=6
 mkdir -p "$S/corpus"
 printf '{"text": "hello world"}\n\n{"text": "caf\\u00e9 \\ud83d\\ude00"}\n{"id": 1}\n{"text": "bad \xff utf-8"}\n' >"$S/corpus/a.jsonl"
 printf 'a text document\nof two lines\n\nand another\n' >"$S/corpus/b.txt"

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <ucontext.h>
 #include <map>
+#include <string>
 #include <vector>
 #include "cuda_runtime.h"
 
@@ -266,6 +267,9 @@ static void run_block(int n) {
     }
 }
 
+/* valid launches per kernel name (cuemu_launch_count) */
+static std::map<std::string, long> g_launches;
+
 void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
     const char *bad = NULL;
@@ -286,6 +290,7 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
         g_last_error = cudaErrorInvalidValue;
         return;
     }
+    g_launches[name]++;
     if (g_smem_cap < smem) {
         free(g_smem);
         g_smem_cap = smem;
@@ -321,3 +326,12 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
     g_kernel_name = NULL;
 }
 }  // namespace cuemu
+
+/* launches so far of the kernels whose name starts with name */
+extern "C" long cuemu_launch_count(const char *name) {
+    long n = 0;
+    size_t len = strlen(name);
+    for (const auto &e : cuemu::g_launches)
+        if (e.first.compare(0, len, name) == 0) n += e.second;
+    return n;
+}

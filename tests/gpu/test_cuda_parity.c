@@ -36,7 +36,8 @@ struct ParityCase {
     const char *ops;       /* the kernels/ops.def ops it exercises, space separated */
     Tol tol;
     void (*run)(const ParityCase *pc);
-    int shape[4];          /* per run function: n; N,D,V; rows,C; M,N,K; r,inverse; rows,cols,ld_src,ld_dst */
+    int shape[4];          /* per run function: n; N,D,V; rows,C; M,N,K; r,inverse; rows,cols,ld_src,ld_dst;
+                              attention: grid (GRID_*, 0 aligned) */
     const void *arg;       /* AttCase / CompCase / DecCase row, or NULL */
     int mode;              /* per run function (ATT_*, COMP_*) */
 };
@@ -187,16 +188,20 @@ static void run_rope(const ParityCase *pc) {
 /* ---- attention: fwd out (out), lse (aux), bwd dq dk dv dck dcv (grad), dsink += (wgrad) ---- */
 typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compressed, sink; } AttCase;
 
+#ifdef PHASELAB_CUEMU
+long cuemu_launch_count(const char *name);   /* tests/cuemu: launches so far of the kernels name* */
+#endif
+
 /* modes of an attention case. Full attention without a sink goes to cuDNN's fused attention
  * where cuDNN takes it: those cases run three times, with the custom kernels
  * (PHASELAB_ATTN=custom), with bitwise reruns requested (set_deterministic(1): cuDNN forward,
  * custom backward) and with the default path (cuDNN forward and backward); the name gets the
  * path as a suffix. ATT_NO_ENTRY_GRADS passes
  * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible). */
-enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD };
+enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT };
 static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom kernels]",
                                          " [deterministic: cuDNN fwd if available, custom bwd]",
-                                         " [default: cuDNN fwd+bwd if available]"};
+                                         " [default: cuDNN fwd+bwd if available]", " [split dK/dV]"};
 
 static void run_attention(const ParityCase *pc) {
     const AttCase *ac0 = pc->arg;
@@ -214,6 +219,7 @@ static void run_attention(const ParityCase *pc) {
     memset(&s, 0, sizeof s);
     s.B = ac->B; s.T = ac->T; s.H = ac->H; s.G = ac->G; s.d = ac->d;
     s.window = ac->W; s.stride = ac->S; s.visibility = ac->vis; s.n_local = ac->n_local;
+    s.grid = pc->shape[0];   /* GRID_* (0: aligned) */
     s.n_windows = ac->compressed && ac->T >= ac->W ? (ac->T - ac->W) / ac->S + 1 : 0;
     size_t nq = (size_t)s.B * s.T * s.H * s.d, nk = (size_t)s.B * s.T * s.G * s.d;
     size_t nc = (size_t)s.B * (s.n_windows ? s.n_windows : 1) * s.G * s.d, nl = (size_t)s.B * s.T * s.H;
@@ -236,8 +242,19 @@ static void run_attention(const ParityCase *pc) {
     /* (the CPU reference always computes every gradient: only the CUDA side gets the NULLs) */
     CPU->attention_bwd(CPU->ctx, &s, dq.c, dk.c, dv.c, s.n_windows ? dck.c : NULL, s.n_windows ? dcv.c : NULL,
                        ac->sink ? dsink.c : NULL, dout.c, out2.c, lse2.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
+#ifdef PHASELAB_CUEMU
+    const long reductions = cuemu_launch_count("attn_bwd_dkv_reduce_kernel");
+#endif
     GPU->attention_bwd(GPU->ctx, &s, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
                        ac->sink && want ? dsink.g : NULL, dout.g, out2.g, lse2.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
+#ifdef PHASELAB_CUEMU
+    /* the case's shape really splits the dK/dV backward: the reduction of the partials ran */
+    if (mode == ATT_SPLIT) {
+        char wn[256];
+        snprintf(wn, sizeof wn, "cuda_parity_%s: %s bwd dK/dV split (partials reduced)", G, ac->name);
+        check(cuemu_launch_count("attn_bwd_dkv_reduce_kernel") > reductions, wn, "no reduction launched: the shape did not split");
+    }
+#endif
     snprintf(w, sizeof w, "%s bwd dq", ac->name); cmp_act(G, w, dq, nq, t->grad);
     snprintf(w, sizeof w, "%s bwd dk", ac->name); cmp_act(G, w, dk, nk, t->grad);
     snprintf(w, sizeof w, "%s bwd dv", ac->name); cmp_act(G, w, dv, nk, t->grad);
@@ -266,6 +283,14 @@ static const AttCase ATT_CASES[] = {
     {"window W16 S8 nloc16 d128 H16 G8",  1, 300, 16, 8, 128, 16, 8, VIS_WINDOW, 16, 1,   0},
     {"window W4 S4 nloc1 d36 (unaligned)", 1, 70,  2, 1, 36,  4, 4, VIS_WINDOW, 1,   1,   1},
     {"full T=77 H6 G3 d36 (unaligned)",   2, 77,  6, 3, 36,  8, 8, VIS_FULL,   16,  0,   0},
+    /* the dK/dV backward split across blocks (kernels/cuda/cuda_attention.cu: a key tile with
+     * more than L = 16 (head, query tile) items at these sizes gets ceil(items / 16) chunks):
+     * entry tile 0 of 8 heads x 7 query tiles = 56 items, 4 chunks (16 16 16 8), B = 2 */
+    {"split window W8 S8 nloc16 H8 G1 d32", 2, 448, 8, 1, 32,  8, 8, VIS_WINDOW, 16,  1,   0},
+    /* raw tiles 0..2 split: 40, 32, 24 items (3, 2, 2 chunks); the sink keeps it off cuDNN */
+    {"split full T=320 H8 G1 d32 sink",   1, 320, 8, 1, 32,  8, 8, VIS_FULL,   16,  0,   1},
+    /* staggered: entry tile 0 of KV head 0 has 56 items (4 chunks), of head 1 (o_1 = 16) 48 (3) */
+    {"split staggered G2 tail W64 S32 H16 d16", 1, 400, 16, 2, 16, 64, 32, VIS_TAIL, 16, 1,  0},   /* grid: its row */
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -559,14 +584,25 @@ static void run_owned_step(const ParityCase *pc) {
     free(hp); free(hg); free(hm); free(hv);
 }
 
-/* ---- determinism: the attention backward twice on the GPU gives identical bits ---- */
+/* ---- determinism: the attention backward twice on the GPU gives identical bits ----
+ * The shape is the row's AttCase (compressed, with a sink), or B2 T300 H4 G2 d64 W8 S4 window.
+ * With an AttCase, a backward on other gradients runs between the two (it leaves other values in
+ * the backward's workspaces, e.g. the split dK/dV's partial sums: a read of a stale slot shows).
+ * DET_ATT_SPLIT: entry tile 0 has 8 heads x 5 query tiles = 40 items, 3 chunks (16 16 8). */
+static const AttCase DET_ATT_SPLIT = {"B2 T264 H8 G1 d32 W8 S8 window sink (split dK/dV)", 2, 264, 8, 1, 32, 8, 8,
+                                      VIS_WINDOW, 16, 1, 1};
 static void run_determinism_attention(const ParityCase *pc) {
-    (void)pc;
+    const AttCase *ac = pc->arg;
     /* attention backward twice */
     AttnShape s;
     memset(&s, 0, sizeof s);
     s.B = 2; s.T = 300; s.H = 4; s.G = 2; s.d = 64; s.window = 8; s.stride = 4; s.visibility = VIS_WINDOW;
-    s.n_local = 16; s.n_windows = (s.T - s.window) / s.stride + 1;
+    s.n_local = 16;
+    if (ac) {
+        s.B = ac->B; s.T = ac->T; s.H = ac->H; s.G = ac->G; s.d = ac->d; s.window = ac->W; s.stride = ac->S;
+        s.visibility = ac->vis; s.n_local = ac->n_local; s.grid = pc->shape[0];
+    }
+    s.n_windows = (s.T - s.window) / s.stride + 1;
     size_t nq = (size_t)s.B * s.T * s.H * s.d, nk = (size_t)s.B * s.T * s.G * s.d, nc = (size_t)s.B * s.n_windows * s.G * s.d;
     size_t nl = (size_t)s.B * s.T * s.H;
     float *hq = hrand(nq, 1, 0), *hk = hrand(nk, 1, 0), *hc = hrand(nc, 1, 0), *hs = hrand(s.H, 1, 0);
@@ -576,6 +612,9 @@ static void run_determinism_attention(const ParityCase *pc) {
     GPU->attention_fwd(GPU->ctx, &s, out, lse, q, k, v, ck, cv, sink);
     unsigned char *res[2];
     size_t bytes = (nq + 2 * nk + 2 * nc) * GPU->act_bytes + s.H * sizeof(float);
+#ifdef PHASELAB_CUEMU
+    const long reductions = cuemu_launch_count("attn_bwd_dkv_reduce_kernel");
+#endif
     for (int rep = 0; rep < 2; rep++) {
         void *dq = GPU->alloc(GPU->ctx, nq * GPU->act_bytes), *dk = GPU->alloc(GPU->ctx, nk * GPU->act_bytes),
              *dv = GPU->alloc(GPU->ctx, nk * GPU->act_bytes), *dck = GPU->alloc(GPU->ctx, nc * GPU->act_bytes),
@@ -590,9 +629,21 @@ static void run_determinism_attention(const ParityCase *pc) {
         GPU->download(GPU->ctx, o, dck, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
         GPU->download(GPU->ctx, o, dcv, nc * GPU->act_bytes); o += nc * GPU->act_bytes;
         GPU->download(GPU->ctx, o, dsink, s.H * sizeof(float));
+        if (ac && rep == 0)   /* other gradients in between: other values in the workspaces */
+            GPU->attention_bwd(GPU->ctx, &s, dq, dk, dv, dck, dcv, dsink, q, out, lse, q, k, v, ck, cv, sink);
         GPU->free(GPU->ctx, dq); GPU->free(GPU->ctx, dk); GPU->free(GPU->ctx, dv); GPU->free(GPU->ctx, dck); GPU->free(GPU->ctx, dcv); GPU->free(GPU->ctx, dsink);
     }
-    check(!memcmp(res[0], res[1], bytes), "cuda_parity_determinism: attention bwd twice gives identical bits", "results differ");
+    if (!ac) {
+        check(!memcmp(res[0], res[1], bytes), "cuda_parity_determinism: attention bwd twice gives identical bits", "results differ");
+    } else {
+        char w[192];
+        snprintf(w, sizeof w, "cuda_parity_determinism: attention bwd twice gives identical bits (%s)", ac->name);
+        check(!memcmp(res[0], res[1], bytes), w, "results differ");
+#ifdef PHASELAB_CUEMU
+        snprintf(w, sizeof w, "cuda_parity_determinism: %s splits dK/dV (the partials' reduction ran)", ac->name);
+        check(cuemu_launch_count("attn_bwd_dkv_reduce_kernel") > reductions, w, "no reduction launched: the shape did not split");
+#endif
+    }
     free(res[0]); free(res[1]);
     GPU->free(GPU->ctx, q); GPU->free(GPU->ctx, k); GPU->free(GPU->ctx, v); GPU->free(GPU->ctx, ck); GPU->free(GPU->ctx, cv); GPU->free(GPU->ctx, dout); GPU->free(GPU->ctx, out);
     GPU->free(GPU->ctx, lse); GPU->free(GPU->ctx, sink);
@@ -691,6 +742,11 @@ static const ParityCase CASES[] = {
     /* added with the fused q/k/v projection (issue 18): split a [rows, 7+5+3] block and gather one back */
     {"elementwise", "copy_2d split 37x5 ld 15 -> 5", "copy_2d", T_EXACT, run_copy_2d, {37, 5, 15, 5}, NULL, 0},
     {"elementwise", "copy_2d gather 37x3 ld 3 -> 15", "copy_2d", T_EXACT, run_copy_2d, {37, 3, 3, 15}, NULL, 0},
+    /* added with the split dK/dV backward (issue 39): shapes whose key tiles get several blocks */
+    ATT(11, ATT_SPLIT), ATT(12, ATT_SPLIT),
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {GRID_STAGGERED}, &ATT_CASES[13], ATT_SPLIT},
+    {"determinism", "attention bwd B2 T264 H8 G1 W8 S8 sink split dK/dV", "attention_fwd attention_bwd", T_EXACT,
+     run_determinism_attention, {0}, &DET_ATT_SPLIT, 0},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -729,7 +785,7 @@ static int case_matches(const ParityCase *pc, const char *pat) {
 /* every op of kernels/ops.def has a case or an exemption; every op a case names exists */
 static void check_coverage(void) {
     static const char *const OPS[] = {
-#define OP(ret, name, params) #name,
+#define OP(ret, name, params, args) #name,
 #include "kernels/ops.def"
     };
     const int n_ops = (int)(sizeof OPS / sizeof OPS[0]), n_ex = (int)(sizeof EXEMPT / sizeof EXEMPT[0]);

@@ -29,6 +29,9 @@
  *     __shared__ arrays are plain statics: they keep the previous block's values (not poisoned).
  *   - Streams are synchronous; cuBLASLt and CUB's radix sort are emulated on the host.
  *   Not emulated: timing, memory ordering between blocks, float atomics, cuDNN.
+ *   Introspection for tests: cuemu_launch_count(name) counts the valid launches of the kernels
+ *   whose name (as written at CU_KERNEL, e.g. "attn_bwd_dkv_reduce_kernel") starts with name,
+ *   so a test can tell which path an op took (no such counter exists on a GPU).
  */
 #ifndef CUEMU_H
 #define CUEMU_H
@@ -87,6 +90,10 @@ void syncwarp(unsigned mask);
 void *dynamic_smem();
 [[noreturn]] void fatal(const char *fmt, ...);
 void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
+}  // namespace cuemu
+/* launches so far of the kernels whose name starts with name (C linkage: tests/gpu/ are C) */
+extern "C" long cuemu_launch_count(const char *name);
+namespace cuemu {
 
 /* launcher(kernel, name, grid, block, smem)(args...): converts the arguments to the kernel's
  * parameter types (as a launch does) and runs the grid. */
