@@ -263,9 +263,10 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     rc = fs_write_atomic(path, s, strlen(s), err);
     free(s);
     if (rc) return -1;
+    /* the directories' entries must be durable before the rename publishes them */
     snprintf(path, sizeof path, "%s/optimizer", tmp);
-    fs_fsync_path(path);
-    fs_fsync_path(tmp);
+    if (fs_fsync_path(path)) return set_err(err, "%s: cannot fsync: %s; checkpoint not saved", path, strerror(errno));
+    if (fs_fsync_path(tmp)) return set_err(err, "%s: cannot fsync: %s; checkpoint not saved", tmp, strerror(errno));
     /* A directory of this step already exists only when something is off (a resume never
      * re-saves a step it resumed from): it is never replaced, the save fails instead. */
     if (fs_exists(final))

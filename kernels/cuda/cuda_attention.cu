@@ -17,18 +17,65 @@
  *
  * Forward: online softmax (running max m and sum l per row, O rescaled in shared memory),
  *   out = O / l (with the sink folded into l), lse = m + log l saved for the backward.
- * Backward (deterministic, every output owned by one block, no atomics):
+ * Backward (deterministic: no atomics, every sum in a fixed order):
  *   Dv[t,h] = dout . out  and the sink term -exp(sink_h - lse) Dv (reduced by cu_colsum_add);
  *   dq kernel   (block per 64 queries):  p = exp(z - lse), ds = p (dout.v - Dv),
  *                                        dq = sum ds k / sqrt(d)
- *   dkv kernel  (block per 64 keys of one KV head, looping over the H/G query heads and the query
- *                tiles that can see the keys): dv = sum p dout, dk = sum ds q / sqrt(d)
+ *   dkv kernel  (64 keys of one KV head, split below): dv = sum p dout, dk = sum ds q / sqrt(d)
  *   Compressed entries are keys like the raw ones: key tiles [0, ceil(nW/64)) are entries,
  *   the rest raw tokens, so dck/dcv come out of the same kernel.
+ *
+ * The dK/dV split. Key tile k of KV head g (dkv_tile) is seen by the queries [q_lo, q_hi]: its
+ * work is items(k, g) = (H/G) * nq (query head hh, query tile qt) pairs, one iteration each (S^T,
+ * dP^T, dV += P^T dO, dK += dS^T Q: 4 products of 64 x 64 x DP, 8 * 64 * 64 * DP FLOP),
+ * numbered i = hh * nq + (qt - qt0) / 64. With many query heads per KV head and long sequences
+ * one tile has far more items than others (the first entry tile sees every later query of every
+ * head), so a block per tile serialises the step on a few SMs. Instead:
+ *   chunk length  L = max(DKV_MIN_CHUNK = 16, ceil(N / DKV_TARGET_BLOCKS)), DKV_TARGET_BLOCKS =
+ *                 1024, N = the sum of items over (b, g, k) of the launch (dkv_plan): a
+ *                 function of the shape only (the same decomposition, hence the same bits, on
+ *                 every GPU); 1024 blocks is ~8 waves of 132 SMs at one block per SM (the
+ *                 154 KiB of shared memory at d = 128), and 16 items keep a chunk's fixed cost
+ *                 (K/V tile in, 2 x 64 x DP fp32 partial out and back) small against its loads of
+ *                 16 Q and dO tiles;
+ *   blocks        tile k of head g gets n_chunks = ceil(items / L) blocks (1 when items <= L),
+ *                 chunk c taking items [cL, min((c+1)L, items)); grid (max_g sum_k n_chunks, G, B),
+ *                 dkv_locate maps blockIdx.x to (k, c) by a scan over the tiles (a head with
+ *                 fewer blocks, staggered grids, returns at once from the rest);
+ *   single pass   a tile of one chunk (the only case at small shapes: no workspace, no second
+ *                 kernel) writes its bf16 rows itself, in the same item order as before the split;
+ *   partials      a chunk of a split tile writes fp32 [dv: 64 x DP][dk: 64 x DP] (dk without the
+ *                 1/sqrt(d)) to its slot of workspace WS_ATT_PART:
+ *                     bytes = B * G * P * 2 * 64 * DP * 4,  P = max_g sum_{k : n_chunks > 1} n_chunks
+ *                 slot (b, g, slot0(k) + c), slot0(k) = the split tiles' chunks before k;
+ *   reduction     attn_bwd_dkv_reduce_kernel, block per (k, g, b), returns for unsplit tiles;
+ *                 thread per (key, column) adds the slots in chunk order c = 0, 1, ..., n-1
+ *                 from 0.0f in fp32 and writes dv = sum, dk = sum / sqrt(d) as bf16. Fixed
+ *                 decomposition + fixed order = the same bits run to run, whatever the schedule.
+ *   The math per (key, query) pair is unchanged (visibility from kernels/visibility.h through
+ *   att_view, the sink only through lse and its own term above).
+ *
+ * Prediction (a model: it cannot be measured here). The paper's shape B=8, T=4096, H=16, G=1,
+ * d=128, W8/S8, window 16: nW = 512 -> 8 entry tiles with 16 * (64 - 8j) = 1024 .. 128 items,
+ * 64 raw tiles with 32 (the last 16): N = 8 * 6640 = 53120 items, 222.8 GFLOP a layer (masked
+ * pairs included). L = 52: the entry tiles get 20 18 15 13 10 8 5 3 chunks (92 slots per
+ * sequence, 48 MB of partials: ~20 us to write and read back at 4.8 TB/s), raw tiles one block each:
+ * 1248 blocks of at most 52 items = 218 MFLOP (before: 576 blocks, the largest 1024 items =
+ * 4.3 GFLOP). At the H200's 990 TFLOP/s the op is 0.23 ms a layer; at the per-SM rate implied by
+ * the review's estimate for the old kernel (4.3 GFLOP in ~5.7 ms a layer: ~0.75 TFLOP/s per
+ * block, 10% of an SM's peak, one 4-warp block per SM) a greedy schedule of the blocks in launch
+ * order on 132 SMs gives
+ *     before 5.7-6.4 ms a layer (the 1024-item blocks)  ->  after 2.3 ms (53120 items / 132 SMs)
+ * i.e. ~160-180 -> ~65 ms over 28 layers of a micro-batch of 8. The remaining time is the
+ * per-SM rate, not the schedule: 31% of the items are raw tiles of which 1/8 of the pairs are
+ * visible (window 16 of 64 keys x 2 query tiles), and the kernel runs one block of 4 warps per
+ * SM at 255 registers. At G=8 (2 heads per KV head) the split changes little (2.75 -> 2.4 ms);
+ * the full-attention controls (custom backward when deterministic) stay unsplit (L = 260 > the
+ * largest tile's 128 items: 4096 blocks already balance).
  * Full causal attention without a sink (the full-attention controls) goes to cuDNN's fused
- * attention first (cuda_attention_cudnn.cu; forward by default, backward with
- * PHASELAB_CUDNN_ATTN_BWD=1, none with PHASELAB_ATTN=custom); these kernels run whenever cuDNN
- * does not take the call. */
+ * attention first (cuda_attention_cudnn.cu: forward, and backward unless bitwise reruns are
+ * requested or PHASELAB_CUDNN_ATTN_BWD=0; none with PHASELAB_ATTN=custom); these kernels run
+ * whenever cuDNN does not take the call. */
 #include <mma.h>
 #include <math.h>
 #include <stdio.h>

@@ -147,6 +147,9 @@ int main(void) {
     CU_KERNEL(big_smem, 1, 32, 64 * 1024, 0)(out);
     check(cudaGetLastError() == cudaSuccess && out[0] == 1.0f, "cuemu self: 64 KiB after cudaFuncSetAttribute runs",
           "failed");
+    /* the refused launch above is not counted; names match by prefix */
+    check(cuemu_launch_count("big_smem") == 1 && cuemu_launch_count("big_") == 1 && cuemu_launch_count("big_smemx") == 0,
+          "cuemu self: cuemu_launch_count counts the valid launches of a kernel", "big_smem %ld", cuemu_launch_count("big_smem"));
     cudaFree(in);
     cudaFree(out);
     cudaFree(a);
