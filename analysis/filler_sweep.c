@@ -17,6 +17,7 @@
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "model/model.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
@@ -385,6 +386,14 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int rows_per = micro / 2;             /* each L: one row with target a, one with target b */
     double t0 = clock_seconds(), last = t0;
     for (int s = 0; s < n; s += rows_per) {
+        if (interrupt_signal()) {           /* SIGINT/SIGTERM (common/interrupt.h): stop before the file is touched */
+            fprintf(stderr, "phaselab: --filler-sweep %s: interrupted by signal %d after %d of %d lengths: nothing written\n",
+                    path, interrupt_signal(), s, n);
+            free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses);
+            model_free(m);
+            filler_sweep_free(&sp);
+            return 1;
+        }
         int k = n - s < rows_per ? n - s : rows_per;
         /* the batch runs at the length of its longest row (the model is causal: a shorter row
          * padded at its end scores as at its own length), not at seq_len */
@@ -419,8 +428,18 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     for (int i = 0; i < n; i++) diff[i] = pa[i] - pb[i];
     int nk = n / 2;
     double *power = malloc(sizeof(double) * (nk ? nk : 1)), *period = malloc(sizeof(double) * (nk ? nk : 1));
-    double peak = periodogram(diff, n, power, period);
     double *explained = malloc(sizeof(double) * (n / 2 > 1 ? n / 2 : 1));
+    long *Ls = malloc(sizeof(long) * n), *pl = malloc(sizeof(long) * (n / 2 > 1 ? n / 2 : 1));
+    if (!power || !period || !explained || !Ls || !pl) {
+        fprintf(stderr, "phaselab: --filler-sweep %s: out of memory: %zu bytes for the periodogram of %d lengths\n", path,
+                sizeof(double) * (2 * (size_t)(nk ? nk : 1) + (size_t)n) + sizeof(long) * 2 * (size_t)n, n);
+        free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses), free(power), free(period);
+        free(explained), free(Ls), free(pl);
+        model_free(m);
+        filler_sweep_free(&sp);
+        return 1;
+    }
+    double peak = periodogram(diff, n, power, period);
     int fold_p = folded_period(diff, n, explained);
     int flips = 0;
     for (int i = 1; i < n; i++) flips += (diff[i] > 0) != (diff[i - 1] > 0);
@@ -436,7 +455,6 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
     int rc = 0;
     AnalysisH5 *h = ah5_begin(env->out_path, "filler_sweep", env->ckpt, st.step, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }
-    long *Ls = malloc(sizeof(long) * n);
     for (int i = 0; i < n; i++) Ls[i] = sp.L0 + i;
     ah5_attr_str(h, "sweep_file", path);
     ah5_input_file(h, "sweep_file", path);
@@ -462,20 +480,17 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
         ah5_data(h, "power", power, 1, (int[]){nk}, axp, "periodogram of P(a) - P(b) (mean removed)", NULL);
     }
     if (n / 2 >= 2) {
-        long *pl = malloc(sizeof(long) * (n / 2));
         for (int p = 2; p <= n / 2; p++) pl[p - 2] = p;
         ah5_axis_long(h, "fold_period", pl, n / 2 - 1, "integer period p the curve is folded by");
         const char *axf[] = {"fold_period"};
         ah5_data(h, "fold_explained", explained, 1, (int[]){n / 2 - 1}, axf,
                  "fraction of the variance of P(a) - P(b) explained by its means folded modulo p", NULL);
-        free(pl);
     }
     ah5_signal(h, "diff", ax, 1);
-    free(Ls);
-    free(explained);
     if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }   /* it prints where it stored */
 out:
     free(pa), free(pb), free(diff), free(tokens), free(targets), free(losses), free(power), free(period);
+    free(explained), free(Ls), free(pl);
     model_free(m);
     filler_sweep_free(&sp);
     return rc;

@@ -47,7 +47,9 @@
 #include "trainer/run_config.h"
 #include "model/decode.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "common/grow.h"
+#include "common/optval.h"
 #include "model/model.h"
 
 static double peak_rss_mib(void) {
@@ -97,10 +99,7 @@ static int sample_token(const float *logits, int V, double temperature, int top_
     return idx[n - 1];
 }
 
-/* Reads whitespace- or comma-separated integers. */
-static int read_ids(const char *path, int32_t **out, int *n, char *err) {
-    FILE *f = !strcmp(path, "-") ? stdin : fopen(path, "r");
-    if (!f) return set_err(err, "%s: cannot open the prompt ids", path);
+int prompt_ids_read(FILE *f, const char *path, int32_t **out, int *n, char *err) {
     size_t cap = 0;
     int len = 0, c;
     int32_t *ids = NULL;
@@ -109,8 +108,9 @@ static int read_ids(const char *path, int32_t **out, int *n, char *err) {
     while ((c = fgetc(f)) != EOF || in_num) {
         if (c >= '0' && c <= '9') { v = v * 10 + (c - '0'); in_num = 1; if (v > INT32_MAX) break; continue; }
         if (in_num) {
+            if (len == INT_MAX) { free(ids); return set_err(err, "%s:%d: more than %d prompt ids", path, line, INT_MAX); }
             int32_t *grown = grow_array(ids, &cap, (size_t)len + 1, sizeof *ids, 256);
-            if (!grown) { free(ids); if (f != stdin) fclose(f); return set_err(err, "%s: out of memory reading the prompt ids", path); }
+            if (!grown) { free(ids); return set_err(err, "%s: out of memory reading the prompt ids", path); }
             ids = grown;
             ids[len++] = (int32_t)v;
             v = 0; in_num = 0;
@@ -118,13 +118,14 @@ static int read_ids(const char *path, int32_t **out, int *n, char *err) {
         if (c == EOF) break;
         if (c == '\n') line++;
         if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != ',') {
-            if (f != stdin) fclose(f);
             free(ids);
-            return set_err(err, "%s:%d: '%c' in the prompt ids: expected non-negative integers separated by spaces or commas",
-                           path, line, c);
+            char what[16];
+            snprintf(what, sizeof what, c > ' ' && c < 127 ? "'%c'" : "byte 0x%02x", c);
+            return set_err(err, "%s:%d: %s in the prompt ids: expected non-negative integers separated by spaces or commas",
+                           path, line, what);
         }
     }
-    if (f != stdin) fclose(f);
+    if (ferror(f)) { free(ids); return set_err(err, "%s: cannot read the prompt ids: %s", path, strerror(errno)); }
     if (v > INT32_MAX) { free(ids); return set_err(err, "%s:%d: id too large", path, line); }
     *out = ids;
     *n = len;
@@ -145,46 +146,30 @@ static void stream_flush(Stream *s, int final) {
 /* An integer option in [lo, hi] (lo >= 0): decimal digits only, parsed whole as the integer it is
  * (never through a double: 3e9, inf and 1e12 are not integers), range-checked. */
 static int parse_count(const char *opt, const char *s, long long lo, long long hi, long long *out) {
-    int digits = *s != 0;
-    for (const char *p = s; *p; p++) digits &= *p >= '0' && *p <= '9';
-    char *end;
-    errno = 0;
-    long long v = digits ? strtoll(s, &end, 10) : 0;
-    if (!digits || *end || errno || v < lo || v > hi) {
+    if (optval_int(s, lo, hi, out)) {                    /* common/optval.h */
         fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected an integer in %lld..%lld\n", opt, s, lo, hi);
         return 2;
     }
-    *out = v;
     return 0;
 }
 
 /* --seed: an unsigned 64-bit integer (digits only; strtoull alone would wrap "-1"). */
 static int parse_seed(const char *opt, const char *s, uint64_t *out) {
-    int digits = *s != 0;
-    for (const char *p = s; *p; p++) digits &= *p >= '0' && *p <= '9';
-    char *end;
-    errno = 0;
-    unsigned long long v = digits ? strtoull(s, &end, 10) : 0;
-    if (!digits || *end || errno) {
+    if (optval_u64(s, 0, UINT64_MAX, out)) {
         fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected an integer in 0..%llu\n", opt, s, (unsigned long long)UINT64_MAX);
         return 2;
     }
-    *out = (uint64_t)v;
     return 0;
 }
 
 /* --temperature: a finite number in [0, GEN_MAX_TEMPERATURE] (0 = greedy). */
 #define GEN_MAX_TEMPERATURE 1e6
 static int parse_temperature(const char *opt, const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*s == 0 || isspace((unsigned char)*s) || *end || errno || !isfinite(v) || !(v >= 0) || v > GEN_MAX_TEMPERATURE) {
+    if (optval_double(s, 0, GEN_MAX_TEMPERATURE, out)) {
         fprintf(stderr, "phaselab: %s: '%s' is not allowed: expected a finite number in 0..%g (0 = greedy)\n", opt, s,
                 GEN_MAX_TEMPERATURE);
         return 2;
     }
-    *out = v;
     return 0;
 }
 
@@ -279,7 +264,11 @@ int cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     int n_prompt = 0;
     if (ids_path) {
-        if (read_ids(ids_path, &ids, &n_prompt, err)) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
+        FILE *f = !strcmp(ids_path, "-") ? stdin : fopen(ids_path, "r");
+        if (!f) { fprintf(stderr, "phaselab: %s: cannot open the prompt ids: %s\n", ids_path, strerror(errno)); return 2; }
+        int bad = prompt_ids_read(f, ids_path, &ids, &n_prompt, err);
+        if (f != stdin) fclose(f);
+        if (bad) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
     } else {
         TokenizerState *st = tokenizer_state_new(tok);
         TokenIds ti = {0};
@@ -360,12 +349,19 @@ int cmd_generate(int argc, char **argv) {
     float *logits = malloc(sizeof(float) * V);
     int *idx = malloc(sizeof(int) * V);
     double *prob = malloc(sizeof(double) * V);
+    uint32_t *echo = tok ? malloc(sizeof(uint32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1)) : NULL;
+    if (!logits || !idx || !prob || (tok && !echo)) {
+        fprintf(stderr, "phaselab: --generate: out of memory: %zu bytes for the sampler over %d tokens\n",
+                (sizeof(float) + sizeof(int) + sizeof(double)) * (size_t)V + sizeof(uint32_t) * (size_t)n_prompt, V);
+        free(logits), free(idx), free(prob), free(echo);
+        return 1;
+    }
     uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
     uint32_t eot = tok ? tokenizer_eot_id(tok) : UINT32_MAX;
     Stream s = {{0}, 0};
     /* echo the prompt, then stream the continuation */
     if (tok) {
-        uint32_t *u = malloc(sizeof *u * n_prompt);
+        uint32_t *u = echo;
         for (int i = 0; i < n_prompt; i++) u[i] = (uint32_t)ids[i];
         if (tokenizer_decode(tok, u, n_prompt, &s.buf, err) == 0) stream_flush(&s, 1);
         free(u);
@@ -423,10 +419,18 @@ int probe_evaluate_decode(struct Model *m, const ProbeSet *ps, ProbeResult *res,
     res->candidates = probe_set_candidates(ps);
     const int V = model_config(m)->vocab_size;
     float *logits = malloc(sizeof(float) * V);
+    if (!logits) {
+        decoder_free(dec);
+        return set_err(err, "out of memory: %zu bytes for the logits", sizeof(float) * (size_t)V);
+    }
     long tokens = 0;
     double t0 = clock_seconds();
     int n = probe_set_count(ps), rc = 0;
     for (int i = 0; i < n && !rc; i++) {
+        if (interrupt_signal()) {           /* SIGINT/SIGTERM (common/interrupt.h) */
+            rc = set_err(err, "interrupted by signal %d after %d of %d probe prompts: nothing written", interrupt_signal(), i, n);
+            break;
+        }
         ProbePrompt pr;
         probe_set_prompt(ps, i, &pr);
         decoder_reset(dec);

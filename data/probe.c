@@ -108,6 +108,15 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
     ps->max_length = (int)maxlen_f;
     ps->query_position = (int)q;
     ps->n_tokens = n_tokens;
+    /* printable ASCII padded with NULs (as in token shards): it is compared with the checkpoint's and
+     * printed in one-line messages, so a newline or a control byte there is refused */
+    for (int i = 0, len = (int)strnlen((const char *)buf + 40, PROBE_FINGERPRINT_BYTES); i < PROBE_FINGERPRINT_BYTES; i++) {
+        unsigned char ch = buf[40 + i];
+        if (i < len ? (ch < 32 || ch > 126) : ch != 0) {
+            set_err(err, "%s@%d: byte 0x%02x in the tokenizer fingerprint, expected printable ASCII padded with NULs", path, 40 + i, ch);
+            goto done;
+        }
+    }
     memcpy(ps->fingerprint, buf + 40, PROBE_FINGERPRINT_BYTES);
     ps->fingerprint[PROBE_FINGERPRINT_BYTES] = 0;
 

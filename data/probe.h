@@ -18,7 +18,7 @@
  *     24-27   u32 vocabulary size of the tokenizer the prompts were made with (256 = synthetic)
  *     28-31   u32 longest prompt in tokens
  *     32-39   u64 n_tokens (all prompts together)
- *     40-103  tokenizer fingerprint, ASCII, NUL-padded (as in token shards: sha256 hex of
+ *     40-103  tokenizer fingerprint, printable ASCII, NUL-padded (as in token shards: sha256 hex of
  *             tokenizer.json, or "synthetic")
  *     104-107 u32 query position q: every prompt has length q + 1 (the query is its last token)
  *     108-111 u32 records per prompt (64)

@@ -15,8 +15,10 @@ FUZZ_NAMES    := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c
 FUZZ_SAN      := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 # The library without OpenMP (the parsers do not use it; clang's OpenMP runtime is not the
 # libgomp that OpenBLAS is built on), so its loops compile serial: -Wno-source-uses-openmp.
+# (CFLAGS is given on the sub-make's command line, which overrides the Makefile's own
+# CFLAGS +=, so the generated-header directory -I$(FUZZ_BUILD)/gen is named here too.)
 FUZZ_CFLAGS   := -O1 -g -march=x86-64-v3 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter \
-                 -Wno-sign-compare -Wno-source-uses-openmp -Wno-unknown-pragmas -I. $(CONFIG_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link $(FUZZ_SAN)
+                 -Wno-sign-compare -Wno-source-uses-openmp -Wno-unknown-pragmas -I. -I$(FUZZ_BUILD)/gen $(CONFIG_CFLAGS) -MMD -MP -fsanitize=fuzzer-no-link $(FUZZ_SAN)
 FUZZ_LDLIBS   := $(filter-out -fopenmp,$(LDLIBS_HOST)) -lgomp
 FUZZ_BIN      := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
 

@@ -220,6 +220,10 @@ int main(void) {
         {"reader_vocab_larger_than_model", 0, 0, 0, "@24:", 16, 16},
         /* q = 2^32-1: q + 1 wraps to 0 (it passed the bounds check and read out of bounds) */
         {"reader_query_position_wraps", 104, 0xFFFFFFFFu, 0, "@104:", 64, 16},
+        /* the fingerprint is printed in one-line messages: "synthetic\n" (found by fuzz_probe, whose
+         * refusal message then ran over two lines) and a byte after the NUL padding are refused */
+        {"reader_fingerprint_newline", 49, 0x0a, 0, "@49: byte 0x0a in the tokenizer fingerprint", 64, 16},
+        {"reader_fingerprint_after_padding", 60, 0x41, 0, "@60: byte 0x41", 64, 16},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         memcpy(bad, buf, n);

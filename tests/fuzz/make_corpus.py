@@ -5,7 +5,7 @@ Run from the repository root: python3 tests/fuzz/make_corpus.py [QWEN_TOKENIZER_
 Seeds are small valid (or nearly valid) inputs of each format, so the fuzzer starts inside the
 parser instead of at its first check. The safetensors seeds come from the harness itself
 (FUZZ_WRITE_SEEDS=DIR build-fuzz/fuzz/fuzz_safetensors, the real writer); the probe seeds
-from tools/make-probe. The tokenizer seed is a cut-down Qwen3 tokenizer.json: the same
+(single sets and probe + calibration pairs) from tools/make-probe. The tokenizer seed is a cut-down Qwen3 tokenizer.json: the same
 normalizer, pre-tokenizer regex and added tokens, the 256 byte tokens and the first merges
 whose parts are in the vocabulary (ids renumbered)."""
 import json, os, shutil, struct, subprocess, sys
@@ -99,6 +99,58 @@ for name, args in [("synthetic_p2.bin", ["--residues", "2"]), ("synthetic_p3_pad
     subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", p,
                     "--per-residue", "1", "--max-len", "150", "--quiet"] + args, check=True, stdout=subprocess.DEVNULL)
     out("probe", name, open(p, "rb").read())
+
+# ---- probe + calibration set pairs (fuzz_probe: a second file after the first one's implied size)
+def make_probe(name, args):
+    p = os.path.join(tmp, name)
+    subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", p, "--quiet"] + args,
+                   check=True, stdout=subprocess.DEVNULL)
+    return open(p, "rb").read()
+p2 = make_probe("p2.bin", ["--residues", "2", "--per-residue", "1", "--max-len", "150"])
+p2_calib = make_probe("p2_calib.bin", ["--residues", "2", "--per-residue", "1", "--max-len", "150", "--seed", "7"])
+p3 = make_probe("p3.bin", ["--residues", "3", "--per-residue", "1", "--max-len", "150"])
+p2_long = make_probe("p2_long.bin", ["--residues", "2", "--per-residue", "1", "--max-len", "160"])
+needle = make_probe("needle.bin", ["--layout", "needle", "--residues", "2", "--per-residue", "1", "--max-len", "64",
+                                   "--record-tokens", "2"])
+needle_calib = make_probe("needle_calib.bin", ["--layout", "needle", "--residues", "2", "--per-residue", "1", "--max-len", "64",
+                                               "--record-tokens", "2", "--seed", "9"])
+out("probe", "pair_same_build.bin", p2 + p2_calib)            # compatible: another seed
+out("probe", "pair_residues.bin", p2 + p3)                    # 2 vs 3 residues
+out("probe", "pair_length.bin", p2 + p2_long)                 # another prompt length
+out("probe", "pair_layout.bin", p2 + needle)                  # lookup vs needle
+out("probe", "pair_needle.bin", needle + needle_calib)        # compatible needle sets
+out("probe", "needle.bin", needle)
+other_fp = bytearray(p2_calib)
+other_fp[40:104] = b"ab" * 32                                 # another tokenizer's fingerprint
+out("probe", "pair_fingerprint.bin", p2 + bytes(other_fp))
+
+# ---- option values (fuzz_options: one argv value)
+for i, v in enumerate(["0:1", "0:4294967297", "4294967296:0", "+0:1", "0: 1", "1,2,0", "0,,1", "299,0", "7",
+                       "000000000000000000000003", "4294967297", "9223372036854775807", "9223372036854775808",
+                       "18446744073709551615", "18446744073709551616", " -18446744073709551615", "3e9", "1e12", "inf",
+                       "nan", "-0", " 1", "+1", "0x1", "0.5", "1e6", "1e-400", "0x1p-1074", "2.2250738585072014e-308",
+                       "all", ",".join(str(i) for i in range(300))]):
+    out("options", "v%02d" % i, v)
+
+# ---- prompt-id files (fuzz_prompt_ids)
+out("prompt_ids", "ids.txt", "1 2 3\n4 5 6\n")
+out("prompt_ids", "commas.txt", "1,2,,3\r\n\t7 , 8\n")
+out("prompt_ids", "zeros.txt", "0000000000000000000000184 2147483647\n")
+out("prompt_ids", "too_large.txt", "1\n2\n2147483648\n")
+out("prompt_ids", "bad_line3.txt", "1\n2\n3 x 4\n")
+out("prompt_ids", "nul.txt", b"1 2\x00 3")
+out("prompt_ids", "separators_only.txt", " \t\r\n,,\n")
+
+# ---- filler-sweep files (fuzz_filler_sweep; tok.json is the harness's copy of the legacy_merges seed)
+sweep = "[sweep]\nprompt = 20 81 7\na = 81\nb = 82\nfiller = 208\nL0 = 0\nL1 = 8\n"
+out("filler_sweep", "ids.ini", sweep)
+out("filler_sweep", "commas.ini", "; comment\n# comment\n[ sweep ]\n  prompt = 1,2 , 3\r\na=4\nb=5\nfiller=0\nL0=000000000000000000002\nL1=12\n")
+out("filler_sweep", "bytes_text.ini", '[sweep]\ntext = "key: "\ntokenizer = bytes\na_text = x\nb_text = y\nfiller_text = " "\nL0 = 1\nL1 = 9\n')
+out("filler_sweep", "bpe_text.ini", '[sweep]\ntext = "hello world"\ntokenizer = tok.json\na_text = a\nb_text = b\nfiller_text = " "\nL0 = 0\nL1 = 16\n')
+out("filler_sweep", "twice.ini", sweep + "a = 83\n")
+out("filler_sweep", "both.ini", sweep.replace("a = 81", "a = 81\na_text = x"))
+out("filler_sweep", "long_prompt.ini", "[sweep]\nprompt = " + " ".join(str(i % 200) for i in range(60)) + "\na = 1\nb = 2\nfiller = 3\nL0 = 0\nL1 = 4\n")
+out("filler_sweep", "other_section.ini", "[other]\nx = 1\n" + sweep)
 
 # ---- safetensors from the harness (the real writer)
 h = os.path.join(ROOT, "build-fuzz", "fuzz", "fuzz_safetensors")
