@@ -40,6 +40,7 @@
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "common/optval.h"
 #include "model/model.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
@@ -119,19 +120,6 @@ static int parse_args(int argc, char **argv, Args *a) {
         /* the run's own probe set (eval.probe) is taken when --probe is absent: resolved later */
     }
     return 0;
-}
-
-/* Parses a non-negative decimal integer (digits only, no sign or space, at most INT_MAX); -1
- * when s is not one. */
-static long parse_nonneg(const char *s) {
-    if (!*s) return -1;
-    for (const char *p = s; *p; p++)
-        if (*p < '0' || *p > '9') return -1;
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (*end || errno || v > INT_MAX) return -1;
-    return (long)v;
 }
 
 /* ---- set-up: config, then (after the flag checks) model, checkpoint, probe ---- */
@@ -326,28 +314,18 @@ static int run_gate_cycle(Ctx *c) {
     if (!strcmp(c->a.gate_cycle, "all")) {
         for (int d = 0; d < S; d++) deltas[nd++] = d;
     } else {
-        long v = parse_nonneg(c->a.gate_cycle);
-        if (v < 0 || v > W) return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
+        long long v;
+        if (optval_int(c->a.gate_cycle, 0, W, &v)) return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
         deltas[nd++] = (int)v;
     }
     const char *layers_text = c->a.layers ? c->a.layers : "all";   /* stored as given, any length */
     if (c->a.layers) {
-        char *buf = strdup(c->a.layers);
-        if (!buf) { fprintf(stderr, "phaselab: --layers: out of memory\n"); return 1; }
-        int any = 0;
-        for (char *tok = buf, *next; tok; tok = next) {
-            next = strchr(tok, ',');
-            if (next) *next++ = 0;
-            long l = parse_nonneg(tok);
-            if (l < 0 || l >= L) {
-                int rc = usage_error("--layers: '%s' is not a layer: expected a comma-separated list of layers in 0..%d", tok, L - 1);
-                free(buf);
-                return rc;
-            }
-            mask[l] = 1, any = 1;
-        }
-        free(buf);
-        if (!any) return usage_error("--layers: empty list: expected layers in 0..%d", L - 1);
+        /* common/optval.h: layers 0..L-1, comma-separated, at least one, no empty element */
+        const char *bad = "";
+        size_t bad_len = 0;
+        if (optval_index_list(c->a.layers, L, mask, &bad, &bad_len))
+            return usage_error("--layers: '%.*s' is not a layer: expected a comma-separated list of layers in 0..%d",
+                               (int)(bad_len > 200 ? 200 : bad_len), bad, L - 1);
     } else {
         for (int l = 0; l < L; l++) mask[l] = 1;
     }
@@ -602,11 +580,8 @@ static int run_knockout(Ctx *c) {
     if (!all) {
         /* L:H, two decimal integers (no sign, no space), each parsed whole and range-checked: never
          * a wrap of 4294967297 to 1 */
-        const char *colon = strchr(c->a.knockout, ':');
-        char *lpart = colon ? strndup(c->a.knockout, (size_t)(colon - c->a.knockout)) : NULL;
-        long l = lpart ? parse_nonneg(lpart) : -1, h = colon ? parse_nonneg(colon + 1) : -1;
-        free(lpart);
-        if (l < 0 || h < 0)
+        long long l, h;
+        if (optval_pair(c->a.knockout, ':', &l, &h))
             return usage_error("--knockout: '%s' is not allowed: expected L:H (layer 0..%d, KV head 0..%d) or all", c->a.knockout, L - 1, G - 1);
         if (l >= L || h >= G)
             return usage_error("--knockout: KV head %s does not exist: the model has layers 0..%d and KV heads 0..%d", c->a.knockout, L - 1, G - 1);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "common/optval.h"
 #include "data/tokenize_pipeline.h"
 
 static void fatal(int code, const char *fmt, ...) {
@@ -33,11 +34,11 @@ static void usage(void) {
             "                  [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]\n");
 }
 
+/* An integer option (common/optval.h: decimal digits only; strtoull took " -18446744073709551615"
+ * as 1). */
 static uint64_t parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max) {
-    char *end;
-    errno = 0;
-    unsigned long long x = strtoull(v, &end, 10);
-    if (errno || end == v || *end || v[0] == '-' || x < min || x > max)
+    uint64_t x;
+    if (optval_u64(v, min, max, &x))
         fatal(2, "%s: \"%s\" is not valid (expected an integer in [%llu, %llu])", flag, v, (unsigned long long)min,
               (unsigned long long)max);
     return x;

@@ -11,13 +11,6 @@
 #include "common/sha256.h"
 #include "common/errors.h"
 
-typedef struct {
-    uint32_t h[8];
-    uint8_t block[64];
-    size_t fill;
-    uint64_t total;
-} Sha256;
-
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
     0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -30,7 +23,7 @@ static const uint32_t K[64] = {
 
 static inline uint32_t rotr(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 
-static void sha256_init(Sha256 *s) {
+void sha256_init(Sha256 *s) {
     static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
                                    0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
     memcpy(s->h, h0, sizeof h0);
@@ -63,7 +56,7 @@ static void sha256_block(Sha256 *s, const uint8_t *p) {
     s->h[4] += e; s->h[5] += f; s->h[6] += g; s->h[7] += h;
 }
 
-static void sha256_update(Sha256 *s, const void *data, size_t len) {
+void sha256_update(Sha256 *s, const void *data, size_t len) {
     const uint8_t *p = data;
     s->total += len;
     while (len > 0) {
@@ -79,7 +72,7 @@ static void sha256_update(Sha256 *s, const void *data, size_t len) {
     }
 }
 
-static void sha256_final_hex(Sha256 *s, char hex[65]) {
+void sha256_final_hex(Sha256 *s, char hex[65]) {
     uint64_t bits = s->total * 8;
     uint8_t pad[72] = {0x80};
     size_t pad_len = (s->fill < 56 ? 56 - s->fill : 120 - s->fill);

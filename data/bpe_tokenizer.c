@@ -349,7 +349,12 @@ int bpe_load(Tokenizer *t, const char *path, char *err) {
         char *split = NULL;
         if (cJSON_IsString(item)) {
             split = strdup(item->valuestring);
-            char *sp = split ? strchr(split, ' ') : NULL;
+            if (!split) {
+                text_buf_free(&left); text_buf_free(&right);
+                set_err(err, "phaselab: %s: out of memory: %zu bytes for model.merges[%u]", path, strlen(item->valuestring) + 1, rank);
+                goto done;
+            }
+            char *sp = strchr(split, ' ');
             if (sp) { *sp = 0; a = split; b = sp + 1; }
         } else if (cJSON_IsArray(item) && cJSON_GetArraySize(item) == 2 &&
                    cJSON_IsString(cJSON_GetArrayItem(item, 0)) && cJSON_IsString(cJSON_GetArrayItem(item, 1))) {

@@ -225,22 +225,21 @@ void train_loader_locate(const TrainLoader *L, uint64_t window, const char **pat
 }
 
 void train_loader_fingerprint(const TrainLoader *L, char out[LOADER_FINGERPRINT_LEN + 1]) {
-    /* The hashed text: per file "BASENAME\0N_TOKENS\0TOKENIZER\0". */
-    size_t cap = 1, used = 0;
-    for (int i = 0; i < L->data.n_files; i++)
-        cap += strlen(L->data.shards[i].path) + 24 + SHARD_FINGERPRINT_BYTES + 3;
-    char *text = malloc(cap);
-    if (!text) { memset(out, '0', LOADER_FINGERPRINT_LEN); out[LOADER_FINGERPRINT_LEN] = 0; return; }
+    /* The hashed text: per file "BASENAME\0N_TOKENS\0TOKENIZER\0", fed piece by piece (nothing
+     * to allocate, so no way to fail). */
+    Sha256 h;
+    sha256_init(&h);
     for (int i = 0; i < L->data.n_files; i++) {
         const Shard *s = &L->data.shards[i];
         const char *slash = strrchr(s->path, '/');
         const char *base = slash ? slash + 1 : s->path;
-        used += (size_t)sprintf(text + used, "%s", base) + 1;
-        used += (size_t)sprintf(text + used, "%" PRIu64, s->n_tokens) + 1;
-        used += (size_t)sprintf(text + used, "%s", s->fingerprint) + 1;
+        char n_tokens[24];
+        snprintf(n_tokens, sizeof n_tokens, "%" PRIu64, s->n_tokens);
+        sha256_update(&h, base, strlen(base) + 1);
+        sha256_update(&h, n_tokens, strlen(n_tokens) + 1);
+        sha256_update(&h, s->fingerprint, strlen(s->fingerprint) + 1);
     }
-    sha256_hex(text, used, out);
-    free(text);
+    sha256_final_hex(&h, out);
 }
 
 void train_loader_close(TrainLoader *L) {

@@ -120,6 +120,7 @@ size_t decode_cache_measure(const ModelConfig *cfg, const Backend *be, long max_
     DecodeCacheLayout lay;
     decode_cache_layout(cfg, max_context, be->act_bytes, &lay);
     LayerCache *lc = calloc(cfg->n_layers, sizeof *lc);
+    if (!lc) return 0;                                     /* 0: could not be measured */
     size_t bytes = 0;
     int rc = cache_alloc(lc, cfg, &lay, be, &bytes);
     cache_release(lc, cfg->n_layers, be);
@@ -136,11 +137,19 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
     Decoder *dec = calloc(1, sizeof *dec);
+    if (!dec) { set_err(err, "out of memory: %zu bytes for the decoder", sizeof *dec); return NULL; }
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
     dec->dims = dims_of(c, 0);
     decode_cache_layout(c, max_context, be->act_bytes, &dec->lay);
     const TensorTable *tt = model_tensors(m);
     dec->li = calloc(c->n_layers, sizeof *dec->li);
+    dec->lc = calloc(c->n_layers, sizeof *dec->lc);
+    if (!dec->li || !dec->lc) {
+        set_err(err, "out of memory: %zu bytes for the decoder's %d layer tables", c->n_layers * (sizeof *dec->li + sizeof *dec->lc),
+                c->n_layers);
+        decoder_free(dec);
+        return NULL;
+    }
     for (int L = 0; L < c->n_layers; L++) {
         tensor_table_layer(tt, L, &dec->li[L]);
     }
@@ -148,7 +157,6 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     tensor_table_model(tt, c->tie_embeddings, &top);
     dec->emb = top.emb; dec->final_norm = top.final_norm; dec->lm_head = top.lm_head;
 
-    dec->lc = calloc(c->n_layers, sizeof *dec->lc);
     int fail = cache_alloc(dec->lc, c, &dec->lay, be, &dec->cache_bytes);
     const size_t e = be->act_bytes, D = c->d_model, Hd = (size_t)c->n_heads * c->head_dim,
                  Gd = (size_t)c->n_kv_heads * c->head_dim, F = c->d_ff, V = c->vocab_size;
@@ -176,7 +184,8 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->rope_tab = take(be, tab_bytes, sb, &fail);
         if (dec->rope_tab) {
             float *tab = rope_table(max_context, c->rope_dims, c->rope_theta);
-            be->upload(be->ctx, dec->rope_tab, tab, tab_bytes);
+            if (tab) be->upload(be->ctx, dec->rope_tab, tab, tab_bytes);
+            else fail = 1;                                         /* host memory: reported below */
             free(tab);
         }
     }
@@ -350,6 +359,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (dec->pos != 0) return set_err(err, "decoder_prefill_chunk: the decoder is at position %d, expected 0", dec->pos);
     if (n < 1 || n > dec->max_context)
         return set_err(err, "decoder_prefill_chunk: %d tokens, expected 1..%d (the context)", n, dec->max_context);
+    if (model_shape_check(c, 1, n, err)) return -1;      /* n x heads rows must fit the kernels' int */
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", tokens[i], i,

@@ -158,14 +158,42 @@ static void lay_out(Model *m, Carver *c) {
         m->crope_tab = carve(c, (size_t)nW * cfg->n_kv_heads * (cfg->rope_dims / 2 + 1) * 2 * 4);
 }
 
+int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err) {
+    const double INT_LIMIT = 2147483647.0;
+    const double tokens = (double)max_batch * T, heads = cfg->n_heads > cfg->n_kv_heads ? cfg->n_heads : cfg->n_kv_heads;
+    if (tokens > INT_LIMIT || tokens * heads > INT_LIMIT)
+        return set_err(err, "micro-batch %ld x seq_len %ld = %.0f tokens x %.0f heads = %.0f per-head rows exceeds 2^31 - 1, "
+                       "the kernels' int shapes; use a smaller micro_batch or seq_len", max_batch, T, tokens, heads,
+                       tokens * heads);
+    if (cfg->attention == ATTN_COMPRESSED) {
+        const double c = cfg->gate == GATE_VECTOR ? cfg->head_dim : cfg->gate == GATE_UNIFORM ? 0 : 1;
+        const double lda = (double)cfg->stride * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
+        if (lda > INT_LIMIT)
+            return set_err(err, "stride %d x d_model %d = %.0f exceeds 2^31 - 1, the compressor's row stride (a BLAS int); "
+                           "use a smaller stride or d_model", cfg->stride, cfg->d_model, lda);
+        if (ld_grad > INT_LIMIT)
+            return set_err(err, "window %d x n_kv_heads %d x (head_dim %d + %.0f gate channels) = %.0f exceeds 2^31 - 1, the "
+                           "compressor's gradient row (a BLAS int); use a smaller window, n_kv_heads or head_dim",
+                           cfg->window, cfg->n_kv_heads, cfg->head_dim, c, ld_grad);
+    }
+    return 0;
+}
+
 Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
     return model_create_padded(cfg, be, max_batch, T, 0, err);
 }
 
 Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_batch, int T, size_t min_floats,
                            char *err) {
+    if (model_shape_check(cfg, max_batch, T, err)) return NULL;
+    if (be->max_head_dim > 0 && cfg->head_dim > be->max_head_dim)
+        return set_err(err, "head_dim %d: the %s backend's kernels support head_dim <= %d; use run.device=cpu or a "
+                       "smaller head_dim", cfg->head_dim, be->name, be->max_head_dim), NULL;
+    if (be->max_comp_kv_heads > 0 && cfg->attention == ATTN_COMPRESSED && cfg->n_kv_heads > be->max_comp_kv_heads)
+        return set_err(err, "n_kv_heads %d: the %s backend's compressor supports at most %d KV heads; use "
+                       "run.device=cpu or fewer KV heads", cfg->n_kv_heads, be->name, be->max_comp_kv_heads), NULL;
     Model *m = calloc(1, sizeof *m);
-    if (!m) { set_err(err, "out of host memory"); return NULL; }
+    if (!m) { set_err(err, "out of memory: %zu bytes for the model", sizeof *m); return NULL; }
     m->cfg = *cfg;
     m->be = be;
     m->max_batch = max_batch;
@@ -223,8 +251,13 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->arena_bytes = c.used;
     m->arena = be->alloc(be->ctx, c.used);
     m->host_losses = malloc(sizeof(float) * (size_t)max_batch * T);
+    /* the host rows of the gate-coverage sums and of the analysis hook, made here so that
+     * neither model_gate_coverage nor model_set_attn_hook (no error return) can run out */
+    m->host_cov = malloc(sizeof(float) * (size_t)max_batch);
+    m->hook_rows = malloc(sizeof(float) * (size_t)max_batch * cfg->n_heads * cfg->head_dim);
     m->step_loss = be->alloc(be->ctx, sizeof(double));
-    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->step_loss) {
+    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->host_cov || !m->hook_rows ||
+        !m->step_loss) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
                 be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
         model_free(m);
@@ -315,23 +348,34 @@ static uint64_t splitmix64(uint64_t *s) {
 }
 static double uniform01(uint64_t *s) { return ((splitmix64(s) >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
 
+/* Generated and uploaded a chunk at a time (no host copy of the whole model: nothing here can
+ * run out of memory): a 16 MiB host chunk, or 16 KiB on the stack when even that is not to be
+ * had. Each tensor's numbers are the same sequence either way; the gaps between tensors are 0. */
 void model_init_params(Model *m, uint64_t seed) {
-    float *host = calloc(m->tt.n_floats, sizeof(float));
+    enum { STACK_CHUNK = 4096, HEAP_CHUNK = 1 << 22 };
+    float stack_chunk[STACK_CHUNK];
+    size_t cap = m->tt.n_floats < HEAP_CHUNK ? m->tt.n_floats : HEAP_CHUNK;
+    float *heap = cap > STACK_CHUNK ? malloc(cap * sizeof(float)) : NULL;
+    float *chunk = heap ? heap : stack_chunk;
+    if (!heap) cap = STACK_CHUNK;
+    m->be->zero(m->be->ctx, m->params, m->tt.n_floats * sizeof(float));
     for (int i = 0; i < m->tt.n; i++) {
         const TensorInfo *t = &m->tt.t[i];
         uint64_t s = seed * 0x100000001B3ull + (uint64_t)i * 0x9E3779B97F4A7C15ull;
-        float *p = host + t->offset;
-        for (size_t j = 0; j < t->numel; j++) {
-            if (t->init == TENSOR_INIT_ONES) p[j] = 1.0f;
-            else if (t->init == TENSOR_INIT_ZEROS) p[j] = 0.0f;
-            else {
-                double u1 = uniform01(&s), u2 = uniform01(&s);
-                p[j] = (float)(0.02 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+        for (size_t j0 = 0; j0 < t->numel; j0 += cap) {
+            const size_t n = t->numel - j0 < cap ? t->numel - j0 : cap;
+            for (size_t j = 0; j < n; j++) {
+                if (t->init == TENSOR_INIT_ONES) chunk[j] = 1.0f;
+                else if (t->init == TENSOR_INIT_ZEROS) chunk[j] = 0.0f;
+                else {
+                    double u1 = uniform01(&s), u2 = uniform01(&s);
+                    chunk[j] = (float)(0.02 * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2));
+                }
             }
+            m->be->upload(m->be->ctx, m->params + t->offset + j0, chunk, n * sizeof(float));
         }
     }
-    m->be->upload(m->be->ctx, m->params, host, m->tt.n_floats * sizeof(float));
-    free(host);
+    free(heap);
     model_params_updated(m);
 }
 
@@ -380,7 +424,6 @@ static void run_attn_hook(Model *m, int layer, act_t *attn, int B) {
 }
 
 void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
-    if (hook && !m->hook_rows) m->hook_rows = malloc(sizeof(float) * (size_t)m->max_batch * m->cfg.n_heads * m->cfg.head_dim);
     m->attn_hook = hook;
     m->attn_hook_ctx = ctx;
 }
@@ -642,7 +685,6 @@ int model_set_gate_coverage(Model *m, double lambda, char *err) {
         size_t n = (size_t)m->max_batch * m->nW_max * c->n_kv_heads * c->window * m->dims.channels;
         m->dalpha = m->be->alloc(m->be->ctx, n * sizeof(float));
         m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
-        m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
         if (!m->dalpha || !m->cov_seq) return set_err(err, "out of %s memory for the gate-coverage penalty", m->be->name);
     }
     return 0;
@@ -656,7 +698,7 @@ double model_gate_coverage(Model *m, int B) {
         if (model_set_gate_coverage(m, m->cov_lambda, err)) return NAN;
         if (!m->cov_seq) {   /* lambda 0: allocate the per-sequence scratch only */
             m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
-            m->host_cov = malloc((size_t)m->max_batch * sizeof(float));
+            if (!m->cov_seq) return NAN;
         }
     }
     CompShape cs = comp_shape(m, B);

@@ -20,6 +20,12 @@ Model *model_create(const ModelConfig *cfg, const struct Backend *be, int max_ba
  * shards them into equal parts; the padding stays zero). */
 Model *model_create_padded(const ModelConfig *cfg, const struct Backend *be, int max_batch, int T,
                            size_t min_floats, char *err);
+/* The kernels take shapes as int (the op API, the BLAS's leading dimensions): 0, or -1 with err
+ * for a config whose micro-batch of max_batch x T tokens, or whose compressor, needs an int
+ * above 2^31 - 1: tokens B*T, per-head rows B*T*max(H, G), the compressor's row stride S*D and
+ * gradient row W*G*(d + c). The config loader runs it with train.micro_batch x data.seq_len
+ * (trainer/run_config.c), model_create with its own sizes. */
+int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err);
 /* Bytes of the activation arena. */
 size_t model_arena_bytes(const Model *m);
 void model_free(Model *m);

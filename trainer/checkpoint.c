@@ -32,7 +32,9 @@ static long file_size(const char *path) {
 
 static int write_optimizer_shard(const char *path, const Optimizer *o, int rank, int world, char *err) {
     size_t n = o->shard;
-    float *host = malloc(sizeof(float) * n * 2);
+    float *host = malloc(sizeof(float) * (n ? n : 1) * 2);
+    if (!host)
+        return set_err(err, "%s: out of memory: %zu bytes for the optimizer shard", path, sizeof(float) * n * 2);
     o->be->download(o->be->ctx, host, o->m, sizeof(float) * n);
     o->be->download(o->be->ctx, host + n, o->v, sizeof(float) * n);
     unsigned char hdr[OPT_HEADER_BYTES] = {0};
@@ -65,6 +67,8 @@ long checkpoint_name_step(const char *name) {
 }
 
 /* step numbers of complete checkpoints, newest first */
+/* The steps of the newest (at most max) checkpoints, newest first. With more than max
+ * directories the oldest are left out, never the newest (readdir's order is arbitrary). */
 static int list_checkpoints(const char *run_dir, long *steps, int max) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s/checkpoints", run_dir);
@@ -72,9 +76,13 @@ static int list_checkpoints(const char *run_dir, long *steps, int max) {
     if (!d) return 0;
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d)) && n < max) {
+    while ((e = readdir(d))) {
         long s = checkpoint_name_step(e->d_name);
-        if (s >= 0) steps[n++] = s;
+        if (s < 0) continue;
+        if (n < max) { steps[n++] = s; continue; }
+        int oldest = 0;                    /* full: s replaces the oldest kept, if newer */
+        for (int i = 1; i < n; i++) if (steps[i] < steps[oldest]) oldest = i;
+        if (s > steps[oldest]) steps[oldest] = s;
     }
     closedir(d);
     for (int i = 0; i < n; i++)           /* sort descending */
@@ -304,18 +312,27 @@ int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg
     /* rank 0: weights and configs */
     const TensorTable *tt = model_tensors(m);
     if (comm->rank == 0 && !my_fail) {
-        float *host = malloc(sizeof(float) * tt->n_floats);
-        model_download_params(m, host);
+        float *host = malloc(sizeof(float) * (tt->n_floats ? tt->n_floats : 1));
         char tbuf[64];
         snprintf(tbuf, sizeof tbuf, "%ld", st->step);
         const char *meta[] = {"phaselab_step", tbuf, "phaselab_code_version", code_version, NULL};
         snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-        if (safetensors_write(path, tt, host, meta, local_err)) my_fail = 1;
+        if (!host) {
+            set_err(local_err, "%s: out of memory: %zu bytes for the weights", path, sizeof(float) * tt->n_floats);
+            my_fail = 1;
+        } else {
+            model_download_params(m, host);
+            if (safetensors_write(path, tt, host, meta, local_err)) my_fail = 1;
+        }
         free(host);
         /* config.json, model code, generation and tokenizer files (trainer/hf_export.c) */
         if (!my_fail && hf_export_write(tmp, &cfg->model, cfg->data.seq_len, local_err)) my_fail = 1;
         char *ini = config_to_string(cfg);
         snprintf(path, sizeof path, "%s/config.ini", tmp);
+        if (!my_fail && !ini) {
+            set_err(local_err, "%s: out of memory formatting the config", path);
+            my_fail = 1;
+        }
         if (!my_fail && fs_write_atomic(path, ini, strlen(ini), local_err)) my_fail = 1;
         free(ini);
     }

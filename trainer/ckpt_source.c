@@ -197,8 +197,8 @@ static int fingerprint_from_shards(const CkptSource *c, char out[65], char **sou
         char err[ERR_LEN];
         if (g.gl_pathc > 0 && shard_open(&s, g.gl_pathv[0], err) == 0) {
             snprintf(out, 65, "%s", s.fingerprint);
-            *source = strdup(g.gl_pathv[0]);
-            found = out[0] && *source;
+            *source = strdup(g.gl_pathv[0]);   /* NULL: out of memory, reported by the caller */
+            found = out[0] != 0;
             shard_close(&s);
         }
         globfree(&g);

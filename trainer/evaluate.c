@@ -7,6 +7,7 @@
 #include "trainer/evaluate.h"
 #include "trainer/comm.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "model/model.h"
 #include "model/dims.h"
 #include "data/targets.h"
@@ -75,21 +76,33 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
      * G windows per KV head (grid = staggered: each head's own window count, docs/spec.md §2b)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
     size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G;
-    int *head_windows = malloc(sizeof(int) * G);
-    for (int g = 0; g < G; g++) head_windows[g] = dims_head_windows(&dims, g);
+    int *head_windows = malloc(sizeof(int) * (G > 0 ? G : 1));
     double *acc = calloc(n_acc, sizeof(double));
     double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
     double *gate_windows = sum_eff + n_eff;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1) * micro_batch);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro_batch), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro_batch);
     float *losses = malloc(sizeof(float) * (size_t)T * micro_batch);
-    float *alpha = gates ? malloc(sizeof(float) * (size_t)micro_batch * nW * G * W * c) : NULL;
+    const size_t alpha_floats = (size_t)micro_batch * nW * G * W * c;
+    float *alpha = gates ? malloc(sizeof(float) * (alpha_floats ? alpha_floats : 1)) : NULL;
     int rc = 0;
+    if (!head_windows || !acc || !buf || !tok || !tgt || !losses || (gates && !alpha))
+        rc = set_err(err, "out of memory: %zu bytes for the validation buffers (micro-batch %d x %d)",
+                     sizeof(int) * G + sizeof(double) * n_acc + sizeof(int32_t) * ((size_t)T + 1 + 2 * (size_t)T) * micro_batch +
+                         sizeof(float) * ((size_t)T * micro_batch + (gates ? alpha_floats : 0)),
+                     micro_batch, T);
+    else
+        for (int g = 0; g < G; g++) head_windows[g] = dims_head_windows(&dims, g);
     long mine = 0, done = 0;
     for (long k = comm->rank; k < n_val; k += comm->world) mine++;
     int tty = show_progress && isatty(STDERR_FILENO);
     long k = comm->rank;
     while (k < n_val && !rc) {
+        if (interrupt_signal()) {                        /* SIGINT/SIGTERM of an analysis (common/interrupt.h) */
+            rc = set_err(err, "interrupted by signal %d after %ld of %ld validation windows: nothing written",
+                         interrupt_signal(), done, mine);
+            break;
+        }
         int B = 0;
         for (; B < micro_batch && k < n_val; B++, k += comm->world) {
             if (val_set_window(val, k, buf + (size_t)B * (T + 1), err)) { rc = -1; break; }
@@ -127,6 +140,20 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         comm_allreduce_sum_host(comm, acc, (int)n_acc);
         res->residues = P;
         res->loss_by_residue = calloc(P, sizeof(double));
+        if (gates) {
+            res->eff_static = calloc((size_t)L * G * 2, sizeof(float));
+            res->eff_window = calloc((size_t)L * G * 2, sizeof(float));
+            res->profile = calloc((size_t)L * G * 2 * W, sizeof(float));
+        }
+        float *es = gates ? malloc(sizeof(float) * G) : NULL, *pr = gates ? malloc(sizeof(float) * G * W) : NULL;
+        if (!res->loss_by_residue || (gates && (!res->eff_static || !res->eff_window || !res->profile || !es || !pr))) {
+            free(es);
+            free(pr);
+            eval_result_free(res);
+            rc = set_err(err, "out of memory: %zu bytes for the validation results",
+                         sizeof(double) * P + (gates ? sizeof(float) * ((size_t)L * G * 2 * (W + 2) + (size_t)G * (W + 1)) : 0));
+            goto done;
+        }
         double total = 0, ntok = 0;
         for (int r = 0; r < P; r++) {
             res->loss_by_residue[r] = count[r] > 0 ? loss_sum[r] / count[r] : NAN;
@@ -139,10 +166,6 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         res->has_gates = gates;
         res->L = L; res->G = G; res->W = W;
         if (gates) {
-            res->eff_static = calloc((size_t)L * G * 2, sizeof(float));
-            res->eff_window = calloc((size_t)L * G * 2, sizeof(float));
-            res->profile = calloc((size_t)L * G * 2 * W, sizeof(float));
-            float *es = malloc(sizeof(float) * G), *pr = malloc(sizeof(float) * G * W);
             for (int l = 0; l < L; l++)
                 for (int br = 0; br < 2; br++) {
                     size_t o = (size_t)l * 2 + br;
@@ -157,10 +180,11 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                         memcpy(res->profile + dst * W, pr + (size_t)g * W, sizeof(float) * W);
                     }
                 }
-            free(es);
-            free(pr);
         }
+        free(es);
+        free(pr);
     }
+done:
     free(head_windows);
     free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
     return rc;

@@ -876,8 +876,9 @@ static int build_and_start_swmr(Metrics *m, const char *config_text, const char 
      * file may be open, or the close would be deferred), reopen */
     if (H5Fget_obj_count(m->file, H5F_OBJ_ALL | H5F_OBJ_LOCAL) != 1)
         return set_err(err, "%s: internal error: objects of the metrics file left open before SWMR writing", m->path);
-    if (H5Fclose(m->file) < 0) return fail(m->path, err, "cannot close the metrics file before SWMR writing");
-    m->file = NO_HID;
+    herr_t closed = H5Fclose(m->file);
+    m->file = NO_HID;                      /* never closed twice: after a failed close HDF5 crashes on a second */
+    if (closed < 0) return fail(m->path, err, "cannot close the metrics file before SWMR writing");
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
     if (fapl >= 0 && H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST) >= 0 &&
         H5Pset_metadata_read_attempts(fapl, 1) >= 0)

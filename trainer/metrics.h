@@ -61,6 +61,9 @@ typedef struct {
  * truncate every group to its rows with step <= resume_step (create the file when missing),
  * so no step is ever logged twice. The root attributes config and code_version are
  * (re)written either way. A file left by a killed writer (SWMR flags still set) is reopened.
+ * Every row of an existing file is read first, with one metadata read attempt (a damaged block
+ * fails at once, never HDF5's SWMR retry sleep): such a file is refused, err naming it and
+ * saying how to move it aside (the run then starts a new one; checkpoints are never touched).
  * Returns NULL and fills err on failure. */
 Metrics *metrics_open(const char *path, const MetricsShape *shape, const char *config_text,
                       const char *code_version, long resume_step, char *err);

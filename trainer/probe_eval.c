@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "model/model.h"
 
 void probe_wilson(long k, long n, double z, double *lo, double *hi) {
@@ -153,6 +154,11 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
         }
         /* no room for another prompt, the next prompt has another length, or this rank's last */
         if (b + nv > micro_batch || k + 1 >= mine || order[k + 1].length != L) {
+            if (interrupt_signal()) {                   /* SIGINT/SIGTERM of an analysis (common/interrupt.h) */
+                rc = set_err(err, "interrupted by signal %d after %d of %d probe prompts: nothing written",
+                             interrupt_signal(), k + 1 - b / nv, mine);
+                break;
+            }
             if (model_set_seq_len(m, L, err)) { rc = -1; break; }
             if (before_batch) before_batch(ctx, proto, b);
             model_argmax_at(m, tokens, b, positions, argmax);

@@ -23,6 +23,7 @@
 #include "common/errors.h"
 #include "common/fsutil.h"
 #include "data/train_stages.h"
+#include "model/model.h"
 
 #include <ini.h>
 #include <ctype.h>
@@ -148,7 +149,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(run, dir, T_STR, "runs", 0, 0, 0, NULL, "directory that holds the run directories")          \
     X(run, device, T_WORD, "auto", 0, 0, 0, device_words,                                          \
       "backend: auto (cuda when a GPU is present, else cpu) | cpu | cuda")                         \
-    X(run, threads, T_INT, "0", 0, NOHI, 0, NULL, "CPU threads (>= 0; 0 = all cores)")             \
+    X(run, threads, T_INT, "0", 0, NOHI, 0, NULL, "CPU threads (>= 0; 0 = all cores; more than the BLAS runs, 64 for OpenBLAS, are capped with one line)")             \
     X(run, log_every, T_LONG, "10", 1, NOHI, 0, NULL, "steps between log lines and training metrics (>= 1)") \
     X(run, deterministic, T_BOOL, "false", 0, 0, 0, NULL,                                           \
       "bitwise reruns on the GPU: the custom attention backward instead of cuDNN's, NCCL NVLS off (CPU: always)")
@@ -704,6 +705,18 @@ static int validate(const LoadCtx *c) {
                          "batch_tokens must be a multiple of %ld (e.g. %ld)",
                          cfg->train.batch_tokens, cfg->data.seq_len, cfg->train.micro_batch, per_pass, per_pass,
                          cfg->train.batch_tokens / per_pass > 0 ? cfg->train.batch_tokens / per_pass * per_pass : per_pass);
+    }
+    {   /* the kernels' int shapes (model/model.h) */
+        char why[ERR_LEN];
+        if (model_shape_check(m, 1, 1, why)) {          /* one token: only the compressor's sizes can fail */
+            int k = blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, window), KEY_INDEX(model, d_model),
+                          KEY_INDEX(model, n_kv_heads), KEY_INDEX(model, head_dim), -1);
+            return key_error(c, k, "%s", why);
+        }
+        if (model_shape_check(m, cfg->train.micro_batch, cfg->data.seq_len, why)) {
+            int k = blame(c, KEY_INDEX(train, micro_batch), KEY_INDEX(data, seq_len), KEY_INDEX(model, n_heads), -1);
+            return key_error(c, k, "%s", why);
+        }
     }
     if (cfg->train.min_lr > cfg->train.lr) {
         int k = blame(c, KEY_INDEX(train, min_lr), KEY_INDEX(train, lr), -1);

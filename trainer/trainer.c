@@ -327,6 +327,7 @@ static int run_evaluation(Trainer *tr, char *err) {
             return -1;
         int n = PROBE_N_PROTOCOLS * PROBE_MAX_RESIDUES;      /* sum the counts over the ranks */
         double *sums = malloc(sizeof(double) * 2 * n);
+        if (!sums) return set_err(err, "out of memory: %zu bytes for the probe counts", sizeof(double) * 2 * n);
         long *correct = &pr.correct[0][0], *total = &pr.total[0][0];
         for (int i = 0; i < n; i++) { sums[i] = (double)correct[i]; sums[n + i] = (double)total[i]; }
         comm_allreduce_sum_host(tr->comm, sums, 2 * n);
@@ -435,6 +436,7 @@ static int setup(Trainer *tr, char *err) {
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
                               cfg->model.attention == ATTN_COMPRESSED, cfg->train.gate_coverage > 0};
         char *cfg_text = config_to_string(cfg);
+        if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
         free(cfg_text);
         fail = fail || tr->metrics == NULL;
@@ -486,6 +488,13 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     const long Bg = cfg->train.batch_tokens / T, Br = Bg / comm->world;
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1));
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro);
+    if (!buf || !tok || !tgt) {
+        log_error("out of memory: %zu bytes for the training step's token buffers",
+                  sizeof(int32_t) * ((size_t)T + 1 + 2 * (size_t)T * micro));
+        free(buf); free(tok); free(tgt);
+        teardown(&tr);
+        return 1;
+    }
     const long start_step = tr.st.step;
     const int step_width = snprintf(NULL, 0, "%ld", cfg->train.steps);
     double t_start = clock_seconds(), t_window = t_start;

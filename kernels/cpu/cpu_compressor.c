@@ -196,52 +196,58 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
     const int hc = head_cols(s), has_gate = s->gate != GATE_UNIFORM;
     float *dgrad = cpu_scratch(sizeof(float) * n_slots * hc, "compressor slot gradients");              /* [B,nW,W,G,d+c]: dp (raw), ds */
     float *dpost_part = post_w ? cpu_scratch_zeroed(sizeof(float) * (size_t)B * nW * G * d, "compressor post-norm gradients") : NULL;
-    #pragma omp parallel for collapse(2) schedule(static) num_threads(ctx->threads)
-    for (int b = 0; b < B; b++)
-        for (int j = 0; j < nW; j++)
-            for (int g = 0; g < G; g++) {
-                if (j >= comp_head_windows(s, g)) continue;                 /* no such window: never read */
-                const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
-                const float *al = alpha + slot(s, b, j, g, 0) * c;
-                float dal[W * c > 0 ? W * c : 1];
-                for (int i = 0; i < W; i++) {
-                    size_t sl = slot(s, b, j, g, i);
-                    const float *p = payload + sl * d;
-                    float *dpi = dgrad + dgrad_at(s, b, j, i, g);
-                    float rs = post_w ? pn_rstd[sl] : 1.0f;
-                    const float *ai = al + i * c;
-                    /* p' = p * rs * w; dalpha = dE . p'; dp' = alpha dE */
-                    for (int ch = 0; ch < c; ch++) dal[i * c + ch] = 0.0f;
-                    for (int x = 0; x < d; x++) {
-                        float pn = p[x] * rs * (post_w ? post_w[x] : 1.0f);
-                        dal[i * c + (c == 1 ? 0 : x)] += de[x] * pn;
-                        dpi[x] = ai[c == 1 ? 0 : x] * de[x];       /* dp' for now */
-                    }
-                    if (post_w) {
-                        /* RMSNorm backward: dp = rs (dp'w - p rs mean(dp'w p rs)) ; dw += dp' p rs */
-                        float *dpw = dpost_part + (((size_t)b * nW + j) * G + g) * d;
-                        float dot = 0.0f;
+    #pragma omp parallel num_threads(ctx->threads)
+    {
+        /* dalpha [W, c] of one window, per thread on the heap (W x c reaches 65536 x 4096 floats:
+         * never a stack array) */
+        float *dal = cpu_scratch(sizeof(float) * ((size_t)W * c > 0 ? (size_t)W * c : 1), "compressor gate gradients");
+        #pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < nW; j++)
+                for (int g = 0; g < G; g++) {
+                    if (j >= comp_head_windows(s, g)) continue;                 /* no such window: never read */
+                    const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
+                    const float *al = alpha + slot(s, b, j, g, 0) * c;
+                    for (int i = 0; i < W; i++) {
+                        size_t sl = slot(s, b, j, g, i);
+                        const float *p = payload + sl * d;
+                        float *dpi = dgrad + dgrad_at(s, b, j, i, g);
+                        float rs = post_w ? pn_rstd[sl] : 1.0f;
+                        const float *ai = al + i * c;
+                        /* p' = p * rs * w; dalpha = dE . p'; dp' = alpha dE */
+                        for (int ch = 0; ch < c; ch++) dal[i * c + ch] = 0.0f;
                         for (int x = 0; x < d; x++) {
-                            dpw[x] += dpi[x] * p[x] * rs;
-                            dot += dpi[x] * post_w[x] * p[x] * rs;
+                            float pn = p[x] * rs * (post_w ? post_w[x] : 1.0f);
+                            dal[i * c + (c == 1 ? 0 : x)] += de[x] * pn;
+                            dpi[x] = ai[c == 1 ? 0 : x] * de[x];       /* dp' for now */
                         }
-                        dot /= d;
-                        for (int x = 0; x < d; x++) dpi[x] = rs * (dpi[x] * post_w[x] - p[x] * rs * dot);
+                        if (post_w) {
+                            /* RMSNorm backward: dp = rs (dp'w - p rs mean(dp'w p rs)) ; dw += dp' p rs */
+                            float *dpw = dpost_part + (((size_t)b * nW + j) * G + g) * d;
+                            float dot = 0.0f;
+                            for (int x = 0; x < d; x++) {
+                                dpw[x] += dpi[x] * p[x] * rs;
+                                dot += dpi[x] * post_w[x] * p[x] * rs;
+                            }
+                            dot /= d;
+                            for (int x = 0; x < d; x++) dpi[x] = rs * (dpi[x] * post_w[x] - p[x] * rs * dot);
+                        }
+                    }
+                    if (has_gate) {
+                        if (dalpha_extra) {
+                            const float *dx = dalpha_extra + slot(s, b, j, g, 0) * c;
+                            for (int x = 0; x < W * c; x++) dal[x] += dx[x];
+                        }
+                        for (int ch = 0; ch < c; ch++) {
+                            float sum = 0.0f;
+                            for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
+                            for (int i = 0; i < W; i++)
+                                dgrad[dgrad_at(s, b, j, i, g) + d + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
+                        }
                     }
                 }
-                if (has_gate) {
-                    if (dalpha_extra) {
-                        const float *dx = dalpha_extra + slot(s, b, j, g, 0) * c;
-                        for (int x = 0; x < W * c; x++) dal[x] += dx[x];
-                    }
-                    for (int ch = 0; ch < c; ch++) {
-                        float sum = 0.0f;
-                        for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
-                        for (int i = 0; i < W; i++)
-                            dgrad[dgrad_at(s, b, j, i, g) + d + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
-                    }
-                }
-            }
+        free(dal);
+    }
     /* bias and post-norm weight gradients: fixed-order sums */
     if (dgate_b && has_gate)
         for (int b = 0; b < B; b++)

@@ -12,14 +12,17 @@
  * Uniform gates have constant alpha: per_seq = 0 and no gradient (the caller skips them).
  * Sums run in a fixed order in double: deterministic. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
 
 void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
     const int B = s->B, nW = s->n_windows, G = s->G, W = s->window, c = s->channels;
     const size_t per_b = (size_t)nW * G * W * c;
+    /* [W] each, on the heap (W reaches 65536) */
+    double *gbar = cpu_scratch(sizeof(double) * (W > 0 ? (size_t)W : 1), "the gate-coverage mean");
+    float *coef = cpu_scratch(sizeof(float) * (W > 0 ? (size_t)W : 1), "the gate-coverage gradient");
     for (int b = 0; b < B; b++) {
-        double gbar[W > 0 ? W : 1];
         for (int i = 0; i < W; i++) gbar[i] = 0.0;
         long rows = 0;
         for (int g = 0; g < G; g++) {
@@ -41,7 +44,6 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
         float *da = dalpha + b * per_b;
         memset(da, 0, sizeof(float) * per_b);
         if (!rows) continue;
-        float coef[W > 0 ? W : 1];
         for (int i = 0; i < W; i++)
             coef[i] = (float)(grad_scale * (log(gbar[i] > 1e-30 ? gbar[i] : 1e-30) + 1.0) / rows);
         for (int g = 0; g < G; g++) {
@@ -53,4 +55,6 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
             }
         }
     }
+    free(gbar);
+    free(coef);
 }

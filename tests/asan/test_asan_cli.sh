@@ -2,9 +2,10 @@
 # make test-asan only (mk/asan.mk copies it to build-asan/tests/test_asan_cli): the programs
 # built with ASan + UBSan, build-asan/bin/train and build-asan/bin/tokenize, through their main
 # paths: --help, --summary of the shipped configs, a bad config, a synthetic corpus, a short
-# training run with checkpoints and evaluation, its resumption, and ./tokenize on a small JSONL
-# corpus with the byte tokenizer. A sanitizer report makes the program exit non-zero, which
-# fails the check. Scratch: build-asan/scratch/test_asan_cli/.
+# training run with checkpoints and evaluation, its resumption, a run with run.threads=80 (above
+# OpenBLAS's cap of 64), and ./tokenize on a small JSONL corpus with the byte tokenizer. A
+# sanitizer report makes the program exit non-zero, which fails the check.
+# Scratch: build-asan/scratch/test_asan_cli/.
 set -u
 cd "$(dirname "$0")/../.."
 B=${BUILD:-build-asan}
@@ -45,6 +46,8 @@ common=(configs/test/tiny.ini "data.train=$S/data/train_*.bin" "data.val=$S/data
 run "train: 4 steps with checkpoints and evaluation" "$T" "${common[@]}" train.steps=4
 run "train: resume to 6 steps" "$T" "${common[@]}" train.steps=6 train.resume_schedule=stretch
 run "train --dry-run of that run" "$T" --dry-run "${common[@]}" train.steps=6
+# more threads than OpenBLAS runs (64): capped with one line, no per-thread buffer overflow (issue 37)
+run "train: run.threads=80, above the BLAS's thread cap" "$T" "${common[@]}" run.name=t80 train.steps=2 run.threads=80
 mkdir -p "$S/corpus"
 printf '{"text": "hello world"}\n\n{"text": "caf\\u00e9 \\ud83d\\ude00"}\n{"id": 1}\n{"text": "bad \xff utf-8"}\n' >"$S/corpus/a.jsonl"
 printf 'a text document\nof two lines\n\nand another\n' >"$S/corpus/b.txt"
