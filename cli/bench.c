@@ -16,7 +16,12 @@
  *                  one benchmark), the ratio of two timings taken together is the stable figure.
  *                  Its time is left out of tokens/s.
  * Then the probe evaluation's rate (prompts/s) padded to the model's T and at the prompt's own
- * length. */
+ * length.
+ * --profile: each case's model runs on the timing wrapper (kernels/backend_profile.h), recording
+ * off during the timed steps (an op is then one more indirect call, nothing else), then
+ * PROFILE_STEPS extra steps recorded and the per-op table printed: ms, calls, % of those steps'
+ * wall time, GFLOP/s or GB/s per op and the top GEMM shapes. The figures above it come from the
+ * timed steps only. */
 #include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +32,7 @@
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
 #include "kernels/kernels.h"
+#include "kernels/backend_profile.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "common/errors.h"
 #include "model/model.h"
@@ -109,6 +115,32 @@ static double step_gemm_gflops(const ModelConfig *c, int M, int trials) {
     return best;
 }
 
+/* One training step as the trainer runs it: forward, backward, the gate-coverage statistic, AdamW. */
+static void bench_step(Model *m, Optimizer *opt, const int32_t *tok, const int32_t *tgt, int B, int T, double lambda) {
+    model_zero_grads(m);
+    model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
+    if (lambda > 0) model_gate_coverage(m, B);   /* the trainer logs it every micro-batch */
+    double gn;
+    optimizer_step(opt, m, 1e-3, 1, &gn);
+}
+
+/* --profile: PROFILE_STEPS steps more, recorded, and the per-op table (kernels/backend_profile.h) */
+#define PROFILE_STEPS 2
+static void bench_profile(const Backend *prof, Model *m, Optimizer *opt, const int32_t *tok, const int32_t *tgt, int B,
+                          int T, double lambda, const char *label) {
+    backend_profile_reset(prof);
+    backend_profile_enable(prof, 1);
+    double t0 = clock_seconds();
+    for (int s = 0; s < PROFILE_STEPS; s++) bench_step(m, opt, tok, tgt, B, T, lambda);
+    backend_profile_enable(prof, 0);
+    prof->synchronize(prof->ctx);
+    double dt = clock_seconds() - t0;
+    printf("per-op profile, %s %d more steps (%.1f ms/step with every op synchronized; not in the figures above)\n",
+           label + strspn(label, " "), PROFILE_STEPS, 1e3 * dt / PROFILE_STEPS);
+    backend_profile_report(stdout, prof, dt);
+    fflush(stdout);
+}
+
 static ModelConfig demo_shape(int compressed) {
     ModelConfig m;
     memset(&m, 0, sizeof m);
@@ -130,6 +162,11 @@ static int bench_probe_eval(const Backend *be, int compressed, const char *label
     if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     model_init_params(m, 1);
     int32_t *tok = calloc((size_t)B * T_MODEL, sizeof(int32_t)), out[B];
+    if (!tok) {
+        fprintf(stderr, "phaselab: --bench: out of memory: %zu bytes for the probe prompts\n", sizeof(int32_t) * B * T_MODEL);
+        model_free(m);
+        return 1;
+    }
     int pos[B];
     double rate[2];
     for (int at_len = 0; at_len < 2; at_len++) {
@@ -152,7 +189,7 @@ static int bench_probe_eval(const Backend *be, int compressed, const char *label
     return 0;
 }
 
-int run_bench(int threads, int steps) {
+int run_bench(int threads, int steps, int profile) {
     const Backend *be = backend_cpu(threads);
     const int B = 16, T = 256;
     Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
@@ -180,28 +217,33 @@ int run_bench(int threads, int steps) {
         if (variant == 3 || variant == 5) mc.grid = GRID_STAGGERED;
         double lambda = variant == 4 || variant == 5 ? 0.1 : 0.0;
         char err[ERR_LEN];
-        Model *m = model_create(&mc, be, B, T, err);
+        /* --profile: the model on the timing wrapper, not recording until bench_profile */
+        const Backend *prof = profile ? backend_profiled(be) : NULL;
+        if (profile && !prof) { fprintf(stderr, "phaselab: --bench --profile: out of memory\n"); return 1; }
+        if (prof) backend_profile_enable(prof, 0);
+        const Backend *mbe = prof ? prof : be;
+        Model *m = model_create(&mc, mbe, B, T, err);
         if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
         if (model_set_gate_coverage(m, lambda, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
         model_init_params(m, 1);
         Optimizer opt;
-        if (optimizer_init(&opt, be, &comm, model_tensors(m), 0.9, 0.95, 1e-8, 0.1, 1.0, err)) {
+        if (optimizer_init(&opt, mbe, &comm, model_tensors(m), 0.9, 0.95, 1e-8, 0.1, 1.0, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
             return 1;
         }
         int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
-        for (int i = 0; i < B * T; i++) { tok[i] = (i * 7 + 3) % mc.vocab_size; tgt[i] = (i * 11 + 5) % mc.vocab_size; }
         double t0 = 0, best_step = 1e30, busy = 0;
         double *paired = malloc(sizeof(double) * steps);   /* [steps] step / sgemm beside it (steps >= 1) */
-        if (!tok || !tgt || !paired) { fprintf(stderr, "phaselab: --bench: out of memory\n"); return 1; }
+        if (!tok || !tgt || !paired) {
+            fprintf(stderr, "phaselab: --bench: out of memory: %zu bytes for the step's tokens and timings\n",
+                    sizeof(int32_t) * 2 * B * T + sizeof(double) * steps);
+            return 1;
+        }
+        for (int i = 0; i < B * T; i++) { tok[i] = (i * 7 + 3) % mc.vocab_size; tgt[i] = (i * 11 + 5) % mc.vocab_size; }
         for (int s = 0; s < steps + 2; s++) {
             if (s == 2) t0 = clock_seconds();    /* two warm-up steps */
             double ts = clock_seconds();
-            model_zero_grads(m);
-            model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
-            if (lambda > 0) model_gate_coverage(m, B);   /* the trainer logs it every micro-batch */
-            double gn;
-            optimizer_step(&opt, m, 1e-3, 1, &gn);
+            bench_step(m, &opt, tok, tgt, B, T, lambda);
             double step_s = clock_seconds() - ts;
             if (s >= 2) {
                 if (step_s < best_step) best_step = step_s;
@@ -225,9 +267,12 @@ int run_bench(int threads, int steps) {
                "  best step %.1f ms (%.1f%% of sgemm);  %.1f%% of the sgemm timed beside each step (median)\n",
                labels[variant], tps, gf, 100 * gf / peak, 100 * gf / step_peak, 1000 * dt / steps, 1000 * best_step,
                100 * gf_best / peak, 100 * paired_median);
+        fflush(stdout);
+        if (prof) bench_profile(prof, m, &opt, tok, tgt, B, T, lambda, labels[variant]);
         free(tok); free(tgt);
         optimizer_free(&opt);
         model_free(m);
+        backend_profile_free(prof);
     }
     printf("probe evaluation (lookup prompts of 256 tokens, model T 1024, batches of 16):\n");
     square_sgemm_free(&square);

@@ -8,6 +8,7 @@
  * 2048, N and K at 4096), one warm-up call, then 3 timings of enough calls for 100 ms each; the
  * best rate 2 M N K / t, times the step's share of it. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "cli/summary.h"
 #include "common/errors.h"
@@ -15,6 +16,9 @@
 #include "model/tensors.h"
 #include "model/dims.h"
 #include "kernels/kernels.h"
+#include "kernels/backend_profile.h"
+#include "trainer/comm.h"
+#include "trainer/optimizer.h"
 #include "common/clock.h"
 
 
@@ -34,6 +38,152 @@ static void human(double bytes, char *out, int len) {
     int i = 0;
     while (bytes >= 1024 && i < 4) { bytes /= 1024; i++; }
     snprintf(out, len, "%.2f %s", bytes, u[i]);
+}
+
+/* ---- the step's work per op (print_step_work) ---- */
+
+/* One row of the work table: calls, FLOPs, bytes. At most WORK_ROWS rows (op_rows and
+ * matmul_rows stop adding there; a config has about 40). */
+typedef struct { char label[80]; long calls; double flops, bytes; int order; } WorkRow;
+enum { WORK_ROWS = 64 };
+
+static void work_row_print(FILE *f, const WorkRow *r, double total_flops) {
+    char ai[32] = "-", pct[32] = "-";
+    if (r->flops > 0 && r->bytes > 0) snprintf(ai, sizeof ai, "%.1f", r->flops / r->bytes);
+    if (r->flops > 0 && total_flops > 0) snprintf(pct, sizeof pct, "%.1f", 100 * r->flops / total_flops);
+    fprintf(f, "  %-44s %7ld %12.2f %10.3f %9s %7s\n", r->label, r->calls, r->flops / 1e9, r->bytes / 1e9, ai, pct);
+}
+
+/* the rows of the ops in `ops` (NULL-terminated {label, op} pairs) that were called */
+static int op_rows(const Backend *prof, const char *const (*ops)[2], WorkRow *rows, int n) {
+    for (int i = 0; ops[i][0]; i++) {
+        OpProfile o;
+        if (backend_profile_op(prof, ops[i][1], &o) || o.calls == 0 || n >= WORK_ROWS) continue;
+        WorkRow *r = &rows[n++];
+        snprintf(r->label, sizeof r->label, "%s (%s)", ops[i][0], ops[i][1]);
+        r->calls = o.calls; r->flops = o.flops; r->bytes = o.bytes;
+    }
+    return n;
+}
+
+static int cmp_row_order(const void *a, const void *b) {
+    const WorkRow *x = a, *y = b;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* The matmuls of a micro-batch grouped by what they compute: a GEMM shape [M, N, K] is named by
+ * the projections of the config with that [N, K] ("q + o" when two have the same shape: the
+ * wrapper sees shapes, not tensors). */
+static int matmul_rows(const Backend *prof, const ModelConfig *m, WorkRow *rows, int n) {
+    const int D = m->d_model, Hd = m->n_heads * m->head_dim, Gd = m->n_kv_heads * m->head_dim, F = m->d_ff;
+    const struct { const char *name; int N, K; } roles[] = {
+        {"q|k|v", Hd + 2 * Gd, D}, {"q", Hd, D}, {"k, v", Gd, D}, {"o", D, Hd}, {"MLP gate, up", F, D}, {"MLP down", D, F}};
+    static GemmProfile g[256];
+    const int ng = backend_profile_gemms(prof, g, 256), first = n;
+    for (int bwd = 0; bwd < 2; bwd++)
+        for (int i = 0; i < ng; i++) {
+            if ((g[i].product[0] == 'b') != bwd) continue;
+            char label[80] = "matmul ";
+            int order = 99;
+            for (int k = (int)(sizeof roles / sizeof roles[0]) - 1; k >= 0; k--)
+                if (roles[k].N == g[i].N && roles[k].K == g[i].K) order = k;
+            for (size_t k = 0; k < sizeof roles / sizeof roles[0]; k++)
+                if (roles[k].N == g[i].N && roles[k].K == g[i].K)
+                    snprintf(label + strlen(label), sizeof label - strlen(label), "%s%s", order != (int)k ? " + " : "",
+                             roles[k].name);
+            if (order == 99) snprintf(label, sizeof label, "matmul [N %d, K %d]", g[i].N, g[i].K);
+            snprintf(label + strlen(label), sizeof label - strlen(label), " %s", bwd ? "bwd" : "fwd");
+            WorkRow *r = NULL;
+            for (int j = first; j < n && !r; j++) if (!strcmp(rows[j].label, label)) r = &rows[j];
+            if (!r) {
+                if (n >= WORK_ROWS) continue;
+                r = &rows[n++];
+                memset(r, 0, sizeof *r);
+                snprintf(r->label, sizeof r->label, "%s", label);
+                r->order = 100 * bwd + order;
+            }
+            r->calls += g[i].calls; r->flops += g[i].flops; r->bytes += g[i].bytes;
+        }
+    qsort(rows + first, n - first, sizeof rows[0], cmp_row_order);   /* the projections in layer order */
+    return n;
+}
+
+static const char *const MICRO_OPS[][2] = {
+    {"attention forward", "attention_fwd"}, {"attention backward", "attention_bwd"},
+    {"compressor forward", "compressor_fwd"}, {"compressor backward", "compressor_bwd"},
+    {"gate-coverage penalty", "gate_coverage"}, {"classifier + cross-entropy", "classifier"},
+    {"RMSNorm forward", "rmsnorm_fwd"}, {"RMSNorm backward", "rmsnorm_bwd"}, {"RoPE, forward and backward", "rope"},
+    {"SwiGLU forward", "swiglu_fwd"}, {"SwiGLU backward", "swiglu_bwd"},
+    {"embedding forward", "embedding_fwd"}, {"embedding backward", "embedding_bwd"},
+    {"residual copies", "copy"}, {"q/k/v split and gather", "copy_2d"}, {"tied K/V gradient sum", "add"},
+    {"token upload", "upload"}, {"loss sum", "loss_accumulate"}, {NULL, NULL}};
+static const char *const STEP_OPS[][2] = {
+    {"zero the gradients", "zero"}, {"gradient norm", "sumsq"}, {"AdamW + bf16 working copy", "adamw_cast"}, {NULL, NULL}};
+
+int print_step_work(FILE *f, const Config *cfg, int world, char *err) {
+    const ModelConfig *mc = &cfg->model;
+    const int T = cfg->data.seq_len, B = cfg->train.micro_batch;
+    Backend *nop = backend_counting_nop(2);   /* bf16 activations: the CUDA backend's bytes */
+    const Backend *prof = nop ? backend_profiled(nop) : NULL;
+    if (!prof) { backend_counting_free(nop); return set_err(err, "out of memory"); }
+    char merr[ERR_LEN];
+    Model *m = model_create(mc, prof, B, T, merr);
+    Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    Optimizer opt;
+    memset(&opt, 0, sizeof opt);
+    int rc = 0;
+    if (!m || (cfg->train.gate_coverage > 0 && model_set_gate_coverage(m, cfg->train.gate_coverage, merr)) ||
+        optimizer_init(&opt, prof, &comm, model_tensors(m), cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
+                       cfg->train.weight_decay, cfg->train.grad_clip, merr)) {
+        rc = set_err(err, "%s: the step's work at micro-batch %d x seq_len %d: %s", cfg->source, B, T, merr);
+        goto done;
+    }
+    int32_t *tok = calloc((size_t)B * T, sizeof(int32_t));
+    if (!tok) { rc = set_err(err, "out of memory"); goto done; }
+    WorkRow rows[WORK_ROWS];
+    /* one micro-batch: forward, backward (the trainer's call), and the step's own ops */
+    backend_profile_reset(prof);
+    model_accumulate_micro_batch(m, tok, tok, B, 1.0 / ((double)B * T));
+    int n = matmul_rows(prof, mc, rows, 0), n_mm = n;
+    n = op_rows(prof, MICRO_OPS, rows, n);
+    const int n_micro = n;
+    backend_profile_reset(prof);
+    model_zero_grads(m);
+    double gn;
+    optimizer_step(&opt, m, 1e-4, 1, &gn);
+    n = op_rows(prof, STEP_OPS, rows, n);
+    free(tok);
+    double micro_flops = 0, micro_bytes = 0, step_flops = 0, step_bytes = 0, mm_flops = 0;
+    for (int i = 0; i < n; i++) {
+        if (i < n_micro) { micro_flops += rows[i].flops; micro_bytes += rows[i].bytes; }
+        else { step_flops += rows[i].flops; step_bytes += rows[i].bytes; }
+        if (i < n_mm) mm_flops += rows[i].flops;
+    }
+    const long Bg = cfg->train.batch_tokens / T, accum = (Bg / world + B - 1) / B;
+    fprintf(f, "\nthe step's work per op at micro-batch %d x seq_len %d: the model's own calls, counted with the formulas of\n"
+               "  kernels/backend_profile.c; bytes with bf16 activations and fp32 master weights, gradients and AdamW state,\n"
+               "  each tensor moved once (the CUDA backend's least traffic); compare FLOP/byte with a GPU's ridge point\n"
+               "  (peak FLOP/s / memory bandwidth, e.g. 989e12 / 4.8e12 = 206 on an H200) and each op's time in a device\n"
+               "  run's per-op table (bench_cuda with BENCH_PROFILE=1) with max(GFLOP / peak, GB / bandwidth)\n", B, T);
+    fprintf(f, "  %-44s %7s %12s %10s %9s %7s\n", "per micro-batch (forward + backward)", "calls", "GFLOP", "GB", "FLOP/byte",
+            "% FLOP");
+    for (int i = 0; i < n_micro; i++) work_row_print(f, &rows[i], micro_flops);
+    WorkRow total = {.label = "micro-batch total", .flops = micro_flops, .bytes = micro_bytes};
+    for (int i = 0; i < n_micro; i++) total.calls += rows[i].calls;
+    work_row_print(f, &total, micro_flops);
+    fprintf(f, "  %-44s\n", "per optimizer step (one rank, all parameters)");
+    for (int i = n_micro; i < n; i++) work_row_print(f, &rows[i], 0);
+    const double mfu_flops = model_flops_per_token(mc, T) * B * T;
+    fprintf(f, "  a step: %ld micro-batches x %.2f GFLOP + the optimizer = %.2f TFLOP, %.2f GB moved at the least; "
+               "matmuls %.1f%% of the micro-batch FLOPs; the MFU count (model_flops_per_token x tokens: 3 x forward) "
+               "gives %.2f GFLOP per micro-batch\n", accum, micro_flops / 1e9, (accum * micro_flops + step_flops) / 1e12,
+            (accum * micro_bytes + step_bytes) / 1e9, micro_flops > 0 ? 100 * mm_flops / micro_flops : 0.0, mfu_flops / 1e9);
+done:
+    optimizer_free(&opt);
+    if (m) model_free(m);
+    backend_profile_free(prof);
+    backend_counting_free(nop);
+    return rc;
 }
 
 int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
@@ -105,7 +255,7 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
                 cuda ? " + bf16 working weights " : "", cuda ? wk : "", d, micro, e);
     }
     tensor_table_free(&tt);
-    return 0;
+    return print_step_work(f, cfg, world, err);
 }
 
 double step_rate_estimate(const Backend *be, const Config *cfg, char *how, size_t len) {

@@ -11,7 +11,8 @@
  *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
- *   ./train --bench [--threads N] [--steps N]           CPU training-step benchmark
+ *   ./train --bench [--threads N] [--steps N] [--profile]   CPU training-step benchmark (--profile: the
+ *                                                       per-op time table of each case, kernels/backend_profile.h)
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
@@ -26,8 +27,10 @@
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "common/optval.h"
 #include "model/model.h"
 #include "analysis/analysis.h"
+#include "common/interrupt.h"
 #include "analysis/analysis_h5.h"
 #include "cli/bench.h"
 #include "trainer/eval_cost.h"
@@ -67,7 +70,9 @@ static void usage(FILE *f) {
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
-            "       ./train --bench [--threads N] [--steps N]         CPU training-step benchmark\n"
+            "       ./train --bench [--threads N] [--steps N] [--profile]\n"
+            "                                                         CPU training-step benchmark (--profile: each\n"
+            "                                                         case's per-op time table after its timed steps)\n"
             "       ./train --help                                    this text and every config key\n");
 }
 
@@ -94,28 +99,24 @@ static int load_config(Config *cfg, const char *path, int argc, char **argv) {
     return 0;
 }
 
+/* An integer option in [lo, hi] (lo >= 0; common/optval.h: decimal digits only, never a sign,
+ * space or exponent). */
 static int parse_long(const char *opt, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (*s == 0 || *end || errno || v < lo || v > hi) {
+    long long v;
+    if (optval_int(s, lo, hi, &v)) {
         fprintf(stderr, "phaselab: %s: '%s' is not an integer in [%ld, %ld]\n", opt, s, lo, hi);
         return 2;
     }
-    *out = v;
+    *out = (long)v;
     return 0;
 }
 
 /* A probability in [0, 1]. */
 static int parse_fraction(const char *opt, const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (*s == 0 || *end || errno || !(v >= 0.0 && v <= 1.0)) {
+    if (optval_double(s, 0.0, 1.0, out)) {
         fprintf(stderr, "phaselab: %s: '%s' is not a number in [0, 1]\n", opt, s);
         return 2;
     }
-    *out = v;
     return 0;
 }
 
@@ -292,18 +293,24 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(); return 0; }
     if (!strcmp(cmd, "--version")) { printf("phaselab %s (%s)\n", PHASELAB_VERSION, PHASELAB_BUILD_FEATURES); return 0; }
     if (!strcmp(cmd, "--make-synthetic")) return cmd_make_synthetic(argc - 2, argv + 2);
-    if (!strcmp(cmd, "--eval")) return cmd_eval(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--eval")) {   /* SIGINT/SIGTERM stop it between batches, nothing written (common/interrupt.h) */
+        interrupt_install();
+        int rc = cmd_eval(argc - 2, argv + 2);
+        return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
+    }
     if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
+        int profile = 0;
         for (int i = 2; i < argc; i += 2) {
+            if (!strcmp(argv[i], "--profile")) { profile = 1; i--; continue; }   /* a flag: no value */
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
             int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, 4096, &threads)
                    : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, 1L << 30, &steps)
                    : (fprintf(stderr, "phaselab: unknown option %s\n", argv[i]), 2);
             if (rc) return rc;
         }
-        return run_bench((int)threads, (int)steps);
+        return run_bench((int)threads, (int)steps, profile);
     }
     if (!strcmp(cmd, "--dry-run") || !strcmp(cmd, "--summary")) {
         if (argc < 3) { usage(stderr); return 2; }

@@ -126,6 +126,10 @@ typedef struct Backend {
     int device;                      /* the GPU this backend runs on (-1: host) */
     BackendCtx *ctx;                 /* first argument of every op */
     const BackendCollectives *collectives;   /* NULL: host memory, MPI does the collectives */
+    /* Shape limits of the backend's kernels (0 = none): model_create refuses a config beyond
+     * them with one line instead of an op aborting in the first step. CUDA: head_dim <= 128
+     * (the attention tiles), compressed attention with at most 64 KV heads (compressor slices). */
+    int max_head_dim, max_comp_kv_heads;
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"
@@ -147,6 +151,10 @@ const Backend *backend_cuda(int device, char *err);
  * returns a dummy pointer), so building a model or decoder on it measures their memory. NULL
  * when out of memory; backend_counting_free releases it. */
 Backend *backend_counting(size_t act_bytes);
+/* The counting backend with every op present and doing nothing (sumsq returns 0): a model's
+ * training step runs on it, so the timing wrapper around it counts the step's work (cli/summary.c).
+ * Released with backend_counting_free. */
+Backend *backend_counting_nop(size_t act_bytes);
 size_t backend_counted(const Backend *b);
 void backend_counting_free(Backend *b);
 

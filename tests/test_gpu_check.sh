@@ -17,9 +17,10 @@
 #      summary.txt that parses, with the phases done so far and the running one "not run".
 #   E. every phase with well-behaved fakes (parity programs, a cudnn_graph_check with one shape
 #      cuDNN declines, a bench_cuda, a train that writes checkpoints, a compute-sanitizer):
-#      overall pass and exit 0, the declined shape a skip, the bench figures parsed, the cuDNN-
-#      backward bench run stopped after its first case; then CHECK_PHASES=rerun with a train
-#      whose second run writes other bytes: rerun fails, only the selected phases are listed.
+#      overall pass and exit 0, the declined shape a skip, the bench figures parsed (and each
+#      case's per-op table, BENCH_PROFILE=1), the cuDNN-backward bench run stopped after its first
+#      case; then CHECK_PHASES=rerun with a train whose second run writes other bytes: rerun
+#      fails, only the selected phases are listed.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 T=gpu_check
@@ -227,11 +228,29 @@ exit 1
 FAKE
 cat > "$E/bundle/bin/bench_cuda" <<'FAKE'
 #!/bin/sh
+# BENCH_PROFILE=1: a per-op table after each case (the format of kernels/backend_profile.c's report)
+table() {
+  [ "${BENCH_PROFILE:-0}" = 1 ] || return 0
+  echo "per-op profile, $1: 1 more step (0.600 s with every op synchronized; not in the figures above)"
+  echo "per-op time, cuda backend (each op synchronized; 600.0 ms of wall time recorded):"
+  echo "  op                    calls   ms total    ms/call  % step   GFLOP/s      GB/s"
+  echo "  attention_bwd            28    160.000     5.7143    26.7     512.0      20.0"
+  echo "  matmul_bwd              140    150.000     1.0714    25.0     600.0      30.0"
+  echo "  rmsnorm_fwd             113     10.000     0.0885     1.7         -    2500.0"
+  echo "  (between ops)                    5.000                0.8"
+  echo "GEMM shapes, most time first (out [M,N] = in [M,K] w [N,K]^T and its backward):"
+  echo "  product           M       N       K    calls   ms total  % step   GFLOP/s"
+  echo "  bwd din+dw    32768    3072    1024       56     80.000    13.3     650.0"
+  echo "  fwd           32768    3072    1024       56     30.000     5.0     700.0"
+}
 echo "bench_cuda: Qwen3-0.6B shape, T=4096, micro-batch $1 (32768 tokens/step), peak 989 TFLOP/s"
 echo "bench_cuda full attention, 8 KV heads            60000 tokens/s  MFU  20.0%  step 0.546 s (forward 0.150 s)  peak memory 40.00 GiB  loss 12.000  params 596.0M"
+table "full attention, 8 KV heads"
 [ "${PHASELAB_CUDNN_ATTN_BWD:-}" = 0 ] && exec sleep 100
 echo "bench_cuda compressed W8/S8, 8 KV heads          70000 tokens/s  MFU  24.0%  step 0.468 s (forward 0.140 s)  peak memory 38.00 GiB  loss 12.000  params 600.0M"
+table "compressed W8/S8, 8 KV heads"
 echo "bench_cuda compressed W8/S8, 1 KV head           65000 tokens/s  MFU  22.0%  step 0.504 s (forward 0.140 s)  peak memory 37.00 GiB  loss 12.000  params 590.0M"
+table "compressed W8/S8, 1 KV head"
 FAKE
 cat > "$E/bundle/bin/train" <<'FAKE'
 #!/bin/sh
@@ -270,6 +289,11 @@ if [ -s "$SUM" ]; then
   nb=$(grep -cE '^  bench\.(full_attention_8_kv_heads|compressed_w8_s8_8_kv_heads|compressed_w8_s8_1_kv_head|full_attention_8_kv_heads_custom_bwd) = [0-9]+ tokens/s' "$SUM")
   [ "$nb" -eq 4 ] && [ "$took" -lt 40 ] && ok "E: 4 bench figures (3 cases + full with the custom backward, stopped after its case); ${took}s" \
     || nok "E: $nb of 4 bench figures, ${took}s: $(grep '  bench\.' "$SUM" | tr '\n' '|')"
+  np=$(grep -cE '^  bench\.per_op_(full_attention_8_kv_heads|compressed_w8_s8_8_kv_heads|compressed_w8_s8_1_kv_head) = attention_bwd 160\.000 ms 26\.7% 512\.0 GFLOP/s; matmul_bwd .*rmsnorm_fwd 10\.000 ms 1\.7% 2500\.0 GB/s; between ops 5\.000 ms 0\.8%$' "$SUM")
+  grep -q '^  bench\.gemm_compressed_w8_s8_1_kv_head = bwd din+dw \[32768,3072,1024\] 80\.000 ms 650\.0 GFLOP/s; fwd \[32768,3072,1024\] 30\.000 ms 700\.0 GFLOP/s$' "$SUM" \
+    && [ "$np" -eq 3 ] && ! grep -q 'per_op_full_attention_8_kv_heads_custom' "$SUM" \
+    && ok "E: the per-op table of each bench case (BENCH_PROFILE=1) becomes bench.per_op_CASE and bench.gemm_CASE" \
+    || nok "E: $np of 3 per-op figures: $(grep -E '  bench\.(per_op|gemm)' "$SUM" | tr '\n' '|')"
   grep -q '^  rerun.compressed = identical' "$SUM" && grep -q '^  rerun.full = identical' "$SUM" \
     && grep -q '^  rerun.setup = .*run.deterministic=true' "$SUM" \
     && ok "E: rerun compares both variants' checkpoints (and asks for run.deterministic)" \

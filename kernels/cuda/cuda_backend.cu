@@ -470,6 +470,8 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->device = device;
     b->ctx = ctx;
     b->collectives = cu_collectives;
+    b->max_head_dim = 128;           /* padded_dim (cuda_attention.cu); the compressor takes 256 */
+    b->max_comp_kv_heads = 64;       /* CompSlice sl[64] (cuda_compressor.cu) */
 #define OP(ret, op, params, args) b->op = cu_##op;
 #include "kernels/ops.def"
 #undef OP

@@ -6,12 +6,19 @@
  *   full attention, 8 KV heads;  compressed W8/S8 (paper defaults), 8 KV heads;  W8/S8, 1 KV head.
  * Prints tokens/s, MFU (model_flops_per_token x tokens/s / the backend's peak bf16 FLOP/s),
  * peak device memory allocated through the backend, and the forward-only share of a step.
- * Usage: bench_cuda [micro_batch (default 4)] [timed steps (default 5)] */
+ * Usage: bench_cuda [micro_batch (default 4)] [timed steps (default 5)]
+ * BENCH_PROFILE=1 (environment): each case's model runs on the timing wrapper
+ * (kernels/backend_profile.h), recording off during the timed and forward-only steps, then one
+ * step more recorded (every op synchronized, so device time is attributed per op) and its per-op
+ * table printed after the case's line ("per-op profile, CASE: ...", the table of
+ * backend_profile_report; tests/gpu/check.sh's bench phase reads it). The figures on the case's
+ * line come from the unrecorded steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include "kernels/kernels.h"
+#include "kernels/backend_profile.h"
 #include "common/clock.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "trainer/comm.h"
@@ -38,8 +45,10 @@ int main(int argc, char **argv) {
         printf("bench_cuda: no GPU: %s\n", err);
         return 0;
     }
-    printf("bench_cuda: Qwen3-0.6B shape, T=%d, micro-batch %d (%d tokens/step), peak %.0f TFLOP/s\n", T, B, B * T,
-           be->peak_flops / 1e12);
+    const char *prof_env = getenv("BENCH_PROFILE");
+    const int profile = prof_env && *prof_env && strcmp(prof_env, "0") != 0;
+    printf("bench_cuda: Qwen3-0.6B shape, T=%d, micro-batch %d (%d tokens/step), peak %.0f TFLOP/s%s\n", T, B, B * T,
+           be->peak_flops / 1e12, profile ? ", per-op profile of one more step per case" : "");
     BenchCase cases[] = {{"full attention, 8 KV heads", 0, 8},
                          {"compressed W8/S8, 8 KV heads", 1, 8},
                          {"compressed W8/S8, 1 KV head", 1, 1}};
@@ -59,9 +68,14 @@ int main(int argc, char **argv) {
         m.stride = 8;
         m.n_kv_heads = cases[ci].kv_heads;
         cuda_backend_reset_peak(be);
-        Model *mod = model_create(&m, be, B, T, err);
+        /* BENCH_PROFILE: the model on the timing wrapper, not recording until the profiled step */
+        const Backend *prof = profile ? backend_profiled(be) : NULL;
+        if (prof) backend_profile_enable(prof, 0);
+        const Backend *mbe = prof ? prof : be;
+        Model *mod = model_create(&m, mbe, B, T, err);
         if (!mod) {
             printf("bench_cuda %s: model_create failed: %s\n", cases[ci].name, err);
+            backend_profile_free(prof);
             continue;
         }
         model_init_params(mod, 1);
@@ -70,11 +84,12 @@ int main(int argc, char **argv) {
         Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
         Optimizer opt;
         memset(&opt, 0, sizeof opt);
-        if (optimizer_init(&opt, be, &comm, tt, c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay,
+        if (optimizer_init(&opt, mbe, &comm, tt, c.train.beta1, c.train.beta2, c.train.eps, c.train.weight_decay,
                            c.train.grad_clip, err)) {
             printf("bench_cuda %s: %s\n", cases[ci].name, err);
             optimizer_free(&opt);
             model_free(mod);
+            backend_profile_free(prof);
             continue;
         }
         double t0 = 0, loss = 0;
@@ -99,8 +114,26 @@ int main(int argc, char **argv) {
                "loss %.3f  params %.1fM\n",
                cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes(be) / 1073741824.0, loss, tt->n_params / 1e6);
         fflush(stdout);
+        if (prof) {   /* one step more, every op synchronized and timed */
+            backend_profile_reset(prof);
+            backend_profile_enable(prof, 1);
+            be->synchronize(be->ctx);
+            double p0 = clock_seconds();
+            model_zero_grads(mod);
+            model_forward_backward(mod, tok, tgt, B, 1.0 / (B * T), NULL);
+            double grad_norm;
+            optimizer_step(&opt, mod, 1e-4, 1, &grad_norm);
+            backend_profile_enable(prof, 0);
+            be->synchronize(be->ctx);
+            double pdt = clock_seconds() - p0;
+            printf("per-op profile, %s: 1 more step (%.3f s with every op synchronized; not in the figures above)\n",
+                   cases[ci].name, pdt);
+            backend_profile_report(stdout, prof, pdt);
+            fflush(stdout);
+        }
         optimizer_free(&opt);
         model_free(mod);
+        backend_profile_free(prof);
     }
     free(tok);
     free(tgt);

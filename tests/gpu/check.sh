@@ -34,7 +34,9 @@
 #                              phaselab itself calls NCCL only with more than one rank
 #   bench           100   40   bench_cuda at micro-batch CHECK_BATCH (Qwen3-0.6B shape, T=4096):
 #                              full, W8/S8 8-KV, W8/S8 1-KV, then full with the cuDNN backward;
-#                              tokens/s, MFU, step time, peak memory
+#                              tokens/s, MFU, step time, peak memory; with BENCH_PROFILE=1 one
+#                              more step per case timed op by op: bench.per_op_CASE (the top ops:
+#                              ms, % of the step, GFLOP/s or GB/s) and bench.gemm_CASE (top shapes)
 #   rerun            60   25   ./train run.device=cuda, configs/demo.ini (compressed) and its full-
 #                              attention twin, each trained twice from scratch (with
 #                              run.deterministic=true when ./train has that key): the checkpoints'
@@ -531,11 +533,37 @@ bench_figs() {   # bench_figs LOG SUFFIX: one figure per case line of bench_cuda
     fig bench "$name$2" "$rest"
   done < <(grep -E '^bench_cuda .* tokens/s' "$1")
 }
+bench_per_op() {   # bench_per_op LOG: each case's per-op table (bench_cuda, BENCH_PROFILE=1) as figures
+  local name ops gemm n=0
+  while IFS=$'\t' read -r name ops gemm; do
+    fig bench "per_op_$name" "$ops"
+    [ -n "$gemm" ] && fig bench "gemm_$name" "$gemm"
+    n=$((n + 1))
+  done < <(awk '
+    function flush() { sub(/; $/, "", gemm); if (c != "") printf "%s\t%s\t%s\n", c, ops, gemm; c = "" }
+    /^per-op profile, / { flush(); c = $0; sub(/^per-op profile, /, "", c); sub(/: [0-9]+ more step.*/, "", c)
+                          c = tolower(c); gsub(/[^a-z0-9]+/, "_", c); gsub(/^_|_$/, "", c)
+                          ops = ""; gemm = ""; sect = ""; rows = 0; next }
+    c == "" { next }
+    /^per-op time, / { sect = "ops"; next }
+    /^GEMM shapes/ { sect = "gemm"; rows = 0; next }
+    /^  (op|product) / { next }
+    sect == "ops" && /^  \(between ops\)/ { ops = ops sprintf("between ops %s ms %s%%", $3, $4); next }
+    sect == "ops" && /^  [a-z]/ && rows < 6 {
+      ops = ops sprintf("%s %s ms %s%% %s; ", $1, $3, $5, $6 != "-" ? $6 " GFLOP/s" : $7 " GB/s"); rows++; next }
+    sect == "gemm" && /^  (fwd|bwd)/ && rows < 3 {
+      p = $1; i = 2; if ($1 == "bwd") { p = $1 " " $2; i = 3 }
+      gemm = gemm sprintf("%s [%s,%s,%s] %s ms %s GFLOP/s; ", p, $i, $(i + 1), $(i + 2), $(i + 4), $(i + 6)); rows++; next }
+    !/^  / { sect = "" }
+    END { flush() }' "$1")
+  [ "$n" -gt 0 ] || fig bench per_op "no per-op table in the log (bench_cuda without BENCH_PROFILE support?)"
+}
 phase_bench() {
   need bench bench_cuda || return
   local log=$LOGS/bench.log to; to=$(phase_left)
   echo "\$ bench_cuda $BATCH $BENCH_STEPS" > "$log"
-  run_log "$to" "$log" env -u PHASELAB_CUDNN_ATTN_BWD "$BIN/bench_cuda" "$BATCH" "$BENCH_STEPS"   # default: cuDNN fwd+bwd for full
+  # default: cuDNN fwd+bwd for full; BENCH_PROFILE=1: each case's per-op table after its timed steps
+  run_log "$to" "$log" env -u PHASELAB_CUDNN_ATTN_BWD BENCH_PROFILE=1 "$BIN/bench_cuda" "$BATCH" "$BENCH_STEPS"
   fig bench setup "$(grep -m1 '^bench_cuda: ' "$log" | oneline)"
   bench_figs "$log" ""
   local n_case; n_case=$(grep -cE '^bench_cuda .* tokens/s' "$log")
@@ -566,7 +594,7 @@ phase_bench() {
   else
     fig bench full_custom_bwd "not run: deadline (${to}s left)"
   fi
-  fig bench per_op "not available: bench_cuda has no per-op timing yet (issue 39 item 2)"
+  bench_per_op "$log"
   verdict bench "pass: 3 cases at micro-batch $BATCH in ${DUR}s (figures below)"
 }
 
