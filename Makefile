@@ -3,7 +3,8 @@
 #   make test     builds and runs the whole test suite; last line "N passed, M failed, K skipped"
 #   make run      the default job: synthetic corpus + configs/demo.ini on the CPU
 #   make bench    CPU training-step benchmark (tokens/s, GFLOP/s, sgemm peak)
-#   make mini-sweep   the laptop sweep of configs/mini/ (2 seeds, all cores) and its report
+#   make mini-sweep   the laptop sweep of configs/mini/ (ROWS=claims: 5 seeds; QUICK=1) and its report
+#   make gallery  the figure gallery of tools/report (docs/gallery.md) from a synthetic sweep
 #   make config   prints what tools/configure found (BLAS, HDF5, MPI, CUDA archs, cuDNN, NCCL)
 #
 # Configuration: before anything is compiled, tools/configure finds every dependency (pkg-config,
@@ -187,11 +188,17 @@ run: $(PROGRAMS)
 bench: $(PROGRAMS)
 	./train --bench --threads 2
 
-# The laptop mini-sweep (configs/mini/README.md): every configs/mini/*.ini x 2 seeds, one-thread
-# runs on all cores, resumable, ending with runs/mini/report/. JOBS=N SEEDS=1,2 MINI_OUT=DIR.
+# The laptop mini-sweep (configs/mini/README.md): a row set of configs/mini/rows/ (default claims:
+# every claim row x 5 seeds; ROWS=quick,extra,...; QUICK=1 = ROWS=quick), one-thread runs on all
+# cores, resumable, ending with runs/mini/report/. JOBS=N SEEDS=1,2 MINI_OUT=DIR.
 mini-sweep: $(PROGRAMS)
 	@tools/install-deps run
-	@tools/mini-sweep
+	@ROWS='$(ROWS)' QUICK='$(QUICK)' tools/mini-sweep
+
+# The figure gallery (docs/gallery.md, docs/img/gallery/): tools/report on a synthetic sweep.
+.PHONY: gallery
+gallery:
+	tools/report --gallery docs/img/gallery --gallery-md docs/gallery.md
 
 # GPU machine only: parity tests + benchmark in one script (logs to $$OUT when set)
 gpu-check:

@@ -15,7 +15,10 @@ NXdata definitions, never from the writer's code:
   * long_name of every plotted dataset ends with its units in parentheses where it has units;
   * NXentry carries title, program_name (with a version) and an ISO 8601 start_time;
   * the raw tables /train /val /probe /gates keep their paths and carry no NeXus class;
-  * ./train resuming on a file of the older layout (no /entry, tables as NXdata) upgrades it.
+  * ./train resuming on a file of the older layout (no /entry, tables as NXdata) upgrades it;
+  * on a metrics.h5 of a real few-step ./train run with the probe: every NXdata has @signal and
+    @axes, every plotted signal and axis a long_name, every signal its units (PLOTTED_UNITS), and
+    every dataset tools/report plots is one of them.
 With nexusformat installed, also its checker (nxcheck): 0 errors. Scratch: build/scratch/test_metrics_nexus/."""
 import datetime
 import os
@@ -146,6 +149,88 @@ def check_old_file_resume():
               "plain raw tables", f"{list(f.keys())} {dict(f.attrs)}")
 
 
+# Every signal a NeXus plot of metrics.h5 may carry, with the unit its `units` attribute must name
+# (and its long_name end with, in parentheses); None: a dimensionless quantity (a ratio, a rate
+# multiplier, a norm of unit-free numbers), which carries no units attribute (NeXus: optional for
+# NX_DIMENSIONLESS) and says what it is in long_name. A signal missing here fails the test: every
+# plotted dataset has to be classified. The axes are index axes (step, residue, layer, ...): no units.
+PLOTTED_UNITS = {"loss": "nats", "loss_by_residue": "nats", "acc_pp": "%", "acc_ip": "%", "mean_pp": "%", "worst_pp": "%",
+                 "best_pp": "%", "mean_ip": "%", "worst_ip": "%", "best_ip": "%", "gap_pp": "percentage points",
+                 "gap_ip": "percentage points", "tokens_per_sec": "tokens/s", "eff_static": "offsets",
+                 "eff_window": "offsets", "lr": None, "grad_norm": None, "mfu": None, "profile": None}
+INDEX_AXES = {"step", "residue", "layer", "kv_head", "branch", "window_offset"}
+# the raw datasets tools/report reads and plots: each must be a signal or an axis of an NXdata plot
+REPORT_READS = ["train/step", "train/loss", "val/step", "val/loss", "val/loss_by_residue", "probe/step", "probe/acc_pp",
+                "probe/acc_ip", "probe/mean_pp", "probe/gap_pp", "gates/profile"]
+
+
+def check_real_run_plotted():
+    """A few-step ./train run (configs/test/tiny.ini, with the lookup probe): every NXdata under
+    /entry has @signal naming a dataset and @axes naming one existing axis per dimension; every
+    signal, auxiliary signal and axis has a long_name; signals carry the units attribute of
+    PLOTTED_UNITS (long_name ending with it); and every dataset tools/report plots is one of them."""
+    train = os.path.join(ROOT, "train")
+    if not os.access(train, os.X_OK):
+        skip("real run: NeXus attributes of every plotted dataset", "./train not built")
+        return
+    d = os.path.join(SCRATCH, "real")
+    os.makedirs(d)
+    subprocess.run([train, "--make-synthetic", f"{d}/data", "--seq-len", "160", "--train-rows", "120", "--val-rows", "4"],
+                   check=True, stdout=subprocess.DEVNULL)
+    probe = os.path.join(d, "probe.bin")
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", probe,
+                        "--per-residue", "1", "--max-len", "160", "--quiet"], capture_output=True, text=True)
+    if not check(p.returncode == 0, "real run: make-probe", p.stderr[-300:]):
+        return
+    p = subprocess.run([train, os.path.join(ROOT, "configs", "test", "tiny.ini"), "data.seq_len=160", "train.batch_tokens=640",
+                        f"data.train={d}/data/train_*.bin", f"data.val={d}/data/val_*.bin", f"eval.probe={probe}",
+                        f"run.dir={d}/runs", "run.name=real", "train.steps=4", "eval.every=2", "checkpoint.every=1000"],
+                       capture_output=True, text=True, timeout=300)
+    if not check(p.returncode == 0, "real run: a 4-step ./train with the probe", p.stdout[-300:] + p.stderr[-300:]):
+        return
+    with h5py.File(f"{d}/runs/real/metrics.h5", "r") as f:
+        groups = nxdata_groups(f["entry"])
+        plotted, bad = set(), []
+        for name, g in sorted(groups.items()):
+            signal = text(g.attrs.get("signal", ""))
+            axes = strings(g.attrs.get("axes", [])) if "axes" in g.attrs else None
+            if signal not in g or not isinstance(g[signal], h5py.Dataset):
+                bad.append(f"{name}: @signal {signal!r} names no dataset")
+                continue
+            sig = g[signal]
+            if axes is None or len(axes) != sig.ndim or any(a not in g for a in axes):
+                bad.append(f"{name}: @axes {axes} for a {sig.ndim}-D signal")
+                axes = [a for a in (axes or []) if a in g]
+            sigs = [signal] + strings(g.attrs.get("auxiliary_signals", []))
+            for k in sigs:
+                ds = g[k]
+                plotted.add(ds.id)
+                ln = text(ds.attrs.get("long_name", ""))
+                if k not in PLOTTED_UNITS:
+                    bad.append(f"{name}/{k}: a plotted signal the test does not know (add it to PLOTTED_UNITS)")
+                    continue
+                unit = PLOTTED_UNITS[k]
+                got = text(ds.attrs["units"]) if "units" in ds.attrs else None
+                if not ln:
+                    bad.append(f"{name}/{k}: no long_name")
+                if unit is None and got is not None:
+                    bad.append(f"{name}/{k}: dimensionless but units = {got!r}")
+                if unit is not None and (got != unit or not ln.endswith(f"({unit})")):
+                    bad.append(f"{name}/{k}: units {got!r}, long_name {ln!r}; expected units {unit!r} named in long_name")
+            for a in axes:
+                plotted.add(g[a].id)
+                if not text(g[a].attrs.get("long_name", "")):
+                    bad.append(f"{name}/{a}: axis without long_name")
+                if a not in INDEX_AXES:
+                    bad.append(f"{name}/{a}: an axis the test does not know")
+        check(not bad and len(groups) >= 10, "real run: every NXdata has @signal, @axes, long_name and its units",
+              "; ".join(bad)[:1500])
+        missing = [k for k in REPORT_READS if k in f and f[k].id not in plotted]
+        absent = [k for k in REPORT_READS if k not in f]
+        check(not missing and not absent, "real run: every dataset tools/report plots is a NeXus signal or axis",
+              f"not plotted in /entry: {missing}; absent: {absent}")
+
+
 def main():
     if h5py is None:
         skip("NeXus layout of metrics.h5", "h5py not installed")
@@ -257,6 +342,7 @@ def main():
               text(f["train/loss"].attrs.get("long_name", "")))
 
     check_old_file_resume()
+    check_real_run_plotted()
     try:
         import nexusformat  # noqa: F401
     except ImportError:

@@ -2,7 +2,9 @@
 given x the seeds, run as parallel one-thread jobs, resumable; the report's columns and the
 README's promises agree with what the sweep writes:
   - configs/mini/README.md's config table lists exactly the files configs/mini/*.ini;
-  - its default seeds are the ones tools/mini-sweep uses;
+  - the row sets (configs/mini/rows/*.rows: claims with every claim row x 5 seeds, quick with the
+    main contrast x 3 seeds, ...) name existing configs, cover all of them, and the README lists
+    each with its cost; the README's seeds are the claims row set's; --dry-run prints the plan;
   - its list of report.csv columns is the header tools/report writes.
 The README is read, never regenerated, so a drift between the two fails here."""
 import csv
@@ -28,15 +30,57 @@ listed = sorted(set(re.findall(r"^\| `([a-z0-9_]+\.ini)` \|", README, re.M)))
 present = sorted(os.path.basename(p) for p in glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini")))
 check(listed == present and len(present) >= 8, "readme_lists_every_mini_config",
       f"README: {listed}; configs/mini: {present}")
+# ---- row sets (configs/mini/rows/NAME.rows): seeds as an axis --------------------------------------
+def read_rows(path):
+    seeds, cfgs = None, []
+    for line in open(path):
+        line = line.split("#")[0].strip()
+        if line.startswith("seeds"):
+            seeds = [int(x) for x in line.split("=", 1)[1].replace(" ", "").split(",")]
+        elif line:
+            cfgs.append(line)
+    return seeds, cfgs
+
+
+ROWS = {os.path.basename(p)[:-5]: read_rows(p) for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "rows", "*.rows")))}
+claims_seeds, claims = ROWS.get("claims", (None, []))
+CLAIM_ROWS = ["full.ini", "full_kv1.ini", "w8s8.ini", "w8s8_kv1.ini", "w8s4.ini", "w8s8_tail.ini", "w8s8_shared.ini",
+              "w8s8_staggered.ini", "w8s8_coverage.ini"]
+check(claims_seeds is not None and len(claims_seeds) >= 5 and set(CLAIM_ROWS) <= set(claims),
+      "claims_row_set_has_every_claim_row_with_5_seeds", f"{claims_seeds} {claims}")
+q_seeds, quick = ROWS.get("quick", (None, []))
+check(q_seeds is not None and len(q_seeds) >= 3 and {"full.ini", "w8s8.ini"} <= set(quick), "quick_row_set_has_the_contrast",
+      f"{q_seeds} {quick}")
+bad = [(n, c) for n, (_, cs) in ROWS.items() for c in cs if c not in present]
+covered = {c for _, cs in ROWS.values() for c in cs}
+check(not bad and covered == set(present), "row_sets_name_existing_configs_and_cover_all",
+      f"unknown {bad}; in no row set: {sorted(set(present) - covered)}")
 m = re.search(r"seeds? \*\*([0-9, ]+)\*\*", README)
-d = re.search(r"^SEEDS=\$\{SEEDS:-([0-9,]+)\}", TOOL, re.M)
-check(m is not None and d is not None and m.group(1).replace(" ", "") == d.group(1) and d.group(1).count(",") >= 1,
-      "readme_seeds_are_the_default", f"README {m and m.group(1)}, tools/mini-sweep {d and d.group(1)}")
+check(m is not None and claims_seeds is not None and [int(x) for x in m.group(1).replace(" ", "").split(",")] == claims_seeds,
+      "readme_seeds_are_the_claims_row_set", f"README {m and m.group(1)}, claims.rows {claims_seeds}")
+missing = [n for n in ROWS if not re.search(r"^\| `" + n + r"`", README, re.M)]
+check(not missing and "estimated" in README, "readme_lists_every_row_set_with_its_cost", f"not in the README's row-set table: {missing}")
+for env, want in (({"QUICK": "1"}, f"{len(quick) * len(q_seeds or [])} runs"), ({}, f"{len(claims) * len(claims_seeds or [])} runs")):
+    r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run", "--jobs", "2"], cwd=ROOT,
+                       env=dict(os.environ, **env), capture_output=True, text=True)
+    first = r.stdout.splitlines()[0] if r.stdout else ""
+    check(r.returncode == 0 and want in first and "estimated" in first and r.stdout.count("./train ") == int(want.split()[0]),
+          f"dry_run_plan_{'quick' if env else 'claims'}", first + r.stderr[-300:])
+r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run"], cwd=ROOT,
+                   env=dict(os.environ, ROWS="nosuchset"), capture_output=True, text=True)
+check(r.returncode == 2 and "no row set 'nosuchset'" in r.stderr and "claims" in r.stderr, "unknown_row_set_is_an_error", r.stderr)
 # one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage), [eval] and
 # [checkpoint] are the same in every configs/mini/*.ini, and the README names the loss it uses
 import configparser  # noqa: E402
+# A config may carry a control-specific recipe (the 1-KV control): it says so in its header, the
+# README has a section on it, and it is left out of the shared recipe (checked below, and its own
+# data reaches its runs: the dry-run check further down).
 recipes = {}
+own_recipe = []
 for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
+    if "CONTROL-SPECIFIC RECIPE" in open(p).read():
+        own_recipe.append(os.path.basename(p))
+        continue
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(p)
     recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) != ("train", "gate_coverage"))))
@@ -45,6 +89,19 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None
 check(len(recipes) == 1 and f"`loss_targets = {loss}`" in README, "every_mini_config_has_one_recipe",
       f"{len(recipes)} recipes: {list(recipes.values())}; loss_targets {loss}")
+check(all(f"`{n}`" in README for n in own_recipe) and len(own_recipe) <= 1, "control_specific_recipes_are_documented",
+      f"own recipes {own_recipe}")
+# its runs get its own data, not the shared recipe's (tools/mini-sweep groups runs by data)
+if own_recipe:
+    own = os.path.join("configs", "mini", own_recipe[0])
+    p = subprocess.run([os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run", "--configs", own, "--seeds", "1"], cwd=ROOT,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    train_line = [l for l in p.stdout.splitlines() if l.startswith("./train") and own_recipe[0] in l]
+    want = configparser.ConfigParser(inline_comment_prefixes=(";",))
+    want.read(os.path.join(ROOT, own))
+    check(p.returncode == 0 and len(train_line) == 1 and f"data.train={want['data']['train']}" in train_line[0] and
+          f"data.stages={want['data']['stages']}" in train_line[0], "control_specific_recipe_keeps_its_data",
+          p.stdout[-600:])
 # the recipe the README's first bullets describe is the one in the configs: the stage boundary,
 # the stage-0 length, the steps, the learning rate and the batch
 if recipes:
