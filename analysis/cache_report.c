@@ -5,6 +5,7 @@
 #include "analysis/cache_report.h"
 #include "model/decode.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "kernels/kernels.h"
 
 static size_t measure(const ModelConfig *mc, long context, size_t elem_bytes) {
@@ -26,7 +27,8 @@ void cache_human_bytes(double bytes, char *out, int len) {
 int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int n, size_t elem_bytes) {
     ModelConfig full = *mc;
     full.attention = ATTN_FULL;
-    const int compressed = mc->attention == ATTN_COMPRESSED;
+    full.layer_attention[0] = 0;                 /* the full-attention control has no schedule */
+    const int compressed = mc->attention == ATTN_COMPRESSED && !mc->layer_attention[0];
     int mismatch = 0;
     fprintf(f, "KV cache for incremental decoding, %s elements (%d layers, %d KV heads x head_dim %d",
             elem_bytes == 2 ? "bf16 (CUDA backend)" : "fp32 (CPU backend)", mc->n_layers, mc->n_kv_heads, mc->head_dim);
@@ -57,6 +59,24 @@ int print_cache_report(FILE *f, const ModelConfig *mc, const long *contexts, int
         fprintf(f, "  %9ld  %-44s %-12s | %-12s %-12s | %6.1fx%s\n", contexts[i], per, tot, fpl, ft,
                 a.total_bytes ? (double)b.total_bytes / a.total_bytes : 0.0,
                 ok ? "" : "  MEASURED != FORMULA");
+    }
+    if (n > 0 && mc->layer_attention[0]) {   /* docs/spec.md §5: the schedule's kinds, per layer, at each context */
+        fprintf(f, "  layer schedule %s: \"this model per layer\" is its largest layer; by kind (per layer, bytes per token):\n",
+                mc->layer_attention);
+        for (int k = 0; k < N_KINDS; k++) {
+            int first = -1, count = 0;
+            for (int L = 0; L < mc->n_layers; L++) if (layer_kind(mc, L) == k) { if (first < 0) first = L; count++; }
+            if (first < 0) continue;
+            fprintf(f, "    %-10s x%-3d", layer_kind_names[k], count);
+            for (int i = 0; i < n; i++) {
+                DecodeCacheLayout l;
+                char b[32];
+                decode_cache_layout_layer(mc, first, contexts[i], elem_bytes, &l);
+                cache_human_bytes((double)l.layer_bytes, b, 32);
+                fprintf(f, "  %ld: %s (%.1f B/token)", contexts[i], b, (double)l.layer_bytes / contexts[i]);
+            }
+            fprintf(f, "\n");
+        }
     }
     if (n > 0 && compressed && mc->grid == GRID_STAGGERED && mc->n_kv_heads > 1) {
         /* docs/spec.md §2b: KV head g's windows start at o_g, so it may have one window fewer than head 0;

@@ -46,6 +46,7 @@
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "model/decode.h"
+#include "model/layer_kinds.h"
 #include "common/errors.h"
 #include "common/interrupt.h"
 #include "common/grow.h"
@@ -309,7 +310,12 @@ int cmd_generate(int argc, char **argv) {
     const Backend *be = backend_select(cfg.run.device, cfg.run.threads, 0, err);
     if (!be) { fprintf(stderr, "phaselab: %s\n", err); return 2; }
     /* the model's own activation arena is unused by the decoder: build it for the smallest T */
-    Model *m = model_create(mc, be, 1, mc->attention == ATTN_COMPRESSED ? mc->window : 1, err);
+    int T_min = 1;                 /* one window of every compressed layer (model/layer_kinds.h) */
+    for (int L = 0; L < mc->n_layers; L++) {
+        const ModelConfig lc = layer_config(mc, L);
+        if (lc.attention == ATTN_COMPRESSED && lc.window > T_min) T_min = lc.window;
+    }
+    Model *m = model_create(mc, be, 1, T_min, err);
     if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     TrainState ts = {0};
     if (random_init) model_init_params(m, cfg.train.seed);
@@ -325,6 +331,7 @@ int cmd_generate(int argc, char **argv) {
     const DecodeCacheLayout *lay = decoder_layout(dec);
     ModelConfig full = *mc;
     full.attention = ATTN_FULL;
+    full.layer_attention[0] = 0;
     DecodeCacheLayout fl;
     decode_cache_layout(&full, ctx, be->act_bytes, &fl);
     char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
@@ -344,6 +351,19 @@ int cmd_generate(int argc, char **argv) {
             c, lay->ring_cap, d, lay->input_rows, e,
             lay->layer_bytes, decoder_cache_bytes(dec) == lay->total_bytes ? "equal" : "DIFFERENT", ctx, f,
             decoder_cache_bytes(dec) ? (double)fl.total_bytes / decoder_cache_bytes(dec) : 0.0, g);
+    if (mc->layer_attention[0]) {   /* docs/spec.md §5: the layer schedule's cache by kind */
+        fprintf(stderr, "KV cache by layer kind (model.layer_attention; the per-layer figures above are the largest layer's):");
+        for (int k = 0; k < N_KINDS; k++) {
+            int first = -1, count = 0;
+            for (int L = 0; L < mc->n_layers; L++) if (layer_kind(mc, L) == k) { if (first < 0) first = L; count++; }
+            if (first < 0) continue;
+            DecodeCacheLayout l;
+            decode_cache_layout_layer(mc, first, ctx, be->act_bytes, &l);
+            fprintf(stderr, " %s x%d: %zu B per layer (%.1f B per token)", layer_kind_names[k], count, l.layer_bytes,
+                    (double)l.layer_bytes / ctx);
+        }
+        fprintf(stderr, "\n");
+    }
 
     const int V = mc->vocab_size;
     float *logits = malloc(sizeof(float) * V);

@@ -1,6 +1,7 @@
 /* Gate cycling (a roll of the gate tensors along their W axis) and KV-head knockout by mean
  * replacement (an attention hook at the scored positions); definitions in
  * analysis/interventions.h and docs/spec.md §4. */
+#include "model/layer_kinds.h"
 #include "analysis/interventions.h"
 
 #include <stdlib.h>
@@ -9,6 +10,9 @@
 #include "common/errors.h"
 
 int gate_cycle_check(const ModelConfig *mc, const char *flag, char *err) {
+    if (layer_schedule_mixed(mc))
+        return set_err(err, "%s: the checkpoint has a mixed layer schedule (layer_attention = %s); gate cycling per layer kind "
+                       "is not implemented yet", flag, mc->layer_attention);
     if (mc->attention != ATTN_COMPRESSED)
         return set_err(err, "%s: the checkpoint has full attention; gate cycling needs compressed attention (attention = compressed)", flag);
     if (mc->gate == GATE_UNIFORM)

@@ -15,6 +15,8 @@
 #include "model/model.h"
 #include "model/tensors.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
+#include "model/decode.h"
 #include "kernels/kernels.h"
 #include "kernels/backend_profile.h"
 #include "trainer/comm.h"
@@ -186,6 +188,32 @@ done:
     return rc;
 }
 
+/* The layer stack of a schedule (model.layer_attention, docs/spec.md §5): per kind its layers,
+ * geometry, parameters, forward FLOPs and decode-cache bytes per token (bf16, at seq_len). */
+static void print_layer_stack(FILE *f, const ModelConfig *m, const TensorTable *tt, int T) {
+    fprintf(f, "\n  layer stack (model.layer_attention = %s):\n", m->layer_attention);
+    fprintf(f, "  %-10s %6s %-12s %10s %14s %18s %20s\n", "kind", "layers", "geometry", "entries@T", "params/layer",
+            "fwd FLOPs/token/L", "cache B/token/L");
+    for (int k = 0; k < N_KINDS; k++) {
+        int n = 0, first = -1;
+        for (int L = 0; L < m->n_layers; L++)
+            if (layer_kind(m, L) == k) { if (first < 0) first = L; n++; }
+        if (!n) continue;
+        const ModelConfig lc = layer_config(m, first);
+        const ModelDims ld = dims_of(&lc, T);
+        char geo[32];
+        if (lc.attention == ATTN_COMPRESSED) snprintf(geo, sizeof geo, "W%d/S%d+%d", lc.window, lc.stride, lc.n_local);
+        else if (lc.attention == ATTN_WINDOW) snprintf(geo, sizeof geo, "raw%d", lc.n_local);
+        else snprintf(geo, sizeof geo, "causal");
+        size_t params = 0;
+        for (int i = 0; i < tt->n; i++) if (tt->t[i].layer == first) params += tt->t[i].numel;
+        DecodeCacheLayout lay;
+        decode_cache_layout_layer(m, first, T, 2, &lay);
+        fprintf(f, "  %-10s %6d %-12s %10d %14zu %18.4g %20.1f\n", layer_kind_names[k], n, geo, ld.n_windows, params,
+                2.0 * model_layer_flops_per_token(&lc, T), (double)lay.layer_bytes / T);
+    }
+}
+
 int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
     TensorTable tt;
     if (tensor_table_build(&tt, &cfg->model, err)) return -1;
@@ -213,11 +241,17 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
                 "sum over layers and branches of (ln W - H(gbar)) (logged as /train/gate_coverage)", cfg->train.gate_coverage);
     fprintf(f, "\n  d_model %d, %d layers, %d query heads, %d KV heads, head_dim %d, d_ff %d, vocab %d, RoPE on %d dims\n",
             m->d_model, m->n_layers, m->n_heads, m->n_kv_heads, m->head_dim, m->d_ff, m->vocab_size, m->rope_dims);
+    if (m->layer_attention[0]) print_layer_stack(f, m, &tt, T);
     fprintf(f, "\n%-64s %-24s %14s\n", "tensor", "shape", "parameters");
     for (int i = 0; i < tt.n; i++) {
         const TensorInfo *t = &tt.t[i];
-        /* layer 0 and the last layer in full; the identical middle layers elided */
-        if (t->layer > 0 && t->layer < m->n_layers - 1) {
+        /* a schedule: the first layer of each kind in full; else layer 0 and the last layer in full,
+         * the identical middle layers elided */
+        if (m->layer_attention[0] && t->layer >= 0) {
+            int k = layer_kind(m, t->layer), first = 0;
+            while (layer_kind(m, first) != k) first++;
+            if (first != t->layer) continue;
+        } else if (t->layer > 0 && t->layer < m->n_layers - 1) {
             if (t->layer == 1 && strstr(t->name, "input_layernorm"))
                 fprintf(f, "  ... layers 1..%d hold the same tensors as layer 0 ...\n", m->n_layers - 2);
             continue;

@@ -12,8 +12,10 @@
 #ifndef PHASELAB_VARIANTS_H
 #define PHASELAB_VARIANTS_H
 
-/* model.attention */
-enum { ATTN_FULL = 0, ATTN_COMPRESSED = 1 };
+/* model.attention (full | compressed); ATTN_WINDOW is a layer's attention only, never the key's
+ * value: a raw sliding window of n_local tokens and no compressed entries (the `window` kind of
+ * model.layer_attention, model/layer_kinds.h, docs/spec.md §5) */
+enum { ATTN_FULL = 0, ATTN_COMPRESSED = 1, ATTN_WINDOW = 2 };
 /* model.gate: alpha over a window's W offsets is softmax over offsets of a scalar (c = 1) or
  * per-channel (c = d) logit, or uniform 1/W (no gate weights) */
 enum { GATE_SCALAR = 0, GATE_VECTOR = 1, GATE_UNIFORM = 2 };

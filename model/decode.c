@@ -29,14 +29,18 @@
 #include "model/model.h"
 #include "model/tensors.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "kernels/kernels.h"
 
-void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
+/* One layer whose config is c (a layer_config): total_bytes = layer_bytes * c->n_layers. */
+static void layer_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
     memset(o, 0, sizeof *o);
     const size_t Gd = (size_t)c->n_kv_heads * c->head_dim;
     o->context = context;
     if (c->attention == ATTN_FULL) {
         o->ring_cap = (int)context;
+    } else if (c->attention == ATTN_WINDOW) {   /* raw sliding window only */
+        o->ring_cap = context < c->n_local ? (int)context : c->n_local;
     } else {
         const int W = c->window, S = c->stride, G = c->n_kv_heads;
         const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
@@ -57,6 +61,28 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
     o->total_bytes = o->layer_bytes * c->n_layers;
 }
 
+void decode_cache_layout_layer(const ModelConfig *c, int L, long context, size_t e, DecodeCacheLayout *o) {
+    const ModelConfig lc = layer_config(c, L);
+    layer_cache_layout(&lc, context, e, o);
+    o->total_bytes = o->layer_bytes;
+}
+
+void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
+    if (!c->layer_attention[0]) { layer_cache_layout(c, context, e, o); return; }
+    /* a schedule: each field the largest layer's, total_bytes the exact sum over the layers */
+    memset(o, 0, sizeof *o);
+    o->context = context;
+    for (int L = 0; L < c->n_layers; L++) {
+        DecodeCacheLayout l;
+        decode_cache_layout_layer(c, L, context, e, &l);
+#define MAXF(f) if (l.f > o->f) o->f = l.f
+        MAXF(entry_cap); MAXF(head_entries); MAXF(value_entries); MAXF(ring_cap); MAXF(input_rows);
+        MAXF(entry_bytes); MAXF(raw_bytes); MAXF(input_bytes); MAXF(layer_bytes);
+#undef MAXF
+        o->total_bytes += l.layer_bytes;
+    }
+}
+
 typedef struct {               /* the cache of one layer (backend memory) */
     act_t *ck, *cv;            /* [entry_cap, G, d] entries (cv NULL when tied) */
     act_t *k, *v;              /* [ring_cap, G, d] raw keys (after knorm + RoPE) and values */
@@ -69,8 +95,10 @@ struct Decoder {
     const ModelConfig *c;
     const Backend *be;
     int max_context, pos;
-    ModelDims dims;            /* T-free sizes of the config (model/dims.h): tied_kv, channels, n_maps */
-    DecodeCacheLayout lay;
+    ModelConfig *lcfg;         /* [n_layers] each layer's config (model/layer_kinds.h) */
+    ModelDims *ldims;          /* [n_layers] its T-free sizes (model/dims.h): tied_kv, channels, n_maps */
+    DecodeCacheLayout lay;     /* the model's (decode_cache_layout) */
+    DecodeCacheLayout *llay;   /* [n_layers] each layer's (decode_cache_layout_layer) */
     LayerCache *lc;
     LayerTensorIndex *li;
     int emb, final_norm, lm_head;
@@ -95,11 +123,13 @@ static void *take(const Backend *be, size_t bytes, size_t *counter, int *fail) {
     return p;
 }
 
-static int cache_alloc(LayerCache *lc, const ModelConfig *c, const DecodeCacheLayout *lay, const Backend *be,
-                       size_t *bytes) {
+static int cache_alloc(LayerCache *lc, const ModelConfig *c, long context, const Backend *be, size_t *bytes) {
     const size_t Gd = (size_t)c->n_kv_heads * c->head_dim, e = be->act_bytes;
     int fail = 0;
     for (int L = 0; L < c->n_layers; L++) {
+        DecodeCacheLayout one;
+        const DecodeCacheLayout *lay = &one;
+        decode_cache_layout_layer(c, L, context, e, &one);
         lc[L].ck = take(be, (size_t)lay->entry_cap * Gd * e, bytes, &fail);
         lc[L].cv = lay->value_entries ? take(be, (size_t)lay->entry_cap * Gd * e, bytes, &fail) : NULL;
         lc[L].k = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
@@ -117,12 +147,10 @@ static void cache_release(LayerCache *lc, int n_layers, const Backend *be) {
 }
 
 size_t decode_cache_measure(const ModelConfig *cfg, const Backend *be, long max_context) {
-    DecodeCacheLayout lay;
-    decode_cache_layout(cfg, max_context, be->act_bytes, &lay);
     LayerCache *lc = calloc(cfg->n_layers, sizeof *lc);
     if (!lc) return 0;                                     /* 0: could not be measured */
     size_t bytes = 0;
-    int rc = cache_alloc(lc, cfg, &lay, be, &bytes);
+    int rc = cache_alloc(lc, cfg, max_context, be, &bytes);
     cache_release(lc, cfg->n_layers, be);
     free(lc);
     return rc ? 0 : bytes;
@@ -139,28 +167,38 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     Decoder *dec = calloc(1, sizeof *dec);
     if (!dec) { set_err(err, "out of memory: %zu bytes for the decoder", sizeof *dec); return NULL; }
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;
-    dec->dims = dims_of(c, 0);
     decode_cache_layout(c, max_context, be->act_bytes, &dec->lay);
     const TensorTable *tt = model_tensors(m);
     dec->li = calloc(c->n_layers, sizeof *dec->li);
     dec->lc = calloc(c->n_layers, sizeof *dec->lc);
-    if (!dec->li || !dec->lc) {
+    dec->lcfg = calloc(c->n_layers, sizeof *dec->lcfg);
+    dec->ldims = calloc(c->n_layers, sizeof *dec->ldims);
+    dec->llay = calloc(c->n_layers, sizeof *dec->llay);
+    if (!dec->li || !dec->lc || !dec->lcfg || !dec->ldims || !dec->llay) {
         set_err(err, "out of memory: %zu bytes for the decoder's %d layer tables", c->n_layers * (sizeof *dec->li + sizeof *dec->lc),
                 c->n_layers);
         decoder_free(dec);
         return NULL;
     }
+    size_t W = 0, ch = 1;        /* the largest compressed layer's window and gate channels: scratch */
     for (int L = 0; L < c->n_layers; L++) {
         tensor_table_layer(tt, L, &dec->li[L]);
+        dec->lcfg[L] = layer_config(c, L);
+        dec->ldims[L] = dims_of(&dec->lcfg[L], 0);
+        decode_cache_layout_layer(c, L, max_context, be->act_bytes, &dec->llay[L]);
+        if (dec->lcfg[L].attention == ATTN_COMPRESSED) {
+            if ((size_t)dec->lcfg[L].window > W) W = dec->lcfg[L].window;
+            if ((size_t)dec->ldims[L].channels > ch) ch = dec->ldims[L].channels;
+        }
     }
     ModelTensorIndex top;
     tensor_table_model(tt, c->tie_embeddings, &top);
     dec->emb = top.emb; dec->final_norm = top.final_norm; dec->lm_head = top.lm_head;
 
-    int fail = cache_alloc(dec->lc, c, &dec->lay, be, &dec->cache_bytes);
+    int fail = cache_alloc(dec->lc, c, max_context, be, &dec->cache_bytes);
     const size_t e = be->act_bytes, D = c->d_model, Hd = (size_t)c->n_heads * c->head_dim,
                  Gd = (size_t)c->n_kv_heads * c->head_dim, F = c->d_ff, V = c->vocab_size;
-    const size_t W = c->attention == ATTN_COMPRESSED ? c->window : 0, G = c->n_kv_heads;
+    const size_t G = c->n_kv_heads;
     size_t *sb = &dec->scratch_bytes;
     dec->x = take(be, D * e, sb, &fail); dec->a = take(be, D * e, sb, &fail);
     dec->q_raw = take(be, Hd * e, sb, &fail); dec->q = take(be, Hd * e, sb, &fail);
@@ -173,7 +211,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->win = take(be, W * D * e, sb, &fail);
         dec->entry[0] = take(be, Gd * e, sb, &fail); dec->entry[1] = take(be, Gd * e, sb, &fail);
         dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
-        dec->alpha = take(be, G * W * dec->dims.channels * 4, sb, &fail);
+        dec->alpha = take(be, G * W * ch * 4, sb, &fail);
         dec->pn_rstd = take(be, G * W * 4, sb, &fail);
     }
     size_t nr = (size_t)(c->n_heads > c->n_kv_heads ? c->n_heads : c->n_kv_heads) + 1;
@@ -208,6 +246,9 @@ void decoder_free(Decoder *dec) {
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
+    free(dec->lcfg);
+    free(dec->ldims);
+    free(dec->llay);
     free(dec);
 }
 
@@ -235,11 +276,11 @@ static const act_t *head_slice(const Decoder *dec, int i, int g0, size_t per_hea
  * call with g0 = 0, ng = G, o = 0. */
 static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o) {
     const Backend *be = dec->be;
-    const ModelConfig *c = dec->c;
+    const ModelConfig *c = &dec->lcfg[L];
     const LayerTensorIndex *x = &dec->li[L];
     LayerCache *lc = &dec->lc[L];
     const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
-    const int M = dec->dims.n_maps, ch = dec->dims.channels;
+    const int M = dec->ldims[L].n_maps, ch = dec->ldims[L].channels;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, nd = (size_t)ng * d;
     /* the window's inputs a_{t-W+1..t} in offset order: slot (t - W + 1 + i) % W */
     const size_t p0 = (size_t)(t - W + 1);
@@ -252,7 +293,7 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
     CompShape cs = {.B = 1, .T = W, .D = D, .G = ng, .d = d, .window = W, .stride = S, .n_windows = 1,
                     .channels = ch, .n_maps = M, .eps = (float)c->norm_eps};
     cs.gate = c->gate;
-    for (int br = 0; br < dec->dims.branches; br++)
+    for (int br = 0; br < dec->ldims[L].branches; br++)
         be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win,
                            head_slice(dec, x->gate_w[br], g0, (size_t)M * ch * D), head_slice(dec, x->gate_b[br], g0, (size_t)W * ch),
                            head_slice(dec, x->payload[br], g0, (size_t)M * d * D), Wt(dec, x->pn[br]));
@@ -268,7 +309,7 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
  * none). Staggered offsets o_g = floor(gS/G) are non-decreasing in g, so heads that share an
  * offset are adjacent. */
 static void write_completed(Decoder *dec, int L, int t) {
-    const ModelConfig *c = dec->c;
+    const ModelConfig *c = &dec->lcfg[L];
     const int W = c->window, S = c->stride, G = c->n_kv_heads;
     for (int g0 = 0; g0 < G;) {
         const int o = vis_grid_offset(c->grid, g0, S, G), j = vis_entry_closing_at(t, W, S, o);
@@ -288,13 +329,14 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
     if (token < 0 || token >= c->vocab_size)
         return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", token, t, c->vocab_size - 1);
     const int D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, r = c->rope_dims;
-    const int W = c->window, S = c->stride;
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d;
-    const int compressed = c->attention == ATTN_COMPRESSED;
     be->upload(be->ctx, dec->tok, &token, sizeof token);
     be->embedding_fwd(be->ctx, dec->x, dec->tok, Wt(dec, dec->emb), 1, D);
     for (int L = 0; L < c->n_layers; L++) {
+        const ModelConfig *lcf = &dec->lcfg[L];
+        const int W = lcf->window, S = lcf->stride;
+        const int compressed = lcf->attention == ATTN_COMPRESSED;
         const LayerTensorIndex *x = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, dec->a, dec->rstd, dec->x, Wt(dec, x->in_norm), 1, D, eps);
@@ -312,7 +354,7 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             be->rope(be->ctx, dec->q, rope_at(dec, t), 1, H, d, r, 1, 1, 0);
             be->rope(be->ctx, dec->k, rope_at(dec, t), 1, G, d, r, 1, 1, 0);
         }
-        const int R = dec->lay.ring_cap;
+        const int R = dec->llay[L].ring_cap;
         if (R > 0) {
             be->copy(be->ctx, row(lc->k, t % R, Gd, e), dec->k, Gd * e);
             be->copy(be->ctx, row(lc->v, t % R, Gd, e), dec->v, Gd * e);
@@ -322,8 +364,8 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             write_completed(dec, L, t);
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
-                              .n_windows = compressed ? dec->lay.entry_cap : 0, .grid = compressed ? c->grid : GRID_ALIGNED,
-                              .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
+                              .n_windows = compressed ? dec->llay[L].entry_cap : 0, .grid = compressed ? lcf->grid : GRID_ALIGNED,
+                              .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1};
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
         be->copy(be->ctx, dec->x_mid, dec->x, D * e);
@@ -365,11 +407,19 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", tokens[i], i,
                            c->vocab_size - 1);
     const int D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, r = c->rope_dims;
-    const int W = c->window, S = c->stride, R = dec->lay.ring_cap;
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
-    const int compressed = c->attention == ATTN_COMPRESSED;
-    const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
+    /* the buffers' rows: the most windows (head 0's) and window slots of any compressed layer */
+    int nW_rows = 0;
+    size_t slots = 0, ch_max = 1;
+    for (int L = 0; L < c->n_layers; L++) {
+        const ModelConfig *lcf = &dec->lcfg[L];
+        if (lcf->attention != ATTN_COMPRESSED) continue;
+        const int nWL = vis_n_windows(n, lcf->window, lcf->stride, 0);
+        if (nWL > nW_rows) nW_rows = nWL;
+        if ((size_t)nWL * G * lcf->window > slots) slots = (size_t)nWL * G * lcf->window;
+        if ((size_t)dec->ldims[L].channels > ch_max) ch_max = dec->ldims[L].channels;
+    }
     size_t scratch = 0;
     int fail = 0;
     act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
@@ -382,14 +432,18 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     act_t *h = take(be, N * F * e, &scratch, &fail);
     float *rstd = take(be, N * (H > G ? H : G) * 4 + 4, &scratch, &fail), *lse = take(be, N * H * 4, &scratch, &fail);
     int32_t *tok = take(be, N * 4, &scratch, &fail);
-    size_t slots = (size_t)nW * G * W;
-    act_t *entry0 = nW ? take(be, nW * Gd * e, &scratch, &fail) : NULL;
-    act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
-    float *alpha = nW ? take(be, slots * dec->dims.channels * 4, &scratch, &fail) : NULL;
-    float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
-    /* grid = staggered, G > 1: entry (j, g) sits at o_g + jS; its own table [nW * G, r/2, 2], row
-     * j*G + g (as model/model.c's crope_tab), for this call */
-    const int stag = compressed && c->grid == GRID_STAGGERED && G > 1 && r > 0 && nW > 0;
+    act_t *entry0 = nW_rows ? take(be, nW_rows * Gd * e, &scratch, &fail) : NULL;
+    act_t *payload = nW_rows ? take(be, slots * d * e, &scratch, &fail) : NULL;
+    float *alpha = nW_rows ? take(be, slots * ch_max * 4, &scratch, &fail) : NULL;
+    float *pn_rstd = nW_rows ? take(be, slots * 4, &scratch, &fail) : NULL;
+    /* grid = staggered, G > 1 (the compressed kind's layers, which have c's own W and S): entry
+     * (j, g) sits at o_g + jS; its own table [nW * G, r/2, 2], row j*G + g (as model/model.c's
+     * crope_tab), for this call */
+    const int S = c->stride, nW = c->attention == ATTN_COMPRESSED || c->layer_attention[0] ? vis_n_windows(n, c->window, S, 0) : 0;
+    int stag = 0;
+    for (int L = 0; L < c->n_layers; L++)
+        if (dec->lcfg[L].attention == ATTN_COMPRESSED && dec->lcfg[L].grid == GRID_STAGGERED) stag = 1;
+    stag = stag && G > 1 && r > 0 && nW > 0;
     const size_t ctab_floats = stag ? (size_t)nW * G * (r / 2) * 2 : 0;
     float *crope = stag ? take(be, ctab_floats * sizeof(float), &scratch, &fail) : NULL;
     void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope};
@@ -404,15 +458,19 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     }
     be->upload(be->ctx, tok, tokens, N * 4);
     be->embedding_fwd(be->ctx, x, tok, Wt(dec, dec->emb), n, D);
-    const int grid = compressed ? c->grid : GRID_ALIGNED;
-    AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
-    as.visibility = config_visibility(c);
-    as.grid = grid;
-    CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
-                    .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = eps};
-    cs.gate = c->gate;
-    cs.grid = grid;
     for (int L = 0; L < c->n_layers; L++) {
+        const ModelConfig *lcf = &dec->lcfg[L];
+        const int compressed = lcf->attention == ATTN_COMPRESSED, W = lcf->window, S = lcf->stride;
+        const int R = dec->llay[L].ring_cap;
+        const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
+        const int grid = compressed ? lcf->grid : GRID_ALIGNED;
+        AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = lcf->n_local};
+        as.visibility = config_visibility(lcf);
+        as.grid = grid;
+        CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
+                        .channels = dec->ldims[L].channels, .n_maps = dec->ldims[L].n_maps, .eps = eps};
+        cs.gate = lcf->gate;
+        cs.grid = grid;
         const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
@@ -438,7 +496,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
-            if (crope)   /* entry (j, g) of a staggered grid sits at o_g + jS */
+            if (crope && grid == GRID_STAGGERED)   /* entry (j, g) of a staggered grid sits at o_g + jS */
                 be->rope(be->ctx, lc->ck, crope, nW * G, 1, d, r, nW * G, 1, 0);
             else if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
         }

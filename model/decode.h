@@ -44,8 +44,12 @@ typedef struct {
     size_t total_bytes;     /* layer_bytes * n_layers */
 } DecodeCacheLayout;
 
-/* The formula. */
+/* The formula. With a layer schedule (model.layer_attention, docs/spec.md §5) each per-layer field
+ * is the largest layer's and total_bytes the exact sum over the layers; ... */
 void decode_cache_layout(const ModelConfig *c, long context, size_t elem_bytes, DecodeCacheLayout *out);
+/* ... and layer L's own (total_bytes = its layer_bytes). The window kind keeps a ring of
+ * min(context, n_local) raw keys/values and nothing else. */
+void decode_cache_layout_layer(const ModelConfig *c, int L, long context, size_t elem_bytes, DecodeCacheLayout *out);
 
 /* Allocates the cache (only the cache: no weights, no scratch) of cfg on backend be for
  * max_context tokens and returns the bytes its allocations took (0 on failure). Used by

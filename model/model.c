@@ -34,6 +34,7 @@
 #include <string.h>
 #include "model/model.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "common/errors.h"
 #include "kernels/kernels.h"
 
@@ -65,7 +66,9 @@ struct Model {
     int max_batch, T;
     int T_max, nW_max;         /* the creation length (arena, RoPE tables) and its window count; T and
                                   dims: the current length of the forward passes (model_set_seq_len) */
-    ModelDims dims;            /* sizes derived from cfg and T (model/dims.h), computed once */
+    ModelConfig *lcfg;         /* [n_layers] each layer's config (model/layer_kinds.h: cfg itself without a schedule) */
+    ModelDims *ldims;          /* [n_layers] sizes derived from lcfg[L] and T (model/dims.h), computed once */
+    int any_gated;             /* some layer's compressor has gate weights */
     float *params, *grads;     /* [n_alloc] fp32 */
     size_t n_alloc;            /* n_floats, or more when padded for sharding */
     act_t *work;               /* working weights (== params on the CPU) */
@@ -115,16 +118,26 @@ static void *carve(Carver *c, size_t bytes) {
     return c->base ? c->base + at : NULL;
 }
 
+/* The dims of the layers on a staggered grid (all of them have the config's own W and S: only the
+ * compressed kind keeps model.grid), or NULL when no layer has one. */
+static const ModelDims *staggered_dims(const Model *m) {
+    for (int L = 0; L < m->cfg.n_layers; L++)
+        if (m->ldims[L].grid == GRID_STAGGERED && m->ldims[L].n_windows > 0) return &m->ldims[L];
+    return NULL;
+}
+
 /* Index of tensor fmt % (L, b) in the table, -1 when the config has none. */
 static void lay_out(Model *m, Carver *c) {
     const ModelConfig *cfg = &m->cfg;
-    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     size_t N = (size_t)m->max_batch * m->T, D = cfg->d_model, Hd = (size_t)cfg->n_heads * cfg->head_dim,
            Gd = (size_t)cfg->n_kv_heads * cfg->head_dim, F = cfg->d_ff, A = m->be->act_bytes;
-    size_t E = (size_t)m->max_batch * nW * Gd;                     /* entries */
-    size_t slots = (size_t)m->max_batch * nW * cfg->n_kv_heads * cfg->window;
+    size_t E_max = 0;                                              /* the most entries of a layer: gradient scratch */
     for (int L = 0; L < cfg->n_layers; L++) {
         LayerActs *act = &m->acts[L];
+        const int nW = m->ldims[L].n_windows;  /* windows of KV head 0: buffer rows (model/dims.h) */
+        size_t E = (size_t)m->max_batch * nW * Gd;                 /* entries */
+        size_t slots = (size_t)m->max_batch * nW * cfg->n_kv_heads * m->lcfg[L].window;
+        if (E > E_max) E_max = E;
         act->x_in = carve(c, N * D * A); act->x_norm = carve(c, N * D * A); act->rstd_in = carve(c, N * 4);
         act->q = carve(c, N * Hd * A); act->k = carve(c, N * Gd * A); act->v = carve(c, N * Gd * A);
         if (cfg->qk_norm) {
@@ -132,10 +145,10 @@ static void lay_out(Model *m, Carver *c) {
             act->rstd_q = carve(c, N * cfg->n_heads * 4); act->rstd_k = carve(c, N * cfg->n_kv_heads * 4);
         }
         if (nW > 0) {
-            for (int br = 0; br < m->dims.branches; br++) {
+            for (int br = 0; br < m->ldims[L].branches; br++) {
                 act->entry[br] = carve(c, E * A);
                 act->payload[br] = carve(c, slots * cfg->head_dim * A);
-                act->alpha[br] = carve(c, slots * m->dims.channels * 4);
+                act->alpha[br] = carve(c, slots * m->ldims[L].channels * 4);
                 if (cfg->post_norm) act->pn_rstd[br] = carve(c, slots * 4);
             }
             act->ck = carve(c, E * A);
@@ -151,12 +164,14 @@ static void lay_out(Model *m, Carver *c) {
     m->dq = carve(c, N * Hd * A); m->dq_raw = carve(c, N * Hd * A); m->dattn = carve(c, N * Hd * A);
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
-    if (nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
+    if (E_max > 0) { m->dck = carve(c, E_max * A); m->dcv = carve(c, E_max * A); m->dentry = carve(c, E_max * A); }
     if (m->fused_qkv) m->qkv = carve(c, N * (Hd + 2 * Gd) * A);
     m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
-    if (m->dims.grid == GRID_STAGGERED && nW > 0)
-        m->crope_tab = carve(c, (size_t)nW * cfg->n_kv_heads * (cfg->rope_dims / 2 + 1) * 2 * 4);
+    const ModelDims *sd = staggered_dims(m);
+    if (sd) m->crope_tab = carve(c, (size_t)sd->n_windows * cfg->n_kv_heads * (cfg->rope_dims / 2 + 1) * 2 * 4);
 }
+
+static int model_shape_check_layer(const ModelConfig *cfg, char *err);
 
 int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err) {
     const double INT_LIMIT = 2147483647.0;
@@ -165,7 +180,18 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
         return set_err(err, "micro-batch %ld x seq_len %ld = %.0f tokens x %.0f heads = %.0f per-head rows exceeds 2^31 - 1, "
                        "the kernels' int shapes; use a smaller micro_batch or seq_len", max_batch, T, tokens, heads,
                        tokens * heads);
-    if (cfg->attention == ATTN_COMPRESSED) {
+    for (int L = 0; L < cfg->n_layers; L++) {
+        const ModelConfig lc = layer_config(cfg, L);
+        if (lc.attention != ATTN_COMPRESSED || (L > 0 && !cfg->layer_attention[0])) continue;
+        if (model_shape_check_layer(&lc, err)) return -1;
+    }
+    return 0;
+}
+
+/* The compressor's int sizes of one compressed layer's config. */
+static int model_shape_check_layer(const ModelConfig *cfg, char *err) {
+    const double INT_LIMIT = 2147483647.0;
+    {
         const double c = cfg->gate == GATE_VECTOR ? cfg->head_dim : cfg->gate == GATE_UNIFORM ? 0 : 1;
         const double lda = (double)cfg->stride * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
         if (lda > INT_LIMIT)
@@ -199,31 +225,40 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     m->max_batch = max_batch;
     m->T = T;
     if (tensor_table_build(&m->tt, cfg, err)) { free(m); return NULL; }
-    m->dims = dims_of(cfg, T);
-    if (m->dims.compressed && m->dims.n_windows == 0) {
-        set_err(err, "seq_len %d is shorter than one compression window (window %d)", T, cfg->window);
-        tensor_table_free(&m->tt); free(m); return NULL;
+    m->lcfg = calloc(cfg->n_layers, sizeof *m->lcfg);
+    m->ldims = calloc(cfg->n_layers, sizeof *m->ldims);
+    m->layers = calloc(cfg->n_layers, sizeof(LayerTensors));
+    m->acts = calloc(cfg->n_layers, sizeof(LayerActs));
+    if (!m->layers || !m->acts || !m->lcfg || !m->ldims) {
+        set_err(err, "out of host memory for %d layers", cfg->n_layers);
+        free(m->layers); free(m->acts); free(m->lcfg); free(m->ldims); tensor_table_free(&m->tt); free(m); return NULL;
     }
-    m->T_max = T;
-    m->nW_max = m->dims.n_windows;
     /* Every arena size below is a size_t product: bound them all in double first so that none
      * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
-    double N = (double)max_batch * T, slots = (double)max_batch * m->dims.n_windows * cfg->n_kv_heads * cfg->window;
+    double N = (double)max_batch * T, per_layer = 0;
     double widths = (double)cfg->d_model + (double)cfg->n_heads * cfg->head_dim +
                     (double)cfg->n_kv_heads * cfg->head_dim + cfg->d_ff + cfg->n_heads + cfg->n_kv_heads;
-    double bound = 64.0 * ((double)cfg->n_layers + 1) * (N * widths + slots * (cfg->head_dim + m->dims.channels) +
-                                                         (double)max_batch * m->dims.n_windows * cfg->n_kv_heads * cfg->head_dim) +
-                   64.0 * N * cfg->vocab_size + 64.0 * (double)T * cfg->rope_dims;
+    m->T_max = T;
+    for (int L = 0; L < cfg->n_layers; L++) {
+        m->lcfg[L] = layer_config(cfg, L);
+        m->ldims[L] = dims_of(&m->lcfg[L], T);
+        const ModelDims *ld = &m->ldims[L];
+        if (ld->compressed && ld->n_windows == 0) {
+            set_err(err, "seq_len %d is shorter than one compression window (window %d of layer %d)", T, ld->window, L);
+            model_free(m); return NULL;
+        }
+        if (ld->n_windows > m->nW_max) m->nW_max = ld->n_windows;
+        m->any_gated |= ld->compressed && ld->gated;
+        double slots = (double)max_batch * ld->n_windows * cfg->n_kv_heads * ld->window;
+        double layer = N * widths + slots * (cfg->head_dim + ld->channels) +
+                       (double)max_batch * ld->n_windows * cfg->n_kv_heads * cfg->head_dim;
+        if (layer > per_layer) per_layer = layer;
+    }
+    double bound = 64.0 * ((double)cfg->n_layers + 1) * per_layer + 64.0 * N * cfg->vocab_size + 64.0 * (double)T * cfg->rope_dims;
     if (max_batch < 1 || T < 1 || !(bound < 1152921504606846976.0)) {
         set_err(err, "activations for micro-batch %d x seq_len %d would exceed 2^60 bytes (%.3g); use a smaller "
                 "micro_batch, seq_len or model", max_batch, T, bound);
-        tensor_table_free(&m->tt); free(m); return NULL;
-    }
-    m->layers = calloc(cfg->n_layers, sizeof(LayerTensors));
-    m->acts = calloc(cfg->n_layers, sizeof(LayerActs));
-    if (!m->layers || !m->acts) {
-        set_err(err, "out of host memory for %d layers", cfg->n_layers);
-        free(m->layers); free(m->acts); tensor_table_free(&m->tt); free(m); return NULL;
+        model_free(m); return NULL;
     }
     const TensorTable *tt = &m->tt;
     for (int L = 0; L < cfg->n_layers; L++) {
@@ -275,13 +310,14 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
-            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, m->dims.n_windows, G, cfg->stride, cfg->grid);
+            const ModelDims *sd = staggered_dims(m);
+            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, sd->n_windows, G, sd->stride, sd->grid);
             if (!ctab) {
-                set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", m->dims.n_windows, G);
+                set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", sd->n_windows, G);
                 free(tab); model_free(m);
                 return NULL;
             }
-            be->upload(be->ctx, m->crope_tab, ctab, (size_t)m->dims.n_windows * G * half * 2 * sizeof(float));
+            be->upload(be->ctx, m->crope_tab, ctab, (size_t)sd->n_windows * G * half * 2 * sizeof(float));
             free(ctab);
         }
         free(tab);
@@ -304,6 +340,8 @@ void model_free(Model *m) {
     free(m->hook_rows);
     free(m->layers);
     free(m->acts);
+    free(m->lcfg);
+    free(m->ldims);
     tensor_table_free(&m->tt);
     free(m);
 }
@@ -393,20 +431,22 @@ const Backend *model_backend(const Model *m) { return m->be; }
 const void *model_working_weight(const Model *m, int i) { return weight(m, i); }
 const float *model_master_weight(const Model *m, int i) { return master(m, i); }
 
-static AttnShape attn_shape(const Model *m, int B) {
-    const ModelConfig *c = &m->cfg;
+static AttnShape attn_shape(const Model *m, int L, int B) {
+    const ModelConfig *c = &m->lcfg[L];
+    const ModelDims *dm = &m->ldims[L];
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
-                   .n_windows = m->dims.n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
-                   .visibility = m->dims.visibility, .grid = m->dims.grid};
+                   .n_windows = dm->n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
+                   .visibility = dm->visibility, .grid = dm->grid};
     return s;
 }
 
-static CompShape comp_shape(const Model *m, int B) {
-    const ModelConfig *c = &m->cfg;
+static CompShape comp_shape(const Model *m, int L, int B) {
+    const ModelConfig *c = &m->lcfg[L];
+    const ModelDims *dm = &m->ldims[L];
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
-                   .window = c->window, .stride = c->stride, .n_windows = m->dims.n_windows,
-                   .gate = c->gate, .channels = m->dims.channels, .n_maps = m->dims.n_maps, .eps = (float)c->norm_eps,
-                   .grid = m->dims.grid};
+                   .window = c->window, .stride = c->stride, .n_windows = dm->n_windows,
+                   .gate = c->gate, .channels = dm->channels, .n_maps = dm->n_maps, .eps = (float)c->norm_eps,
+                   .grid = dm->grid};
     return s;
 }
 
@@ -430,11 +470,11 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
 
 /* RoPE of the compressed keys [B, nW, G, d] at their window starts: jS (aligned: one position
  * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table). */
-static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
-    const ModelConfig *c = &m->cfg;
-    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
+static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
+    const ModelConfig *c = &m->lcfg[L];
+    const int nW = m->ldims[L].n_windows;     /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
+    if (m->ldims[L].grid == GRID_STAGGERED) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
@@ -442,14 +482,15 @@ static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
     const ModelConfig *c = &m->cfg;
-    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     const float eps = (float)c->norm_eps;
     const int r = c->rope_dims;
-    AttnShape as = attn_shape(m, B);
-    CompShape cs = comp_shape(m, B);
     be->embedding_fwd(be->ctx, m->acts[0].x_in, m->tokens, weight(m, m->emb), N, D);
     for (int L = 0; L < c->n_layers; L++) {
+        const int nW = m->ldims[L].n_windows; /* windows of KV head 0: buffer rows (model/dims.h) */
+        const ModelDims *dm = &m->ldims[L];
+        AttnShape as = attn_shape(m, L, B);
+        CompShape cs = comp_shape(m, L, B);
         const LayerTensors *w = &m->layers[L];
         LayerActs *act = &m->acts[L];
         be->rmsnorm_fwd(be->ctx, act->x_norm, act->rstd_in, act->x_in, weight(m, w->in_norm), N, D, eps);
@@ -475,15 +516,15 @@ static void forward_layers(Model *m, int B) {
         }
         const act_t *cv = NULL;
         if (nW > 0) {
-            for (int br = 0; br < m->dims.branches; br++)
+            for (int br = 0; br < dm->branches; br++)
                 be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], act->x_norm,
                                    weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]),
                                    weight(m, w->pn[br]));
             size_t E = (size_t)B * nW * G * d;
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, act->ck, act->rstd_ck, act->entry[0], weight(m, w->ck_norm), B * nW * G, d, eps);
             else be->copy(be->ctx, act->ck, act->entry[0], E * be->act_bytes);
-            if (r > 0) rope_entries(m, act->ck, B, 0);
-            cv = m->dims.tied_kv ? act->ck : act->entry[1];
+            if (r > 0) rope_entries(m, L, act->ck, B, 0);
+            cv = dm->tied_kv ? act->ck : act->entry[1];
         }
         be->attention_fwd(be->ctx, &as, act->attn, act->lse, act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
         if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, act->attn, B);
@@ -503,14 +544,15 @@ static void forward_layers(Model *m, int B) {
 static void backward_layers(Model *m, int B) {
     const Backend *be = m->be;
     const ModelConfig *c = &m->cfg;
-    const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     const int r = c->rope_dims;
-    AttnShape as = attn_shape(m, B);
-    CompShape cs = comp_shape(m, B);
     /* dx = d loss / d x_final */
     be->rmsnorm_bwd(be->ctx, m->dx, grad(m, m->final_norm), m->dxf, m->x_final, weight(m, m->final_norm), m->rstd_final, N, D, 0);
     for (int L = c->n_layers - 1; L >= 0; L--) {
+        const int nW = m->ldims[L].n_windows; /* windows of KV head 0: buffer rows (model/dims.h) */
+        const ModelDims *dm = &m->ldims[L];
+        AttnShape as = attn_shape(m, L, B);
+        CompShape cs = comp_shape(m, L, B);
         const LayerTensors *w = &m->layers[L];
         LayerActs *act = &m->acts[L];
         /* MLP: x_out = x_mid + down(h) */
@@ -521,7 +563,7 @@ static void backward_layers(Model *m, int B) {
         be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->post_norm), m->dnorm, act->x_mid, weight(m, w->post_norm), act->rstd_post, N, D, 1);
         /* attention: x_mid = x_in + o(attn) */
         be->matmul_bwd(be->ctx, m->dattn, grad(m, w->o), m->dx, act->attn, weight(m, w->o), N, D, H * d, 0);
-        const act_t *cv = nW ? (m->dims.tied_kv ? act->ck : act->entry[1]) : NULL;
+        const act_t *cv = nW ? (dm->tied_kv ? act->ck : act->entry[1]) : NULL;
         be->attention_bwd(be->ctx, &as, m->dq, m->dk, m->dv, m->dck, m->dcv, grad(m, w->sink), m->dattn, act->attn, act->lse,
                           act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
         if (r > 0) {
@@ -548,17 +590,17 @@ static void backward_layers(Model *m, int B) {
         }
         if (nW > 0) {
             size_t E = (size_t)B * nW * G * d;
-            if (m->dims.tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
-            if (r > 0) rope_entries(m, m->dck, B, 1);
+            if (dm->tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
+            if (r > 0) rope_entries(m, L, m->dck, B, 1);
             const act_t *dentry_k = m->dck;
             if (c->qk_norm) {
                 be->rmsnorm_bwd(be->ctx, m->dentry, grad(m, w->ck_norm), m->dck, act->entry[0], weight(m, w->ck_norm), act->rstd_ck,
                                 B * nW * G, d, 0);
                 dentry_k = m->dentry;
             }
-            for (int br = 0; br < m->dims.branches; br++) {
+            for (int br = 0; br < dm->branches; br++) {
                 const float *dalpha = NULL;
-                if (m->cov_lambda > 0 && m->dims.gated) {
+                if (m->cov_lambda > 0 && dm->gated) {
                     be->gate_coverage(be->ctx, &cs, act->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
@@ -631,17 +673,19 @@ void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *position
 }
 
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
-    if (m->dims.n_windows == 0) return 0;
+    const ModelDims *dm = &m->ldims[layer];
+    if (dm->n_windows == 0) return 0;
     LayerActs *act = &m->acts[layer];
-    const float *src = act->alpha[m->dims.tied_kv ? 0 : branch];
+    const float *src = act->alpha[dm->tied_kv ? 0 : branch];
     m->be->download(m->be->ctx, out, src,
-                    sizeof(float) * (size_t)B * m->dims.n_windows * m->cfg.n_kv_heads * m->cfg.window * m->dims.channels);
-    return m->dims.n_windows;
+                    sizeof(float) * (size_t)B * dm->n_windows * m->cfg.n_kv_heads * dm->window * dm->channels);
+    return dm->n_windows;
 }
 
 /* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
  * kernels count them (kernels/visibility.h). */
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
+    if (dims->visibility == VIS_WINDOW && !dims->compressed) return t < c->n_local ? t + 1 : c->n_local;
     if (!dims->compressed) return t + 1;
     int o = dims_grid_offset(dims, g);
     VisQueryView v = vis_query_view(dims->visibility, t, c->window, c->stride, o, dims_head_windows(dims, g), c->n_local);
@@ -650,8 +694,19 @@ static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int
 
 /* compressor = shared has one map per branch but still projects every offset's token with it:
  * the same FLOPs as paper, fewer parameters (docs/spec.md §2b). */
-double model_flops_per_token(const ModelConfig *c, int T) {
-    double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff, V = c->vocab_size;
+double model_flops_per_token(const ModelConfig *c0, int T) {
+    double D = c0->d_model, V = c0->vocab_size, layers = 0;
+    for (int L = 0; L < c0->n_layers; L++) {
+        if (L > 0 && !c0->layer_attention[0]) { layers *= c0->n_layers; break; }   /* one kind: layer 0 times n_layers */
+        const ModelConfig lc = layer_config(c0, L);
+        layers += model_layer_flops_per_token(&lc, T);
+    }
+    return 3.0 * 2.0 * (layers + D * V);
+}
+
+/* Forward multiply-adds per token of one layer with config c (a layer_config). */
+double model_layer_flops_per_token(const ModelConfig *c, int T) {
+    double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */
     const ModelDims dims = dims_of(c, T);
     int heads = dims.grid == GRID_STAGGERED ? c->n_kv_heads : 1;
@@ -668,21 +723,24 @@ double model_flops_per_token(const ModelConfig *c, int T) {
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
     }
-    double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
-    return 3.0 * fwd;
+    return mm + attn + comp;
 }
 
 int model_set_gate_coverage(Model *m, double lambda, char *err) {
     const ModelConfig *c = &m->cfg;
     if (!(lambda >= 0) || !isfinite(lambda)) return set_err(err, "gate_coverage = %g; expected a finite lambda >= 0", lambda);
-    if (lambda > 0 && (m->dims.n_windows == 0 || !m->dims.gated))
+    if (lambda > 0 && (m->nW_max == 0 || !m->any_gated))
         return set_err(err, "gate_coverage > 0 needs compressed attention with scalar or vector gates");
     if (lambda > 0 && !m->be->gate_coverage)
         return set_err(err, "train.gate_coverage > 0 is not implemented on the %s backend yet; use run.device = cpu",
                        m->be->name);
     m->cov_lambda = lambda;
     if (lambda > 0 && !m->dalpha) {
-        size_t n = (size_t)m->max_batch * m->nW_max * c->n_kv_heads * c->window * m->dims.channels;
+        size_t n = 0;   /* the largest layer's alpha */
+        for (int L = 0; L < c->n_layers; L++) {
+            size_t nl = (size_t)m->max_batch * m->ldims[L].n_windows * c->n_kv_heads * m->ldims[L].window * m->ldims[L].channels;
+            if (nl > n) n = nl;
+        }
         m->dalpha = m->be->alloc(m->be->ctx, n * sizeof(float));
         m->cov_seq = m->be->alloc(m->be->ctx, (size_t)m->max_batch * sizeof(float));
         if (!m->dalpha || !m->cov_seq) return set_err(err, "out of %s memory for the gate-coverage penalty", m->be->name);
@@ -692,7 +750,7 @@ int model_set_gate_coverage(Model *m, double lambda, char *err) {
 
 double model_gate_coverage(Model *m, int B) {
     const ModelConfig *c = &m->cfg;
-    if (m->dims.n_windows == 0 || !m->dims.gated || !m->be->gate_coverage) return 0.0;
+    if (m->nW_max == 0 || !m->any_gated || !m->be->gate_coverage) return 0.0;
     if (!m->cov_seq) {
         char err[ERR_LEN];
         if (model_set_gate_coverage(m, m->cov_lambda, err)) return NAN;
@@ -701,14 +759,16 @@ double model_gate_coverage(Model *m, int B) {
             if (!m->cov_seq) return NAN;
         }
     }
-    CompShape cs = comp_shape(m, B);
     double sum = 0.0;
-    for (int L = 0; L < c->n_layers; L++)
-        for (int br = 0; br < m->dims.branches; br++) {
+    for (int L = 0; L < c->n_layers; L++) {
+        if (!m->ldims[L].compressed || !m->ldims[L].gated) continue;
+        CompShape cs = comp_shape(m, L, B);
+        for (int br = 0; br < m->ldims[L].branches; br++) {
             m->be->gate_coverage(m->be->ctx, &cs, m->acts[L].alpha[br], NULL, m->cov_seq, 0.0f);
             m->be->download(m->be->ctx, m->host_cov, m->cov_seq, sizeof(float) * B);
             for (int b = 0; b < B; b++) sum += m->host_cov[b];
         }
+    }
     return sum;
 }
 
@@ -720,7 +780,7 @@ int model_set_seq_len(Model *m, int T, char *err) {
     if (T < 1 || T > m->T_max)
         return set_err(err, "sequence length %d: expected 1 <= T <= %d (the model's seq_len)", T, m->T_max);
     m->T = T;
-    m->dims = dims_of(&m->cfg, T);
+    for (int L = 0; L < m->cfg.n_layers; L++) m->ldims[L] = dims_of(&m->lcfg[L], T);
     return 0;
 }
 

@@ -114,4 +114,7 @@ const float *model_master_weight(const Model *m, int tensor_index);
 
 /* FLOPs of one training step per token (forward + backward, 6N-style plus attention). */
 double model_flops_per_token(const ModelConfig *cfg, int T);
+/* Forward multiply-adds per token of one layer whose config is c (a layer_config,
+ * model/layer_kinds.h): projections, MLP, attention over the visible keys, the compressor. */
+double model_layer_flops_per_token(const ModelConfig *c, int T);
 #endif

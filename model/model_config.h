@@ -20,6 +20,13 @@ typedef struct {
     int compressor;          /* COMPRESSOR_* */
     int grid;                /* GRID_*: KV head g's windows start at o_g (kernels/visibility.h) */
     int attn_sink;
+    /* The per-layer schedule (docs/spec.md §5, model/layer_kinds.h): a comma list of kinds, one per
+     * layer (KIND*N repeats); empty = every layer model.attention. Kept as text and parsed where a
+     * layer's config is derived (layer_config), so nothing derived can go stale. */
+    char layer_attention[1024];
+    /* the csa and hca kinds' compressors (W, S, gate, compressor); their raw window is n_local */
+    int csa_window, csa_stride, csa_gate, csa_compressor;
+    int hca_window, hca_stride, hca_gate, hca_compressor;
 } ModelConfig;
 
 /* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is
@@ -33,6 +40,7 @@ extern const char *const config_grid_names[];        /* GRID_* */
 
 /* The raw-token visibility (VIS_*, kernels/visibility.h) of the config's attention. */
 static inline int config_visibility(const ModelConfig *m) {
-    return m->attention == ATTN_FULL ? VIS_FULL : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
+    return m->attention == ATTN_FULL ? VIS_FULL : m->attention == ATTN_WINDOW ? VIS_WINDOW
+         : m->local == LOCAL_TAIL ? VIS_TAIL : VIS_WINDOW;
 }
 #endif

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "model/tensors.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "common/errors.h"
 
 static int add_tensor(TensorTable *tt, int *cap, int layer, int decay, int init, int ndim, const int64_t *shape,
@@ -68,9 +69,10 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
             ADD(L, 0, ONE, "%s.%d.self_attn.q_norm.weight", d), p, L);
             ADD(L, 0, ONE, "%s.%d.self_attn.k_norm.weight", d), p, L);
         }
-        if (m->attention == ATTN_COMPRESSED) {
-            int64_t W = m->window;
-            const ModelDims dims = dims_of(m, 0);
+        const ModelConfig lc = layer_config(m, L);   /* the layer's kind (model/layer_kinds.h) */
+        if (lc.attention == ATTN_COMPRESSED) {
+            int64_t W = lc.window;
+            const ModelDims dims = dims_of(&lc, 0);
             int64_t maps = dims.n_maps;   /* W axis of gate weight and payload: W | 2 | 1 */
             int64_t c = dims.channels;
             for (int br = 0; br < dims.branches; br++) {

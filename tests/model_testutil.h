@@ -5,6 +5,7 @@
 #define PHASELAB_TESTS_MODEL_TESTUTIL_H
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "trainer/run_config.h"
@@ -31,6 +32,15 @@ static inline ModelConfig tu_tiny_config(void) {
     c.kv_tied = 0; c.post_norm = 0; c.qk_norm = 1; c.rope_dims = 8; c.local = LOCAL_WINDOW; c.n_local = 3;
     c.compressor = COMPRESSOR_PAPER; c.attn_sink = 0;
     return c;
+}
+
+/* A layer schedule (model.layer_attention, docs/spec.md §5) of n_layers layers on the tiny config:
+ * csa W4/S2 (vector gates, deepseek maps), hca W4/S4 (vector gates, one shared map). */
+static inline void tu_schedule(ModelConfig *c, int n_layers, const char *text) {
+    c->n_layers = n_layers;
+    snprintf(c->layer_attention, sizeof c->layer_attention, "%s", text);
+    c->csa_window = 4; c->csa_stride = 2; c->csa_gate = GATE_VECTOR; c->csa_compressor = COMPRESSOR_DEEPSEEK;
+    c->hca_window = 4; c->hca_stride = 4; c->hca_gate = GATE_VECTOR; c->hca_compressor = COMPRESSOR_SHARED;
 }
 
 /* Fills every parameter: matrices N(0, std), norm weights 1 + N(0, 0.2), gate biases and sinks N(0, 1). */

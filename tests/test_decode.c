@@ -70,6 +70,13 @@ static void v_stag_tied_sink(ModelConfig *c) { v_stag(c); c->kv_tied = 1; c->att
 static void v_stag_g4_shared_tail(ModelConfig *c) { v_stag_g4_tail(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_stag_g1(ModelConfig *c) { v_kv1(c); c->grid = GRID_STAGGERED; }                      /* = aligned */
 
+/* layer schedules (docs/spec.md §5): one kind per layer, the kinds' own W/S/gates */
+static void v_sched_window(ModelConfig *c) { tu_schedule(c, 2, "window*2"); }
+static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
+static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
     {"scalar", v_comp}, {"vector", v_vector}, {"uniform", v_uniform}, {"no_gate_bias", v_nobias},
@@ -84,6 +91,9 @@ static const Variant variants[] = {
     {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_s2_tail_vec_tied}, {"staggered_g2_w5s3_tail_vector_postnorm", v_stag_w5s3_tail_vec},
     {"staggered_g2_tied_sink", v_stag_tied_sink}, {"staggered_g4_shared_tail", v_stag_g4_shared_tail},
     {"staggered_g1", v_stag_g1},
+    {"schedule_window", v_sched_window}, {"schedule_hca_tied_sink", v_sched_hca},
+    {"schedule_window_csa_hca", v_sched_mix}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base},
+    {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

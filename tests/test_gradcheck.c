@@ -52,6 +52,13 @@ static void v_cov_vec(ModelConfig *c) { v_vector(c); }
 static void v_cov_kv1_tied(ModelConfig *c) { v_kv1(c); c->kv_tied = 1; }
 static void v_cov_all(ModelConfig *c) { v_stag_overlap_vec_pn(c); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL; }
 
+/* layer schedules (docs/spec.md §5): one kind per layer, the kinds' own W/S/gates */
+static void v_sched_window(ModelConfig *c) { tu_schedule(c, 2, "window*2"); }
+static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
+static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+
 static const Variant variants[] = {
     {"full", v_full, 0}, {"full_untied_kv1", v_full_untied_g1, 0}, {"full_sink", v_sink_full, 0},
     {"scalar", v_comp, 0}, {"vector", v_vector, 0}, {"uniform", v_uniform, 0}, {"no_gate_bias", v_nobias, 0},
@@ -68,6 +75,9 @@ static const Variant variants[] = {
     {"coverage_staggered_kv2", v_stag, 0.5}, {"coverage_staggered_tail", v_stag_tail, 0.5},
     {"coverage_shared_staggered_overlap_vector_postnorm_tail", v_cov_all, 0.5},
     {"coverage_deepseek", v_deepseek, 0.5},
+    {"schedule_window", v_sched_window, 0}, {"schedule_hca_tied_sink", v_sched_hca, 0},
+    {"schedule_window_csa_hca", v_sched_mix, 0}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base, 0},
+    {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag, 0}, {"coverage_schedule_window_csa_hca", v_sched_mix, 0.5},
 };
 
 /* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */

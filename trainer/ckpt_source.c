@@ -126,7 +126,8 @@ static int config_json_overrides(const cJSON *j, const char *path, Overrides *o,
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "phaselab");
         if (!cJSON_IsObject(p)) return set_err(err, "%s: model_type phaselab without its \"phaselab\" object of variant keys", path);
         const cJSON *att = cJSON_GetObjectItemCaseSensitive(p, "attention");
-        int compressed = cJSON_IsString(att) && !strcmp(att->valuestring, "compressed");
+        const cJSON *sched = cJSON_GetObjectItemCaseSensitive(p, "layer_attention");   /* docs/spec.md §5 */
+        int compressed = (cJSON_IsString(att) && !strcmp(att->valuestring, "compressed")) || cJSON_IsString(sched);
         static const char *const variant[] = {"attention", "qk_norm", "rope_dims"};
         static const char *const compressed_only[] = {"window", "stride", "gate", "gate_bias", "kv_tied", "post_norm",
                                                       "local", "n_local", "compressor", "grid", "attn_sink"};
@@ -138,6 +139,12 @@ static int config_json_overrides(const cJSON *j, const char *path, Overrides *o,
         for (size_t i = 0; compressed && i < sizeof compressed_only / sizeof *compressed_only; i++) {
             snprintf(key, sizeof key, "model.%s", compressed_only[i]);
             if (add_json(o, path, p, compressed_only[i], key, 0, err)) return -1;
+        }
+        static const char *const schedule[] = {"layer_attention", "csa_window", "csa_stride", "csa_gate", "csa_compressor",
+                                               "hca_window", "hca_stride", "hca_gate", "hca_compressor"};
+        for (size_t i = 0; cJSON_IsString(sched) && i < sizeof schedule / sizeof *schedule; i++) {
+            snprintf(key, sizeof key, "model.%s", schedule[i]);
+            if (add_json(o, path, p, schedule[i], key, 0, err)) return -1;
         }
     }
     for (int i = 0; i < o->n; i++)

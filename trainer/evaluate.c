@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include "model/layer_kinds.h"
 #include "trainer/evaluate.h"
 #include "trainer/comm.h"
 #include "common/errors.h"
@@ -69,7 +70,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     const int P = residues, L = mc->n_layers, G = mc->n_kv_heads, W = mc->window;
     const ModelDims dims = dims_of(mc, T);
     const int c = dims.channels;
-    const int gates = dims.compressed;
+    const int gates = dims.compressed && !layer_schedule_mixed(mc);   /* a mixed schedule (docs/spec.md §5): none yet */
     const int nW = dims.n_windows;
     long n_val = val_set_n_windows(val);
     /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,

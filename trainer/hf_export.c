@@ -17,6 +17,7 @@
  *                            shards or in their parent directory) and checked against the
  *                            fingerprint; not found is a start-up error naming data.tokenizer. */
 #include "trainer/hf_export.h"
+#include "model/layer_kinds.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -59,7 +60,7 @@ static struct {
 } vocab;
 
 int hf_is_vanilla_qwen3(const ModelConfig *m) {
-    return m->attention == ATTN_FULL && m->qk_norm && m->rope_dims == m->head_dim && !m->attn_sink;
+    return m->attention == ATTN_FULL && m->qk_norm && m->rope_dims == m->head_dim && !m->attn_sink && !layer_schedule_mixed(m);
 }
 
 static int is_sha256_hex(const char *s) {
@@ -193,6 +194,17 @@ char *hf_config_json(const ModelConfig *m, int T) {
         if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED)
             cJSON_AddStringToObject(p, "grid", config_grid_names[m->grid]);
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
+        if (layer_schedule_mixed(m)) {   /* docs/spec.md §5: written only with a mixed schedule */
+            cJSON_AddStringToObject(p, "layer_attention", m->layer_attention);
+            cJSON_AddNumberToObject(p, "csa_window", m->csa_window);
+            cJSON_AddNumberToObject(p, "csa_stride", m->csa_stride);
+            cJSON_AddStringToObject(p, "csa_gate", config_gate_names[m->csa_gate]);
+            cJSON_AddStringToObject(p, "csa_compressor", config_compressor_names[m->csa_compressor]);
+            cJSON_AddNumberToObject(p, "hca_window", m->hca_window);
+            cJSON_AddNumberToObject(p, "hca_stride", m->hca_stride);
+            cJSON_AddStringToObject(p, "hca_gate", config_gate_names[m->hca_gate]);
+            cJSON_AddStringToObject(p, "hca_compressor", config_compressor_names[m->hca_compressor]);
+        }
     }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

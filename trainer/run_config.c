@@ -24,6 +24,7 @@
 #include "common/fsutil.h"
 #include "data/train_stages.h"
 #include "model/model.h"
+#include "model/layer_kinds.h"
 
 #include <ini.h>
 #include <ctype.h>
@@ -98,6 +99,19 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
+    X(model, layer_attention, T_STR, "", 0, 0, 0, NULL,                                             \
+      "per-layer schedule (docs/spec.md §5): KIND,KIND,... one per layer, KIND*N repeats; kinds full | compressed "  \
+      "(the model.* keys) | window (raw n_local window only) | csa | hca; empty = every layer model.attention") \
+    X(model, csa_window, T_INT, "8", 1, 65536, 0, NULL, "W of the csa layers (1..min(65536, seq_len))")           \
+    X(model, csa_stride, T_INT, "4", 1, 65536, 0, NULL, "S of the csa layers (1..csa_window)")                    \
+    X(model, csa_gate, T_ENUM, "vector", 0, 0, 0, config_gate_names, "gate of the csa layers (as model.gate)")  \
+    X(model, csa_compressor, T_ENUM, "deepseek", 0, 0, 0, config_compressor_names,                             \
+      "compressor of the csa layers (as model.compressor; deepseek = two maps, one per half window)")            \
+    X(model, hca_window, T_INT, "32", 1, 65536, 0, NULL, "W = m of the hca layers (1..min(65536, seq_len))")      \
+    X(model, hca_stride, T_INT, "32", 1, 65536, 0, NULL, "S of the hca layers (1..hca_window; V4: = hca_window)") \
+    X(model, hca_gate, T_ENUM, "vector", 0, 0, 0, config_gate_names, "gate of the hca layers (as model.gate)")  \
+    X(model, hca_compressor, T_ENUM, "shared", 0, 0, 0, config_compressor_names,                               \
+      "compressor of the hca layers (as model.compressor; shared = one map for the m slots, V4's HCA)")          \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -654,6 +668,20 @@ static int validate(const LoadCtx *c) {
     const Config *cfg = c->cfg;
     const ModelConfig *m = &cfg->model;
     int compressed = m->attention == ATTN_COMPRESSED;
+    if (m->n_layers >= 1 && m->n_layers <= 1024) {   /* the layer schedule (docs/spec.md §5): parsed first, its
+                                                       * compressed layers switch on model.* checks (a bad n_layers:
+                                                       * its range check below) */
+        char why[ERR_LEN];
+        const char *bad;
+        if (layer_schedule_parse(m, NULL, why)) return key_error(c, KEY_INDEX(model, layer_attention), "%s", why);
+        for (int L = 0; L < m->n_layers; L++)
+            if (layer_kind(m, L) == KIND_COMPRESSED) compressed = 1;
+        for (int k = 0; k < N_KEYS; k++)
+            if (!strncmp(key_info[k].key, "csa_", 4) || !strncmp(key_info[k].key, "hca_", 4))
+                if (check_range(c, k)) return -1;
+        if (layer_schedule_check(m, cfg->data.seq_len, &bad, why))
+            return key_error(c, find_key("model", bad), "%s", why);
+    }
     for (int k = 0; k < N_KEYS; k++) {
         if ((key_rule[k].flags & F_COMPRESSED) && !compressed) continue;
         if (check_range(c, k)) return -1;
@@ -673,7 +701,12 @@ static int validate(const LoadCtx *c) {
     if (!compressed && m->grid == GRID_STAGGERED)
         return key_error(c, KEY_INDEX(model, grid), "grid = staggered with attention = full; a staggered grid needs "
                          "attention = compressed (full attention has no windows), else grid = aligned");
-    if (cfg->train.gate_coverage > 0 && (!compressed || m->gate == GATE_UNIFORM)) {
+    int gated_layer = 0;   /* some compressed layer with gates: the penalty has something to act on (§2b.3, §5) */
+    for (int L = 0; L < m->n_layers; L++) {
+        const ModelConfig lc = layer_config(m, L);
+        if (lc.attention == ATTN_COMPRESSED && lc.gate != GATE_UNIFORM) gated_layer = 1;
+    }
+    if (cfg->train.gate_coverage > 0 && !gated_layer) {
         char v[32];
         format_double(cfg->train.gate_coverage, v, sizeof v);
         return key_error(c, KEY_INDEX(train, gate_coverage), "gate_coverage = %s with %s would do nothing; it needs "
@@ -733,18 +766,22 @@ static int validate(const LoadCtx *c) {
     if (train_stages_parse(cfg->data.stages, stages, &n_stages, why))
         return key_error(c, KEY_INDEX(data, stages), "%s", why);
     /* a stage's sequence length: at most the model's context, and (compressed) one window long */
-    const int shortest = compressed ? m->window : 1;
+    int shortest = 1;                /* the longest window of a compressed layer */
+    for (int L = 0; L < m->n_layers; L++) {
+        const ModelConfig lc = layer_config(m, L);
+        if (lc.attention == ATTN_COMPRESSED && lc.window > shortest) shortest = lc.window;
+    }
     if (cfg->data.train_seq_len && (cfg->data.train_seq_len > cfg->data.seq_len || cfg->data.train_seq_len < shortest)) {
         int k = blame(c, KEY_INDEX(data, train_seq_len), KEY_INDEX(data, seq_len), -1);
         return key_error(c, k, "train_seq_len = %d; expected 0 (= seq_len) or %d..%d (%s..seq_len)", cfg->data.train_seq_len,
-                         shortest, cfg->data.seq_len, compressed ? "one compression window" : "1");
+                         shortest, cfg->data.seq_len, compressed || shortest > 1 ? "one compression window" : "1");
     }
     for (int j = 0; j < n_stages; j++)
         if (stages[j].seq_len && (stages[j].seq_len > cfg->data.seq_len || stages[j].seq_len < shortest)) {
             int k = blame(c, KEY_INDEX(data, stages), KEY_INDEX(data, seq_len), -1);
             return key_error(c, k, "stage %d (%ld:%s@%d): sequence length %d; expected %d..%d (%s..seq_len)", j + 1,
                              stages[j].first_step, stages[j].glob, stages[j].seq_len, stages[j].seq_len, shortest,
-                             cfg->data.seq_len, compressed ? "one compression window" : "1");
+                             cfg->data.seq_len, compressed || shortest > 1 ? "one compression window" : "1");
         }
     /* a stage at or past train.steps is allowed (a short smoke run of a long config, or steps added
      * on resume): --dry-run and the run's log say it is not reached */

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#include "model/layer_kinds.h"
 #include "trainer/trainer.h"
 #include "common/clock.h"
 #include "trainer/checkpoint.h"
@@ -434,7 +435,8 @@ static int setup(Trainer *tr, char *err) {
         if (config_write(cfg, path, lerr)) fail = 1;
         snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
-                              cfg->model.attention == ATTN_COMPRESSED, cfg->train.gate_coverage > 0};
+                              cfg->model.attention == ATTN_COMPRESSED && !layer_schedule_mixed(&cfg->model),
+                              cfg->train.gate_coverage > 0};
         char *cfg_text = config_to_string(cfg);
         if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);

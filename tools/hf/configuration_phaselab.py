@@ -32,6 +32,10 @@ class PhaselabConfig(PretrainedConfig):
         self.rope_theta = float(rope_theta)
         self.rms_norm_eps = float(rms_norm_eps)
         self.max_position_embeddings = max_position_embeddings
+        if (phaselab or {}).get("layer_attention"):
+            # docs/spec.md §5: the per-layer schedule has no transformers implementation yet
+            raise NotImplementedError("phaselab config: layer_attention = %r (a per-layer schedule) is not "
+                                      "implemented in the transformers remote code yet" % phaselab["layer_attention"])
         variant = dict(VARIANT_DEFAULTS)
         variant.update({k: v for k, v in (phaselab or {}).items() if k in VARIANT_DEFAULTS})
         for k in VARIANT_DEFAULTS:  # a top-level key (PhaselabConfig(window=8)) wins

@@ -1,0 +1,65 @@
+"""The per-layer attention schedule from the command line (docs/spec.md §5, model/layer_kinds.h):
+a bad schedule or kind key stops with exit 2 and one line naming the key; --summary shows the
+stack by kind with its parameters, FLOPs and cache bytes; a tiny mixed stack (window, csa, hca)
+trains, checkpoints, evaluates and generates, and its generation through the decoder's cache
+prints the cache by kind."""
+import os
+import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pycheck import check, finish  # noqa: E402
+import trainutil as tu  # noqa: E402
+
+tu.require_train()
+d, data = tu.scratch_with_corpus("test_layer_schedule")
+runs = f"{d}/runs"
+MIX = ["model.n_layers=3", "model.layer_attention=window,csa,hca", "model.hca_window=16", "model.hca_stride=16",
+       "model.kv_tied=true", "model.attn_sink=true"]
+
+
+def err_line(out):
+    lines = [l for l in out.splitlines() if l.startswith("phaselab:")]
+    return lines[-1] if lines else out[-300:]
+
+
+for extra, key, want in [
+        (["model.layer_attention=window,csa,hca"], "model.layer_attention", "names 3 layers"),
+        (["model.layer_attention=window,swa"], "model.layer_attention", "\"swa\" is not a layer kind"),
+        (["model.layer_attention=window,hca", "model.hca_window=128"], "model.hca_window", "longer than seq_len"),
+        (["model.layer_attention=csa*2", "model.csa_stride=3"], "csa_compressor", "deepseek needs window = 2 * stride"),
+        (["model.layer_attention=hca,full", "model.hca_stride=40"], "model.hca_stride", "larger than hca_window"),
+        (["model.layer_attention=hca,full", "model.hca_gate=soft"], "model.hca_gate", "soft"),
+        (["model.layer_attention=csa,full", "data.train_seq_len=4"], "data.train_seq_len", "one compression window")]:
+    rc, out = tu.run(["--summary", tu.TINY, *extra])
+    line = err_line(out)
+    check(rc == 2 and key in line and want in line, f"schedule error names {key}: {' '.join(extra)}", f"rc {rc}: {line}")
+
+rc, out = tu.run(["--summary", tu.TINY, *MIX])
+rows = {m.group(1): m.groups() for m in re.finditer(r"^\s+(window|csa|hca)\s+(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s+(\S+)\s+(\S+)$",
+                                                      out, re.M)}
+check(rc == 0 and set(rows) == {"window", "csa", "hca"}, "--summary shows the stack by kind", out[-1500:])
+if rc == 0 and len(rows) == 3:
+    # T = 64: window 8 raw tokens, no entries; csa W8/S4: (64-8)/4+1 = 15 entries; hca W16/S16: 4 entries
+    check(rows["window"][2] == "raw8" and rows["window"][3] == "0", "window kind: no entries", str(rows["window"]))
+    check(rows["csa"][2] == "W8/S4+8" and rows["csa"][3] == "15", "csa kind: W8/S4 with 15 entries at T 64", str(rows["csa"]))
+    check(rows["hca"][2] == "W16/S16+8" and rows["hca"][3] == "4", "hca kind: W16/S16 with 4 entries at T 64", str(rows["hca"]))
+    # cache bytes per token (bf16, at T = 64), by hand: G 2 x d 8 = 16 values of 2 bytes
+    #   window: ring of 8 raw keys + values = 2*8*16*2 = 512 B; csa: 15 tied entries*16*2 + 512 + 8 inputs*32*2 = 1504 B
+    #   hca: 4*16*2 + 512 + 16*32*2 = 1664 B
+    for kind, want in (("window", 512), ("csa", 1504), ("hca", 1664)):
+        got = float(rows[kind][6])
+        check(abs(got - want / 64) < 0.06, f"{kind} kind: cache bytes per token at T 64 = {want}/64", f"{got}")
+
+rc, out = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={runs}",
+                  "run.name=mix", "train.steps=10", "checkpoint.every=10", "eval.every=10", *MIX])
+check(rc == 0 and "done: 10 steps" in out, "a window,csa,hca stack trains 10 steps", out[-800:])
+ck = f"{runs}/mix/checkpoints/step_00000010"
+rc, out = tu.run(["--eval", ck])
+check(rc == 0 and "validation loss" in out, "--eval of the stack's checkpoint", out[-600:])
+prompt = f"{d}/prompt.txt"
+open(prompt, "w").write("16 80 17 81 18 82 16\n")
+rc, out = tu.run(["--generate", ck, "--prompt-ids", prompt, "--max-new", "6"])
+check(rc == 0 and "KV cache by layer kind" in out and "csa x1" in out and "hca x1" in out and "window x1" in out,
+      "--generate decodes the stack and prints the cache by kind", out[-900:])
+finish()
