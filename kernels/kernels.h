@@ -39,6 +39,10 @@ typedef struct {
     int visibility;                  /* VIS_* */
     int n_local;
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
+    const uint8_t *entry_select;     /* [B, T, n_windows] or NULL: entry j is seen by query t only where
+                                        it is visible AND entry_select[(b*T + t)*n_windows + j] != 0
+                                        (the lightning indexer's top-k, docs/spec.md §5.4); backend
+                                        memory; only backends with Backend.entry_select honour it */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -130,6 +134,7 @@ typedef struct Backend {
      * them with one line instead of an op aborting in the first step. CUDA: head_dim <= 128
      * (the attention tiles), compressed attention with at most 64 KV heads (compressor slices). */
     int max_head_dim, max_comp_kv_heads;
+    int entry_select;                /* 1: attention_fwd/bwd honour AttnShape.entry_select (the CPU) */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

@@ -164,6 +164,13 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         return NULL;
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
+    for (int L = 0; L < c->n_layers; L++)
+        if (layer_has_indexer(c, L)) {
+            set_err(err, "decoder: layer %d has a lightning indexer (csa_topk = %d, docs/spec.md §5.4), which has no "
+                    "incremental decoding yet (its key cache and per-step top-k); evaluate with the full forward instead",
+                    L, c->csa_topk);
+            return NULL;
+        }
     Decoder *dec = calloc(1, sizeof *dec);
     if (!dec) { set_err(err, "out of memory: %zu bytes for the decoder", sizeof *dec); return NULL; }
     dec->m = m; dec->c = c; dec->be = be; dec->max_context = max_context;

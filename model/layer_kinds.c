@@ -66,6 +66,7 @@ int layer_kind(const ModelConfig *c, int L) {
 
 ModelConfig layer_config(const ModelConfig *c, int L) {
     ModelConfig l = *c;
+    l.indexer_topk = 0;
     const int kind = layer_kind(c, L);
     switch (kind) {
     case KIND_FULL: l.attention = ATTN_FULL; break;
@@ -81,10 +82,20 @@ ModelConfig layer_config(const ModelConfig *c, int L) {
         l.compressor = csa ? c->csa_compressor : c->hca_compressor;
         l.local = LOCAL_WINDOW;
         l.grid = GRID_ALIGNED;
+        l.indexer_topk = csa ? c->csa_topk : 0;
         break;
     }
     }
     return l;
+}
+
+int layer_has_indexer(const ModelConfig *c, int L) {
+    return c->csa_topk > 0 && layer_kind(c, L) == KIND_CSA;
+}
+
+int model_has_indexer(const ModelConfig *c) {
+    for (int L = 0; L < c->n_layers; L++) if (layer_has_indexer(c, L)) return 1;
+    return 0;
 }
 
 int layer_schedule_mixed(const ModelConfig *c) {

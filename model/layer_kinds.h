@@ -27,6 +27,10 @@ int layer_kind(const ModelConfig *c, int L);
 /* The config layer L runs with: c with attention, window, stride, gate, compressor, local and
  * grid of its kind (c itself for the kind of model.attention). */
 ModelConfig layer_config(const ModelConfig *c, int L);
+/* 1 when layer L has a lightning indexer (a csa layer with csa_topk > 0, docs/spec.md §5.4). */
+int layer_has_indexer(const ModelConfig *c, int L);
+/* 1 when some layer has one. */
+int model_has_indexer(const ModelConfig *c);
 /* 1 when some layer's config differs from c's own (a mixed schedule): per-model readers of
  * model.window/stride (gate statistics, interventions, the HF remote code) must then refuse or
  * go layer by layer. */

@@ -35,6 +35,7 @@
 #include "model/model.h"
 #include "model/dims.h"
 #include "model/layer_kinds.h"
+#include "model/indexer.h"
 #include "common/errors.h"
 #include "kernels/kernels.h"
 
@@ -57,6 +58,13 @@ typedef struct {               /* saved activations of one layer */
     act_t *x_mid, *mid_norm;   /* [N, D] x_mid and RMSNorm_post(x_mid) */
     float *rstd_post;          /* [N] */
     act_t *g, *u, *h;          /* [N, F] */
+    /* the lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.h; CPU: act_t = float) */
+    act_t *iq, *iw;            /* [N, HI*dI], [N, HI] */
+    act_t *ientry, *ipayload;  /* [B, nW, 1, dI] (before its key norm), [B, nW, 1, W, dI] */
+    float *ialpha, *irstd;     /* [B, nW, 1, W, dI], [B*nW] */
+    act_t *ik;                 /* [B, nW, dI] its keys */
+    float *iscore, *idscore;   /* [B, T, nW] I(t, j) and dKL/dI */
+    uint8_t *isel;             /* [B, T, nW] the top-k selection */
 } LayerActs;
 
 struct Model {
@@ -69,6 +77,14 @@ struct Model {
     ModelConfig *lcfg;         /* [n_layers] each layer's config (model/layer_kinds.h: cfg itself without a schedule) */
     ModelDims *ldims;          /* [n_layers] sizes derived from lcfg[L] and T (model/dims.h), computed once */
     int any_gated;             /* some layer's compressor has gate weights */
+    int *lind;                 /* [n_layers] 1: the layer has a lightning indexer (layer_has_indexer) */
+    /* the indexer's training (model_set_indexer) and the KL of the last forward (model_indexer_kl) */
+    double ind_weight;         /* lambda of the KL term */
+    int ind_dense;             /* 1: dense warm-up (every visible entry, no top-k) */
+    double kl_sum, loss_scale;
+    long kl_count;
+    float *diq, *diw, *dik, *dientry;   /* indexer gradient scratch, the largest layer's */
+    act_t *ida;                /* [N, D] the indexer's d x_norm: discarded (its input is detached) */
     float *params, *grads;     /* [n_alloc] fp32 */
     size_t n_alloc;            /* n_floats, or more when padded for sharding */
     act_t *work;               /* working weights (== params on the CPU) */
@@ -132,6 +148,7 @@ static void lay_out(Model *m, Carver *c) {
     size_t N = (size_t)m->max_batch * m->T, D = cfg->d_model, Hd = (size_t)cfg->n_heads * cfg->head_dim,
            Gd = (size_t)cfg->n_kv_heads * cfg->head_dim, F = cfg->d_ff, A = m->be->act_bytes;
     size_t E_max = 0;                                              /* the most entries of a layer: gradient scratch */
+    size_t ind_rows = 0;                                           /* the most entry rows of an indexer layer */
     for (int L = 0; L < cfg->n_layers; L++) {
         LayerActs *act = &m->acts[L];
         const int nW = m->ldims[L].n_windows;  /* windows of KV head 0: buffer rows (model/dims.h) */
@@ -157,6 +174,23 @@ static void lay_out(Model *m, Carver *c) {
         act->attn = carve(c, N * Hd * A); act->lse = carve(c, N * cfg->n_heads * 4);
         act->x_mid = carve(c, N * D * A); act->mid_norm = carve(c, N * D * A); act->rstd_post = carve(c, N * 4);
         act->g = carve(c, N * F * A); act->u = carve(c, N * F * A); act->h = carve(c, N * F * A);
+        if (m->lind[L]) {
+            const size_t HI = cfg->indexer_heads, dI = cfg->indexer_dim, rows = (size_t)m->max_batch * nW;
+            const size_t islots = rows * m->lcfg[L].window;
+            act->iq = carve(c, N * HI * dI * A); act->iw = carve(c, N * HI * A);
+            act->ientry = carve(c, rows * dI * A); act->ipayload = carve(c, islots * dI * A);
+            act->ialpha = carve(c, islots * dI * 4); act->irstd = carve(c, rows * 4); act->ik = carve(c, rows * dI * A);
+            act->iscore = carve(c, (size_t)m->max_batch * m->T * nW * 4);
+            act->idscore = carve(c, (size_t)m->max_batch * m->T * nW * 4);
+            act->isel = carve(c, (size_t)m->max_batch * m->T * nW);
+            if (rows > ind_rows) ind_rows = rows;
+        }
+    }
+    if (ind_rows > 0) {     /* the indexer's gradient scratch, shared by its layers */
+        const size_t HI = cfg->indexer_heads, dI = cfg->indexer_dim;
+        m->diq = carve(c, N * HI * dI * 4); m->diw = carve(c, N * HI * 4);
+        m->dik = carve(c, ind_rows * dI * 4); m->dientry = carve(c, ind_rows * dI * 4);
+        m->ida = carve(c, N * D * A);
     }
     m->x_final = carve(c, N * D * A); m->xf = carve(c, N * D * A); m->rstd_final = carve(c, N * 4);
     m->tokens = carve(c, N * 4); m->targets = carve(c, N * 4); m->losses = carve(c, N * 4);
@@ -227,11 +261,13 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     if (tensor_table_build(&m->tt, cfg, err)) { free(m); return NULL; }
     m->lcfg = calloc(cfg->n_layers, sizeof *m->lcfg);
     m->ldims = calloc(cfg->n_layers, sizeof *m->ldims);
+    m->lind = calloc(cfg->n_layers, sizeof *m->lind);
     m->layers = calloc(cfg->n_layers, sizeof(LayerTensors));
     m->acts = calloc(cfg->n_layers, sizeof(LayerActs));
-    if (!m->layers || !m->acts || !m->lcfg || !m->ldims) {
+    if (!m->layers || !m->acts || !m->lcfg || !m->ldims || !m->lind) {
         set_err(err, "out of host memory for %d layers", cfg->n_layers);
-        free(m->layers); free(m->acts); free(m->lcfg); free(m->ldims); tensor_table_free(&m->tt); free(m); return NULL;
+        free(m->layers); free(m->acts); free(m->lcfg); free(m->ldims); free(m->lind); tensor_table_free(&m->tt); free(m);
+        return NULL;
     }
     /* Every arena size below is a size_t product: bound them all in double first so that none
      * can wrap (each term over-counts its carve() calls; 2^60 bytes is far past any machine). */
@@ -242,6 +278,12 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     for (int L = 0; L < cfg->n_layers; L++) {
         m->lcfg[L] = layer_config(cfg, L);
         m->ldims[L] = dims_of(&m->lcfg[L], T);
+        m->lind[L] = layer_has_indexer(cfg, L);
+        if (m->lind[L] && !be->entry_select) {
+            set_err(err, "layer %d: the lightning indexer (csa_topk > 0, docs/spec.md §5.4) is not implemented on the %s "
+                    "backend yet; use run.device = cpu or model.csa_topk = 0", L, be->name);
+            model_free(m); return NULL;
+        }
         const ModelDims *ld = &m->ldims[L];
         if (ld->compressed && ld->n_windows == 0) {
             set_err(err, "seq_len %d is shorter than one compression window (window %d of layer %d)", T, ld->window, L);
@@ -342,6 +384,7 @@ void model_free(Model *m) {
     free(m->acts);
     free(m->lcfg);
     free(m->ldims);
+    free(m->lind);
     tensor_table_free(&m->tt);
     free(m);
 }
@@ -437,6 +480,7 @@ static AttnShape attn_shape(const Model *m, int L, int B) {
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = dm->n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
                    .visibility = dm->visibility, .grid = dm->grid};
+    if (m->lind[L] && !m->ind_dense) s.entry_select = m->acts[L].isel;   /* the indexer's top-k (§5.4) */
     return s;
 }
 
@@ -478,6 +522,83 @@ static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
+/* ---- the lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.h); the CPU backend
+ * only (model_create refuses it elsewhere), so act_t is float and every buffer is host memory ---- */
+static IndexerShape indexer_shape(const Model *m, int L, int B) {
+    const ModelConfig *c = &m->lcfg[L];
+    IndexerShape s = {.B = B, .T = m->T, .nW = m->ldims[L].n_windows, .W = c->window, .S = c->stride,
+                      .o = dims_grid_offset(&m->ldims[L], 0), .HI = c->indexer_heads, .dI = c->indexer_dim,
+                      .topk = c->csa_topk, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim};
+    return s;
+}
+static CompShape indexer_comp_shape(const Model *m, int L, int B) {
+    CompShape s = comp_shape(m, L, B);
+    s.G = 1;
+    s.d = s.channels = m->cfg.indexer_dim;
+    s.gate = GATE_VECTOR;
+    return s;
+}
+
+/* Forward, before the layer's attention: q^I, w, the indexer's keys, the scores and the top-k. */
+static void indexer_fwd(Model *m, int L, int B) {
+    const Backend *be = m->be;
+    const LayerTensors *w = &m->layers[L];
+    LayerActs *act = &m->acts[L];
+    const IndexerShape s = indexer_shape(m, L, B);
+    const CompShape cs = indexer_comp_shape(m, L, B);
+    const int N = B * m->T, D = m->cfg.d_model;
+    be->matmul_fwd(be->ctx, act->iq, act->x_norm, weight(m, w->iq), N, s.HI * s.dI, D, 0);
+    be->matmul_fwd(be->ctx, act->iw, act->x_norm, weight(m, w->iw), N, s.HI, D, 0);
+    be->compressor_fwd(be->ctx, &cs, act->ientry, act->ialpha, act->ipayload, NULL, act->x_norm, weight(m, w->igate_w),
+                       weight(m, w->igate_b), weight(m, w->ipayload), NULL);
+    be->rmsnorm_fwd(be->ctx, act->ik, act->irstd, act->ientry, weight(m, w->iknorm), B * s.nW, s.dI, (float)m->cfg.norm_eps);
+    indexer_scores(&s, (const float *)act->iq, (const float *)act->iw, (const float *)act->ik, act->iscore);
+    indexer_select(&s, act->iscore, act->isel);
+}
+
+/* Forward, after the layer's attention: the KL term and its gradient with respect to the scores. */
+static void indexer_kl_fwd(Model *m, int L, int B) {
+    LayerActs *act = &m->acts[L];
+    const IndexerShape s = indexer_shape(m, L, B);
+    long count = 0;
+    m->kl_sum += indexer_kl(&s, (const float *)act->q, (const float *)act->ck, act->lse, act->iscore,
+                            m->ind_dense ? NULL : act->isel, act->idscore, &count);
+    m->kl_count += count;
+}
+
+/* Backward of lambda * loss_scale * (sum of KL_t) into the indexer's parameters only: its input
+ * x_norm is detached (the d x_norm goes to scratch) and the target p is a constant. */
+static void indexer_bwd(Model *m, int L, int B) {
+    const Backend *be = m->be;
+    const LayerTensors *w = &m->layers[L];
+    LayerActs *act = &m->acts[L];
+    const IndexerShape s = indexer_shape(m, L, B);
+    const CompShape cs = indexer_comp_shape(m, L, B);
+    const int N = B * m->T, D = m->cfg.d_model;
+    indexer_scores_bwd(&s, (const float *)act->iq, (const float *)act->iw, (const float *)act->ik, act->idscore,
+                       (float)(m->ind_weight * m->loss_scale), m->diq, m->diw, m->dik);
+    be->rmsnorm_bwd(be->ctx, (act_t *)m->dientry, grad(m, w->iknorm), (const act_t *)m->dik, act->ientry, weight(m, w->iknorm),
+                    act->irstd, B * s.nW, s.dI, 0);
+    be->zero(be->ctx, m->ida, (size_t)N * D * be->act_bytes);
+    be->compressor_bwd(be->ctx, &cs, m->ida, grad(m, w->igate_w), grad(m, w->igate_b), grad(m, w->ipayload), NULL,
+                       (const act_t *)m->dientry, act->ialpha, act->ipayload, NULL, act->x_norm, weight(m, w->igate_w),
+                       weight(m, w->ipayload), NULL, NULL);
+    be->matmul_bwd(be->ctx, NULL, grad(m, w->iq), (const act_t *)m->diq, act->x_norm, weight(m, w->iq), N, s.HI * s.dI, D, 0);
+    be->matmul_bwd(be->ctx, NULL, grad(m, w->iw), (const act_t *)m->diw, act->x_norm, weight(m, w->iw), N, s.HI, D, 0);
+}
+
+int model_set_indexer(Model *m, double weight, int dense, char *err) {
+    if (!(weight >= 0) || !isfinite(weight)) return set_err(err, "indexer_weight = %g; expected a finite weight >= 0", weight);
+    m->ind_weight = weight;
+    m->ind_dense = dense != 0;
+    return 0;
+}
+
+double model_indexer_kl(const Model *m, long *count) {
+    if (count) *count = m->kl_count;
+    return m->kl_sum;
+}
+
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
@@ -486,6 +607,8 @@ static void forward_layers(Model *m, int B) {
     const float eps = (float)c->norm_eps;
     const int r = c->rope_dims;
     be->embedding_fwd(be->ctx, m->acts[0].x_in, m->tokens, weight(m, m->emb), N, D);
+    m->kl_sum = 0.0;
+    m->kl_count = 0;
     for (int L = 0; L < c->n_layers; L++) {
         const int nW = m->ldims[L].n_windows; /* windows of KV head 0: buffer rows (model/dims.h) */
         const ModelDims *dm = &m->ldims[L];
@@ -525,8 +648,10 @@ static void forward_layers(Model *m, int B) {
             else be->copy(be->ctx, act->ck, act->entry[0], E * be->act_bytes);
             if (r > 0) rope_entries(m, L, act->ck, B, 0);
             cv = dm->tied_kv ? act->ck : act->entry[1];
+            if (m->lind[L]) indexer_fwd(m, L, B);
         }
         be->attention_fwd(be->ctx, &as, act->attn, act->lse, act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
+        if (m->lind[L]) indexer_kl_fwd(m, L, B);
         if (m->attn_hook && m->hook_positions) run_attn_hook(m, L, act->attn, B);
         act_t *x_next = L + 1 < c->n_layers ? m->acts[L + 1].x_in : m->x_final;
         be->copy(be->ctx, act->x_mid, act->x_in, (size_t)N * D * be->act_bytes);
@@ -555,6 +680,7 @@ static void backward_layers(Model *m, int B) {
         CompShape cs = comp_shape(m, L, B);
         const LayerTensors *w = &m->layers[L];
         LayerActs *act = &m->acts[L];
+        if (m->lind[L] && m->ind_weight > 0) indexer_bwd(m, L, B);
         /* MLP: x_out = x_mid + down(h) */
         be->matmul_bwd(be->ctx, m->dh, grad(m, w->down), m->dx, act->h, weight(m, w->down), N, D, F, 0);
         be->swiglu_bwd(be->ctx, m->dg, m->du, m->dh, act->g, act->u, (size_t)N * F);
@@ -628,6 +754,7 @@ static double run_forward(Model *m, const int32_t *tokens, const int32_t *target
                    with_grad ? grad(m, m->lm_head) : NULL, (float)loss_scale);
     if (with_grad) {
         m->cov_scale = loss_scale * m->T;
+        m->loss_scale = loss_scale;
         backward_layers(m, B);
     }
     if (keep_loss) {
@@ -689,7 +816,8 @@ static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int
     if (!dims->compressed) return t + 1;
     int o = dims_grid_offset(dims, g);
     VisQueryView v = vis_query_view(dims->visibility, t, c->window, c->stride, o, dims_head_windows(dims, g), c->n_local);
-    return v.n_entries + (t - v.raw_lo + 1);
+    const int ne = c->indexer_topk > 0 && v.n_entries > c->indexer_topk ? c->indexer_topk : v.n_entries;   /* top-k */
+    return ne + (t - v.raw_lo + 1);
 }
 
 /* compressor = shared has one map per branch but still projects every offset's token with it:
@@ -722,6 +850,12 @@ double model_layer_flops_per_token(const ModelConfig *c, int T) {
         /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
+    }
+    if (c->indexer_topk > 0) {   /* the lightning indexer (§5.4): q and w projections, its compressor, the scores */
+        const double HI = c->indexer_heads, dI = c->indexer_dim;
+        double scored = 0;                                           /* visible entries summed over the queries */
+        for (int t = 0; t < T; t++) scored += vis_n_entries(t, c->window, c->stride, 0, dims.n_windows);
+        comp += (HI * dI + HI) * D + 2.0 * c->window * D * dI * dims.n_windows / T + HI * dI * scored / T;
     }
     return mm + attn + comp;
 }

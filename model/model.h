@@ -103,6 +103,15 @@ int model_set_gate_coverage(Model *m, double lambda, char *err);
  * and values are tied) of ln W - H(gbar_b): the penalty without lambda. 0 without gates. */
 double model_gate_coverage(Model *m, int B);
 
+/* The lightning indexer of the csa layers (docs/spec.md §5.4): from now on model_forward_backward
+ * also accumulates into the indexer's parameters (and only there) the gradient of
+ * weight * loss_scale * (sum over the indexer layers and queries of KL_t); dense = 1 is the warm-up:
+ * the attention sees every visible entry and KL_t is taken over all of them (else over the top-k).
+ * Without a call: weight 0 (no indexer gradient) and top-k attention. */
+int model_set_indexer(Model *m, double weight, int dense, char *err);
+/* The last forward's sum of KL_t over the indexer layers and queries, and *count the terms. */
+double model_indexer_kl(const Model *m, long *count);
+
 /* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
 

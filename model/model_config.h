@@ -27,6 +27,11 @@ typedef struct {
     /* the csa and hca kinds' compressors (W, S, gate, compressor); their raw window is n_local */
     int csa_window, csa_stride, csa_gate, csa_compressor;
     int hca_window, hca_stride, hca_gate, hca_compressor;
+    /* the csa layers' lightning indexer (docs/spec.md §5.4): top-k entries per query (0 = none:
+     * every visible entry), its heads and their dimension */
+    int csa_topk, indexer_heads, indexer_dim;
+    int indexer_topk;        /* derived, not a key: layer_config sets it to csa_topk on a csa layer
+                                (the layer has a lightning indexer when > 0); 0 everywhere else */
 } ModelConfig;
 
 /* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is

@@ -89,6 +89,15 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
             if (m->qk_norm)
                 ADD(L, 0, ONE, "%s.%d.self_attn.compressor.ck_norm.weight", d), p, L);
         }
+        if (layer_has_indexer(m, L)) {   /* docs/spec.md §5.4: vector gates, the layer's maps, one key head */
+            const int64_t HI = m->indexer_heads, dI = m->indexer_dim, W = lc.window, maps = dims_of(&lc, 0).n_maps;
+            ADD(L, 1, N_, "%s.%d.self_attn.indexer.q_proj.weight", HI * dI, D), p, L);
+            ADD(L, 1, N_, "%s.%d.self_attn.indexer.weights_proj.weight", HI, D), p, L);
+            ADD(L, 1, ZERO, "%s.%d.self_attn.indexer.compressor.gate.weight", 1, maps, dI, D), p, L);
+            ADD(L, 0, ZERO, "%s.%d.self_attn.indexer.compressor.gate.bias", 1, W, dI), p, L);
+            ADD(L, 1, N_, "%s.%d.self_attn.indexer.compressor.payload.weight", 1, maps, dI, D), p, L);
+            ADD(L, 0, ONE, "%s.%d.self_attn.indexer.k_norm.weight", dI), p, L);
+        }
         if (m->attn_sink)
             ADD(L, 0, ZERO, "%s.%d.self_attn.attn_sink", H), p, L);
         ADD(L, 0, ONE, "%s.%d.post_attention_layernorm.weight", D), p, L);
@@ -154,6 +163,12 @@ void tensor_table_layer(const TensorTable *tt, int L, LayerTensorIndex *w) {
         w->payload[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_payload.weight", L, b);
         w->pn[br] = layer_tensor(tt, "model.layers.%d.self_attn.compressor.%s_post_norm.weight", L, b);
     }
+    w->iq = layer_tensor(tt, "model.layers.%d.self_attn.indexer.q_proj.weight%s", L, NULL);
+    w->iw = layer_tensor(tt, "model.layers.%d.self_attn.indexer.weights_proj.weight%s", L, NULL);
+    w->igate_w = layer_tensor(tt, "model.layers.%d.self_attn.indexer.compressor.gate.weight%s", L, NULL);
+    w->igate_b = layer_tensor(tt, "model.layers.%d.self_attn.indexer.compressor.gate.bias%s", L, NULL);
+    w->ipayload = layer_tensor(tt, "model.layers.%d.self_attn.indexer.compressor.payload.weight%s", L, NULL);
+    w->iknorm = layer_tensor(tt, "model.layers.%d.self_attn.indexer.k_norm.weight%s", L, NULL);
 }
 
 void tensor_table_model(const TensorTable *tt, int tie_embeddings, ModelTensorIndex *out) {

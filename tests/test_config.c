@@ -430,7 +430,7 @@ static void test_key_table(void) {
             bad++;
         while (sec < 6 && strcmp(keys[k].section, sections[sec])) sec++;
     }
-    check(n == 67 && bad == 0, "--help table: 67 keys (50 + data.tokenizer, grid, gate_coverage, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 9: layer_attention, csa_{window,stride,gate,compressor}, hca_{window,stride,gate,compressor}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
+    check(n == 72 && bad == 0, "--help table: 72 keys (50 + data.tokenizer, grid, gate_coverage, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
     check(sec < 6, "--help table: grouped by section in file order", "sections out of order");
     const char *expect[] = {"model.d_model", "model.rope_dims", "model.attn_sink", "data.seq_len", "train.max_bad_steps",
                             "eval.probe", "checkpoint.keep", "run.log_every", "run.device"};

@@ -15,7 +15,7 @@ tu.require_train()
 d, data = tu.scratch_with_corpus("test_layer_schedule")
 runs = f"{d}/runs"
 MIX = ["model.n_layers=3", "model.layer_attention=window,csa,hca", "model.hca_window=16", "model.hca_stride=16",
-       "model.kv_tied=true", "model.attn_sink=true"]
+       "model.kv_tied=true", "model.attn_sink=true", "model.csa_topk=0"]
 
 
 def err_line(out):
@@ -62,4 +62,22 @@ open(prompt, "w").write("16 80 17 81 18 82 16\n")
 rc, out = tu.run(["--generate", ck, "--prompt-ids", prompt, "--max-new", "6"])
 check(rc == 0 and "KV cache by layer kind" in out and "csa x1" in out and "hca x1" in out and "window x1" in out,
       "--generate decodes the stack and prints the cache by kind", out[-900:])
+# the lightning indexer (docs/spec.md §5.4): top-4 of the csa layer's 15 entries, 3 dense warm-up steps
+rc, out = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={runs}",
+                  "run.name=idx", "train.steps=8", "checkpoint.every=8", "eval.every=8", "run.log_every=1",
+                  "train.indexer_warmup=3", *MIX[:-1], "model.csa_topk=4"])
+kls = [float(x) for x in re.findall(r"indexer KL ([0-9.]+)", out)]
+check(rc == 0 and len(kls) == 8 and "indexer KL" in out and out.count("(dense)") == 3 and all(k >= 0 for k in kls),
+      "an indexer run logs the KL every step, dense for the 3 warm-up steps", out[-900:])
+try:
+    import h5py
+    with h5py.File(f"{runs}/idx/metrics.h5", "r") as f:
+        col = list(f["train/indexer_kl"][:]) if "train/indexer_kl" in f else None
+    check(col is not None and len(col) == 8 and abs(col[-1] - kls[-1]) < 1e-3, "/train/indexer_kl holds the logged KL",
+          str(col))
+except ImportError:
+    print("skip - /train/indexer_kl: skipped: no h5py")
+rc, out = tu.run(["--generate", f"{runs}/idx/checkpoints/step_00000008", "--prompt-ids", prompt, "--max-new", "2"])
+check(rc != 0 and "lightning indexer" in err_line(out), "--generate refuses the indexer (no incremental decoding yet)",
+      f"rc {rc}: {err_line(out)}")
 finish()

@@ -141,7 +141,8 @@ static int config_json_overrides(const cJSON *j, const char *path, Overrides *o,
             if (add_json(o, path, p, compressed_only[i], key, 0, err)) return -1;
         }
         static const char *const schedule[] = {"layer_attention", "csa_window", "csa_stride", "csa_gate", "csa_compressor",
-                                               "hca_window", "hca_stride", "hca_gate", "hca_compressor"};
+                                               "hca_window", "hca_stride", "hca_gate", "hca_compressor", "csa_topk",
+                                               "indexer_heads", "indexer_dim"};
         for (size_t i = 0; cJSON_IsString(sched) && i < sizeof schedule / sizeof *schedule; i++) {
             snprintf(key, sizeof key, "model.%s", schedule[i]);
             if (add_json(o, path, p, schedule[i], key, 0, err)) return -1;

@@ -204,6 +204,9 @@ char *hf_config_json(const ModelConfig *m, int T) {
             cJSON_AddNumberToObject(p, "hca_stride", m->hca_stride);
             cJSON_AddStringToObject(p, "hca_gate", config_gate_names[m->hca_gate]);
             cJSON_AddStringToObject(p, "hca_compressor", config_compressor_names[m->hca_compressor]);
+            cJSON_AddNumberToObject(p, "csa_topk", m->csa_topk);
+            cJSON_AddNumberToObject(p, "indexer_heads", m->indexer_heads);
+            cJSON_AddNumberToObject(p, "indexer_dim", m->indexer_dim);
         }
     }
     char *s = cJSON_Print(j);

@@ -76,6 +76,7 @@ struct Metrics {
     hid_t file;
     Table tables[N_TABLES];
     double gate_coverage;   /* pending /train/gate_coverage value */
+    double indexer_kl;      /* pending /train/indexer_kl value */
 };
 
 /* ---- error handling ---------------------------------------------------------------------- */
@@ -194,6 +195,10 @@ static void build_schema(Metrics *m) {
         add_column(t, "gate_coverage", KIND_FLOAT64,
                    "gate-coverage penalty lambda * mean over sequences of sum_layers,branches (ln W - H(gbar)), "
                    "not part of loss", "nats");
+    if (s->has_indexer_kl)
+        add_column(t, "indexer_kl", KIND_FLOAT64,
+                   "lightning indexer KL(main attention || indexer) per query, mean over the step's queries and indexer "
+                   "layers (rank 0's micro-batches), not part of loss", "nats");
 
     t = &m->tables[TABLE_VAL];
     t->name = "val", t->description = "validation loss, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
@@ -1004,12 +1009,19 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
                       double grad_norm, double tokens_per_sec, double mfu, char *err) {
     if (!m) return set_err(err, "metrics: no metrics file is open");
     int64_t tokens64 = tokens;
-    const void *values[] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu, &m->gate_coverage};
+    const void *values[8] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
+    int n = 6;
+    if (m->shape.has_gate_coverage) values[n++] = &m->gate_coverage;
+    if (m->shape.has_indexer_kl) values[n++] = &m->indexer_kl;
     return append_row(m, &m->tables[TABLE_TRAIN], step, values, err);
 }
 
 void metrics_set_gate_coverage(Metrics *m, double penalty) {
     if (m) m->gate_coverage = penalty;
+}
+
+void metrics_set_indexer_kl(Metrics *m, double kl) {
+    if (m) m->indexer_kl = kl;
 }
 
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue, char *err) {

@@ -55,6 +55,7 @@ typedef struct {
     int residues;   /* P: eval.residues */
     int has_gates;  /* the model has compressed attention: create and fill /gates */
     int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (docs/spec.md §2b) */
+    int has_indexer_kl;    /* a lightning indexer: /train/indexer_kl exists (docs/spec.md §5.4) */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
@@ -73,6 +74,8 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
 
 /* The /train/gate_coverage value of the next metrics_log_train row (ignored without the column). */
 void metrics_set_gate_coverage(Metrics *m, double penalty);
+/* The next /train row's indexer_kl: mean KL_t over the step's queries and indexer layers (§5.4). */
+void metrics_set_indexer_kl(Metrics *m, double kl);
 
 /* loss_by_residue: [P] */
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,

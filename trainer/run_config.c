@@ -112,6 +112,10 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, hca_gate, T_ENUM, "vector", 0, 0, 0, config_gate_names, "gate of the hca layers (as model.gate)")  \
     X(model, hca_compressor, T_ENUM, "shared", 0, 0, 0, config_compressor_names,                               \
       "compressor of the hca layers (as model.compressor; shared = one map for the m slots, V4's HCA)")          \
+    X(model, csa_topk, T_INT, "16", 0, 1048576, 0, NULL,                                                      \
+      "entries the lightning indexer keeps per query in the csa layers (0 = no indexer: every visible entry)") \
+    X(model, indexer_heads, T_INT, "4", 1, 1024, 0, NULL, "lightning indexer heads (csa layers with csa_topk > 0)") \
+    X(model, indexer_dim, T_INT, "16", 1, 4096, 0, NULL, "dimension of one lightning indexer head and of its keys") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -143,6 +147,10 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "seed of the initialisation and the data order (unsigned 64-bit integer)")                   \
     X(train, max_bad_steps, T_INT, "5", 1, 1000000, 0, NULL,                                          \
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
+    X(train, indexer_weight, T_DOUBLE, "1", 0, NOHI, 0, NULL,                                        \
+      "weight of the lightning indexer's KL term towards the main attention over entries (docs/spec.md §5.4; >= 0)") \
+    X(train, indexer_warmup, T_LONG, "0", 0, NOHI, 0, NULL,                                          \
+      "steps of dense csa attention (every visible entry, the KL over all of them) before top-k selection starts") \
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
       "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
     X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
@@ -677,7 +685,8 @@ static int validate(const LoadCtx *c) {
         for (int L = 0; L < m->n_layers; L++)
             if (layer_kind(m, L) == KIND_COMPRESSED) compressed = 1;
         for (int k = 0; k < N_KEYS; k++)
-            if (!strncmp(key_info[k].key, "csa_", 4) || !strncmp(key_info[k].key, "hca_", 4))
+            if (!strncmp(key_info[k].key, "csa_", 4) || !strncmp(key_info[k].key, "hca_", 4) ||
+                !strncmp(key_info[k].key, "indexer_", 8))
                 if (check_range(c, k)) return -1;
         if (layer_schedule_check(m, cfg->data.seq_len, &bad, why))
             return key_error(c, find_key("model", bad), "%s", why);

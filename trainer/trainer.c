@@ -436,7 +436,7 @@ static int setup(Trainer *tr, char *err) {
         snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
                               cfg->model.attention == ATTN_COMPRESSED && !layer_schedule_mixed(&cfg->model),
-                              cfg->train.gate_coverage > 0};
+                              cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model)};
         char *cfg_text = config_to_string(cfg);
         if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
@@ -526,6 +526,14 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         const long n_sum0 = comm->n_allreduce_sum_host, n_max0 = comm->n_allreduce_max_int, n_ctl0 = comm->n_step_control;
         model_zero_grads(tr.model);                  /* and the step's loss sum, kept on the backend */
         double coverage_sum = 0.0;                   /* coverage: sum over sequences, without lambda */
+        double kl_sum = 0.0;                         /* the indexer's KL over this rank's queries (§5.4) */
+        long kl_count = 0;
+        const int has_indexer = model_has_indexer(&cfg->model);
+        if (has_indexer && model_set_indexer(tr.model, cfg->train.indexer_weight, step < cfg->train.indexer_warmup, err)) {
+            log_error("%s", err);
+            exit_code = 2;
+            break;
+        }
         const double lambda = cfg->train.gate_coverage;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
@@ -543,6 +551,11 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             if (rc) break;
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
             if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
+            if (has_indexer) {
+                long n_kl = 0;
+                kl_sum += model_indexer_kl(tr.model, &n_kl);
+                kl_count += n_kl;
+            }
         }
         /* the step's one control all-reduce: data failure, stop signal, loss and coverage sums */
         StepControl ctl = {.loss_sum = rc ? 0.0 : model_step_loss_sum(tr.model), .coverage_sum = coverage_sum,
@@ -591,8 +604,13 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             char el[32], et[32];
             format_duration(elapsed, el, sizeof el);
             format_duration(eta, et, sizeof et);
-            char cov_text[48] = "";
+            char cov_text[96] = "";
             if (lambda > 0) snprintf(cov_text, sizeof cov_text, " | gate coverage %.4f", coverage);
+            const double kl = kl_count > 0 ? kl_sum / kl_count : 0.0;
+            if (has_indexer)
+                snprintf(cov_text + strlen(cov_text), sizeof cov_text - strlen(cov_text), " | indexer KL %.4f%s", kl,
+                         step < cfg->train.indexer_warmup ? " (dense)" : "");
+            metrics_set_indexer_kl(tr.metrics, kl);
             log_printf("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
                   step_width, s, cfg->train.steps, loss, cov_text, lr, gnorm, tps, 100 * mfu, el, et);
             metrics_set_gate_coverage(tr.metrics, coverage);

@@ -113,9 +113,10 @@ static void unpack_rows_scaled(float *x, const float *xp, const float *row_scale
     }
 }
 
-/* Scores of block bk for the packed query rows qp [rows*hc, d] into z [rows*hc, ne + nr], scaled,
- * keys row r*hc + e may not see (position t0 + r) = -inf. */
-static void block_scores(const AttnShape *s, const Block *bk, int hc, const float *qp, const float *ckg,
+/* Scores of block bk of sequence b for the packed query rows qp [rows*hc, d] into z [rows*hc, ne + nr],
+ * scaled, keys row r*hc + e may not see (position t0 + r) = -inf: invisible ones and, with
+ * s->entry_select, visible entries the query's top-k did not select (docs/spec.md §5.4). */
+static void block_scores(const AttnShape *s, int b, const Block *bk, int hc, const float *qp, const float *ckg,
                          const float *kg, float *z, float scale) {
     const int d = s->d, G = s->G, rows = bk->t1 - bk->t0, m = rows * hc, nk = bk->ne + bk->nr;
     if (bk->ne > 0)
@@ -128,6 +129,10 @@ static void block_scores(const AttnShape *s, const Block *bk, int hc, const floa
         for (int e = 0; e < hc; e++) {
             float *zr = z + ((size_t)r * hc + e) * nk;
             for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
+            if (s->entry_select) {
+                const uint8_t *sel = s->entry_select + ((size_t)b * s->T + t) * s->n_windows;
+                for (int j = 0; j < nvis; j++) if (!sel[j]) zr[j] = -INFINITY;
+            }
             for (int x = bk->r0; x < lo; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
             for (int x = t + 1; x < bk->t1; x++) zr[bk->ne + x - bk->r0] = -INFINITY;
         }
@@ -207,7 +212,7 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                     Block bk = block_of(s, g, blk * qb, qb);
                     const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
                     pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
-                    block_scores(s, &bk, hc, qp, ckg, kg, z, scale);
+                    block_scores(s, b, &bk, hc, qp, ckg, kg, z, scale);
                     for (int i = 0; i < m; i++) {
                         const int r = i / hc, h = h0 + i % hc;
                         float sum, mx = softmax_row(z + (size_t)i * nk, nk, sink ? sink[h] : -INFINITY, sink != NULL, &sum);
@@ -261,7 +266,7 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
                         const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
                         pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
                         pack_rows(dop, dout, s, b, bk.t0, rows, h0, hc);
-                        block_scores(s, &bk, hc, qp, nW ? ck + e0 : NULL, k + kv0, p, scale);
+                        block_scores(s, b, &bk, hc, qp, nW ? ck + e0 : NULL, k + kv0, p, scale);
                         for (int i = 0; i < m; i++) {
                             const int h = h0 + i % hc;
                             const size_t row = ((size_t)b * T + bk.t0 + i / hc) * H + h;

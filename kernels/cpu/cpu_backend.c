@@ -88,6 +88,7 @@ const Backend *backend_cpu(int threads) {
     b->act_bytes = sizeof(float);
     b->peak_flops = threads * 2.5e9 * 32.0;
     b->device = -1;
+    b->entry_select = 1;         /* AttnShape.entry_select: the lightning indexer's top-k (docs/spec.md §5.4) */
     b->ctx = &c->ctx;
 #define OP(ret, op, params, args) b->op = cpu_##op;
 #include "kernels/ops.def"
