@@ -291,6 +291,9 @@ static const AttCase ATT_CASES[] = {
     {"split full T=320 H8 G1 d32 sink",   1, 320, 8, 1, 32,  8, 8, VIS_FULL,   16,  0,   1},
     /* staggered: entry tile 0 of KV head 0 has 56 items (4 chunks), of head 1 (o_1 = 16) 48 (3) */
     {"split staggered G2 tail W64 S32 H16 d16", 1, 400, 16, 2, 16, 64, 32, VIS_TAIL, 16, 1,  0},   /* grid: its row */
+    /* the `window` layer kind (docs/spec.md §5.2): a raw sliding window, no entries at any T */
+    {"window-only kind nloc16 H4 G2 d64 sink", 2, 200, 4, 2, 64, 8, 8, VIS_WINDOW, 16, 0,   1},
+    {"window-only kind nloc32 H8 G1 d32",     1, 150, 8, 1, 32, 8, 8, VIS_WINDOW, 32, 0,   0},
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -790,6 +793,7 @@ static const ParityCase CASES[] = {
     ATT(9, ATT_PLAIN),
     ATT(10, ATT_CUSTOM), ATT(10, ATT_DEFAULT), ATT(10, ATT_CUDNN_BWD),
     ATT(3, ATT_NO_ENTRY_GRADS),
+    ATT(14, ATT_PLAIN), ATT(15, ATT_PLAIN),
     COMP(0), COMP(1), COMP(2), COMP(3), COMP(4), COMP(5), COMP(6), COMP(7), COMP(8), COMP(9), COMP(10), COMP(11),
     {"classifier", "N=37 D=64 V=1000", "classifier logits_argmax", TOL(1e-2, 0.05, 2e-2, 2e-2), run_classifier, {37, 64, 1000}, NULL, 0},
     /* more rows than one chunk of the CUDA backend */
