@@ -12,6 +12,7 @@
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 #include "model/layer_kinds.h"
+#include "trainer/probe_eval.h"
 
 static int parse_fails(int n_layers, const char *text, const char *want) {
     ModelConfig c = tu_tiny_config();
@@ -125,6 +126,16 @@ int main(void) {
         double diff = model_layer_flops_per_token(&f, 16) - model_layer_flops_per_token(&w, 16);
         check(fabs(diff - 2.0 * H * d * (keys_f - keys_w) / 16) < 1e-9, "schedule: a window layer counts n_local keys per query",
               "difference %g", diff);
+    }
+    {   /* the probe's phase fold: the lcm of the compressed layers' strides */
+        ModelConfig c = tu_tiny_config(), w = tu_tiny_config(), p = tu_tiny_config();
+        tu_schedule(&c, 3, "window,csa,hca");            /* S 2 and 4 */
+        c.hca_window = c.hca_stride = 3;                   /* S 2 and 3: 6 */
+        tu_schedule(&w, 2, "window,full");
+        p.attention = ATTN_COMPRESSED; p.stride = 4;
+        check(probe_phase_fold(&c) == 6 && probe_phase_fold(&w) == 8 && probe_phase_fold(&p) == 4,
+              "schedule: the probe folds by the lcm of the compressed layers' strides (8 without any)", "%d %d %d",
+              probe_phase_fold(&c), probe_phase_fold(&w), probe_phase_fold(&p));
     }
     return check_exit_code();
 }

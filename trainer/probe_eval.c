@@ -2,6 +2,7 @@
  * model_argmax_at, each batch at the length of its prompts (model_set_seq_len; never padded to
  * the model's T), and turns the per-(protocol, residue) counts into accuracies with 95%
  * Wilson intervals and the mean / worst / best / gap summary of docs/spec.md §3. */
+#include "model/layer_kinds.h"
 #include "trainer/probe_eval.h"
 #include "common/clock.h"
 
@@ -71,8 +72,22 @@ void probe_result_finalize(ProbeResult *res) {
 }
 
 /* The probe's accuracy is not per KV head: its phase is t_K mod S, KV head 0's grid (o_0 = 0) also
- * for grid = staggered (docs/spec.md §2b; per-head folds: the knockout in analysis/analysis.c). */
-int probe_phase_fold(const ModelConfig *mc) { return mc->attention == ATTN_COMPRESSED ? mc->stride : 8; }
+ * for grid = staggered (docs/spec.md §2b; per-head folds: the knockout in analysis/analysis.c).
+ * A layer schedule (docs/spec.md §5): the least common multiple of its compressed layers' strides
+ * (csa 4 and hca 32: 32), so that a phase is one phase of every layer; 8 without compressed layers. */
+int probe_phase_fold(const ModelConfig *mc) {
+    if (!mc->layer_attention[0]) return mc->attention == ATTN_COMPRESSED ? mc->stride : 8;
+    long fold = 0;
+    for (int L = 0; L < mc->n_layers; L++) {
+        const ModelConfig lc = layer_config(mc, L);
+        if (lc.attention != ATTN_COMPRESSED) continue;
+        long a = fold ? fold : lc.stride, b = lc.stride;
+        while (b) { long r = a % b; a = b; b = r; }
+        fold = fold ? fold / a * lc.stride : lc.stride;
+        if (fold > PROBE_MAX_RESIDUES) return lc.stride;   /* beyond any probe's residues: the last layer's S */
+    }
+    return fold ? (int)fold : 8;
+}
 
 const double *probe_result_acc(const ProbeResult *res, int protocol) {
     if (protocol < 0 || protocol >= PROBE_N_PROTOCOLS || !res->present[protocol]) return NULL;
