@@ -85,6 +85,8 @@ typedef struct {
     int grid;                        /* GRID_* */
     int visibility, n_local;         /* VIS_*, raw window length for VIS_WINDOW */
     int ring_cap;                    /* raw slots (>= 1) */
+    const uint8_t *entry_select;     /* [n_windows] or NULL: entry x is seen only where entry_select[x]
+                                        != 0 (the indexer's top-k, docs/spec.md §5.4; Backend.entry_select) */
 } DecodeAttnShape;
 
 /* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
@@ -134,7 +136,7 @@ typedef struct Backend {
      * them with one line instead of an op aborting in the first step. CUDA: head_dim <= 128
      * (the attention tiles), compressed attention with at most 64 KV heads (compressor slices). */
     int max_head_dim, max_comp_kv_heads;
-    int entry_select;                /* 1: attention_fwd/bwd honour AttnShape.entry_select (the CPU) */
+    int entry_select;                /* 1: attention_fwd/bwd and attention_decode honour entry_select (the CPU) */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

@@ -30,6 +30,7 @@
 #include "model/tensors.h"
 #include "model/dims.h"
 #include "model/layer_kinds.h"
+#include "model/indexer.h"
 #include "kernels/kernels.h"
 
 /* One layer whose config is c (a layer_config): total_bytes = layer_bytes * c->n_layers. */
@@ -57,7 +58,8 @@ static void layer_cache_layout(const ModelConfig *c, long context, size_t e, Dec
     o->entry_bytes = (size_t)o->entry_cap * Gd * e * (1 + o->value_entries);
     o->raw_bytes = 2 * (size_t)o->ring_cap * Gd * e;
     o->input_bytes = (size_t)o->input_rows * c->d_model * e;
-    o->layer_bytes = o->entry_bytes + o->raw_bytes + o->input_bytes;
+    o->index_bytes = c->indexer_topk > 0 ? (size_t)o->entry_cap * c->indexer_dim * e : 0;
+    o->layer_bytes = o->entry_bytes + o->raw_bytes + o->input_bytes + o->index_bytes;
     o->total_bytes = o->layer_bytes * c->n_layers;
 }
 
@@ -77,7 +79,7 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
         decode_cache_layout_layer(c, L, context, e, &l);
 #define MAXF(f) if (l.f > o->f) o->f = l.f
         MAXF(entry_cap); MAXF(head_entries); MAXF(value_entries); MAXF(ring_cap); MAXF(input_rows);
-        MAXF(entry_bytes); MAXF(raw_bytes); MAXF(input_bytes); MAXF(layer_bytes);
+        MAXF(entry_bytes); MAXF(raw_bytes); MAXF(input_bytes); MAXF(index_bytes); MAXF(layer_bytes);
 #undef MAXF
         o->total_bytes += l.layer_bytes;
     }
@@ -87,6 +89,7 @@ typedef struct {               /* the cache of one layer (backend memory) */
     act_t *ck, *cv;            /* [entry_cap, G, d] entries (cv NULL when tied) */
     act_t *k, *v;              /* [ring_cap, G, d] raw keys (after knorm + RoPE) and values */
     act_t *inputs;             /* [W, D] normalized inputs a, slot p % W */
+    act_t *ik;                 /* [entry_cap, dI] the lightning indexer's keys (csa layers with one) */
 } LayerCache;
 
 
@@ -112,6 +115,11 @@ struct Decoder {
     float *rstd;               /* [max(H, G, 1)] */
     float *rope_tab;           /* [max_context, r/2, 2] */
     int32_t *tok;              /* [1] */
+    /* the lightning indexer (docs/spec.md §5.4), one row: q^I [HI*dI], w [HI], an entry [dI], its
+     * compressor's payload and alpha [W, dI], the scores and the selection [the most entry slots] */
+    act_t *iq, *iw, *ientry, *ipayload;
+    float *ialpha, *iscore;
+    uint8_t *isel;
 };
 
 /* ---- allocation with bookkeeping: the measured bytes are the sum of what was asked for ---- */
@@ -135,14 +143,15 @@ static int cache_alloc(LayerCache *lc, const ModelConfig *c, long context, const
         lc[L].k = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
         lc[L].v = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
         lc[L].inputs = take(be, (size_t)lay->input_rows * c->d_model * e, bytes, &fail);
+        lc[L].ik = take(be, lay->index_bytes, bytes, &fail);
     }
     return fail ? -1 : 0;
 }
 
 static void cache_release(LayerCache *lc, int n_layers, const Backend *be) {
     for (int L = 0; L < n_layers; L++) {
-        void *p[5] = {lc[L].ck, lc[L].cv, lc[L].k, lc[L].v, lc[L].inputs};
-        for (int i = 0; i < 5; i++) if (p[i]) be->free(be->ctx, p[i]);
+        void *p[6] = {lc[L].ck, lc[L].cv, lc[L].k, lc[L].v, lc[L].inputs, lc[L].ik};
+        for (int i = 0; i < 6; i++) if (p[i]) be->free(be->ctx, p[i]);
     }
 }
 
@@ -165,10 +174,9 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
     for (int L = 0; L < c->n_layers; L++)
-        if (layer_has_indexer(c, L)) {
-            set_err(err, "decoder: layer %d has a lightning indexer (csa_topk = %d, docs/spec.md §5.4), which has no "
-                    "incremental decoding yet (its key cache and per-step top-k); evaluate with the full forward instead",
-                    L, c->csa_topk);
+        if (layer_has_indexer(c, L) && !be->entry_select) {
+            set_err(err, "decoder: layer %d has a lightning indexer (csa_topk = %d, docs/spec.md §5.4), which the %s "
+                    "backend cannot decode yet; use run.device = cpu", L, c->csa_topk, be->name);
             return NULL;
         }
     Decoder *dec = calloc(1, sizeof *dec);
@@ -221,6 +229,15 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->alpha = take(be, G * W * ch * 4, sb, &fail);
         dec->pn_rstd = take(be, G * W * 4, sb, &fail);
     }
+    if (model_has_indexer(c)) {
+        const size_t HI = c->indexer_heads, dI = c->indexer_dim;
+        size_t cap = 1;
+        for (int L = 0; L < c->n_layers; L++) if ((size_t)dec->llay[L].entry_cap > cap) cap = dec->llay[L].entry_cap;
+        dec->iq = take(be, HI * dI * e, sb, &fail); dec->iw = take(be, HI * e, sb, &fail);
+        dec->ientry = take(be, dI * e, sb, &fail); dec->ipayload = take(be, W * dI * e, sb, &fail);
+        dec->ialpha = take(be, W * dI * 4, sb, &fail); dec->iscore = take(be, cap * 4, sb, &fail);
+        dec->isel = take(be, cap, sb, &fail);
+    }
     size_t nr = (size_t)(c->n_heads > c->n_kv_heads ? c->n_heads : c->n_kv_heads) + 1;
     dec->rstd = take(be, nr * 4, sb, &fail);
     dec->tok = take(be, 4, sb, &fail);
@@ -249,7 +266,8 @@ void decoder_free(Decoder *dec) {
     if (dec->lc) cache_release(dec->lc, dec->c->n_layers, be);
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
-                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
+                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->iq, dec->iw, dec->ientry,
+                 dec->ipayload, dec->ialpha, dec->iscore, dec->isel};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
@@ -309,6 +327,14 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
     else be->copy(be->ctx, ck, dec->entry[0], nd * e);
     if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, o + j * S), 1, ng, d, c->rope_dims, 1, 1, 0);
     if (lc->cv) be->copy(be->ctx, (char *)row(lc->cv, j, Gd, e) + (size_t)g0 * d * e, dec->entry[1], nd * e);
+    if (lc->ik && g0 == 0) {   /* the indexer's key of entry j (csa layers: aligned grid, one run) */
+        const int dI = c->indexer_dim;
+        CompShape is = cs;
+        is.G = 1; is.d = is.channels = dI; is.gate = GATE_VECTOR;
+        be->compressor_fwd(be->ctx, &is, dec->ientry, dec->ialpha, dec->ipayload, NULL, win, Wt(dec, x->igate_w),
+                           Wt(dec, x->igate_b), Wt(dec, x->ipayload), NULL);
+        be->rmsnorm_fwd(be->ctx, row(lc->ik, j, dI, e), dec->rstd, dec->ientry, Wt(dec, x->iknorm), 1, dI, (float)c->norm_eps);
+    }
 }
 
 /* Every KV head whose window completes at t (kernels/visibility.h), in runs of consecutive heads
@@ -373,6 +399,16 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->llay[L].entry_cap : 0, .grid = compressed ? lcf->grid : GRID_ALIGNED,
                               .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1};
+        if (lc->ik) {   /* the indexer's top-k of this query (docs/spec.md §5.4) */
+            const int HI = lcf->indexer_heads, dI = lcf->indexer_dim;
+            be->matmul_fwd(be->ctx, dec->iq, dec->a, Wt(dec, x->iq), 1, HI * dI, D, 0);
+            be->matmul_fwd(be->ctx, dec->iw, dec->a, Wt(dec, x->iw), 1, HI, D, 0);
+            IndexerShape is = {.B = 1, .T = 1, .t0 = t, .nW = dec->llay[L].entry_cap, .W = W, .S = S, .o = 0,
+                               .HI = HI, .dI = dI, .topk = lcf->indexer_topk};
+            indexer_scores(&is, (const float *)dec->iq, (const float *)dec->iw, (const float *)lc->ik, dec->iscore);
+            indexer_select(&is, dec->iscore, dec->isel);
+            if (!model_indexer_dense(dec->m)) as.entry_select = dec->isel;
+        }
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
         be->copy(be->ctx, dec->x_mid, dec->x, D * e);
@@ -453,7 +489,19 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     stag = stag && G > 1 && r > 0 && nW > 0;
     const size_t ctab_floats = stag ? (size_t)nW * G * (r / 2) * 2 : 0;
     float *crope = stag ? take(be, ctab_floats * sizeof(float), &scratch, &fail) : NULL;
-    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope};
+    /* the lightning indexer over the n rows (docs/spec.md §5.4): q^I, w, its entries, scores, selection */
+    const int has_ind = model_has_indexer(c);
+    const size_t HI = c->indexer_heads, dI = c->indexer_dim;
+    act_t *i_q = has_ind ? take(be, N * HI * dI * e, &scratch, &fail) : NULL;
+    act_t *i_w = has_ind ? take(be, N * HI * e, &scratch, &fail) : NULL;
+    act_t *i_entry = has_ind && nW_rows ? take(be, nW_rows * dI * e, &scratch, &fail) : NULL;
+    act_t *i_payload = has_ind && nW_rows ? take(be, slots / G * dI * e, &scratch, &fail) : NULL;
+    float *i_alpha = has_ind && nW_rows ? take(be, slots / G * dI * 4, &scratch, &fail) : NULL;
+    float *i_rstd = has_ind && nW_rows ? take(be, nW_rows * 4, &scratch, &fail) : NULL;
+    float *i_score = has_ind && nW_rows ? take(be, N * nW_rows * 4, &scratch, &fail) : NULL;
+    uint8_t *i_sel = has_ind && nW_rows ? take(be, N * nW_rows, &scratch, &fail) : NULL;
+    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope,
+                   i_q, i_w, i_entry, i_payload, i_alpha, i_rstd, i_score, i_sel};
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
@@ -506,6 +554,20 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             if (crope && grid == GRID_STAGGERED)   /* entry (j, g) of a staggered grid sits at o_g + jS */
                 be->rope(be->ctx, lc->ck, crope, nW * G, 1, d, r, nW * G, 1, 0);
             else if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
+        }
+        if (lc->ik && nW > 0) {   /* the indexer: its keys straight into the cache, the prompt's top-k */
+            CompShape is = cs;
+            is.G = 1; is.d = is.channels = (int)dI; is.gate = GATE_VECTOR;
+            be->matmul_fwd(be->ctx, i_q, a, Wt(dec, ix->iq), n, (int)(HI * dI), D, 0);
+            be->matmul_fwd(be->ctx, i_w, a, Wt(dec, ix->iw), n, (int)HI, D, 0);
+            be->compressor_fwd(be->ctx, &is, i_entry, i_alpha, i_payload, NULL, a, Wt(dec, ix->igate_w), Wt(dec, ix->igate_b),
+                               Wt(dec, ix->ipayload), NULL);
+            be->rmsnorm_fwd(be->ctx, lc->ik, i_rstd, i_entry, Wt(dec, ix->iknorm), nW, (int)dI, eps);
+            IndexerShape ishape = {.B = 1, .T = n, .nW = nW, .W = W, .S = S, .o = 0, .HI = (int)HI, .dI = (int)dI,
+                                   .topk = lcf->indexer_topk};
+            indexer_scores(&ishape, (const float *)i_q, (const float *)i_w, (const float *)lc->ik, i_score);
+            indexer_select(&ishape, i_score, i_sel);
+            if (!model_indexer_dense(dec->m)) as.entry_select = i_sel;
         }
         be->attention_fwd(be->ctx, &as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,
                           model_master_weight(dec->m, ix->sink));

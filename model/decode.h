@@ -40,7 +40,8 @@ typedef struct {
     size_t entry_bytes;     /* entry_cap * G * d * elem * (1 + value_entries) */
     size_t raw_bytes;       /* 2 * ring_cap * G * d * elem */
     size_t input_bytes;     /* input_rows * D * elem */
-    size_t layer_bytes;     /* the sum of the three */
+    size_t index_bytes;     /* a csa layer's lightning indexer (docs/spec.md §5.4): its keys, entry_cap * dI * elem */
+    size_t layer_bytes;     /* the sum of the four */
     size_t total_bytes;     /* layer_bytes * n_layers */
 } DecodeCacheLayout;
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n_visible(const IndexerShape *s, int t) { return vis_n_entries(t, s->W, s->S, s->o, s->nW); }
+static int n_visible(const IndexerShape *s, int t) { return vis_n_entries(s->t0 + t, s->W, s->S, s->o, s->nW); }
 static float w_scale(const IndexerShape *s) { return (float)(1.0 / sqrt((double)s->dI * s->HI)); }
 
 void indexer_scores(const IndexerShape *s, const float *iq, const float *iw, const float *ik, float *score) {

@@ -594,6 +594,8 @@ int model_set_indexer(Model *m, double weight, int dense, char *err) {
     return 0;
 }
 
+int model_indexer_dense(const Model *m) { return m->ind_dense; }
+
 double model_indexer_kl(const Model *m, long *count) {
     if (count) *count = m->kl_count;
     return m->kl_sum;

@@ -109,6 +109,8 @@ double model_gate_coverage(Model *m, int B);
  * the attention sees every visible entry and KL_t is taken over all of them (else over the top-k).
  * Without a call: weight 0 (no indexer gradient) and top-k attention. */
 int model_set_indexer(Model *m, double weight, int dense, char *err);
+/* 1 while the dense warm-up is set (the decoder then attends to every visible entry too). */
+int model_indexer_dense(const Model *m);
 /* The last forward's sum of KL_t over the indexer layers and queries, and *count the terms. */
 double model_indexer_kl(const Model *m, long *count);
 

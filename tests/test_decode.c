@@ -76,6 +76,9 @@ static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_ti
 static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
 static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
 static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+/* the lightning indexer (docs/spec.md §5.4): its key cache and per-step top-k against the forward's */
+static void v_sched_indexer(ModelConfig *c) { v_sched_mix(c); c->csa_topk = 2; c->indexer_heads = 2; c->indexer_dim = 4; }
+static void v_sched_indexer3(ModelConfig *c) { tu_schedule(c, 2, "csa,csa"); c->csa_topk = 3; c->indexer_heads = 3; c->indexer_dim = 8; }
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
@@ -94,6 +97,7 @@ static const Variant variants[] = {
     {"schedule_window", v_sched_window}, {"schedule_hca_tied_sink", v_sched_hca},
     {"schedule_window_csa_hca", v_sched_mix}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base},
     {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag},
+    {"schedule_window_csa_hca_indexer_top2", v_sched_indexer}, {"schedule_csa_csa_indexer_top3", v_sched_indexer3},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

@@ -37,6 +37,7 @@ void cpu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out_
         for (int x = 0; x < nk; x++) {
             const float *key = x < ne ? ck + ((size_t)x * G + g) * d
                                       : k + ((size_t)((raw_first + x - ne) % s->ring_cap) * G + g) * d;
+            if (x < ne && s->entry_select && !s->entry_select[x]) { z[x] = -INFINITY; continue; }   /* not in the top-k */
             float dot = 0.0f;
             for (int i = 0; i < d; i++) dot += qh[i] * key[i];
             z[x] = dot * scale;
