@@ -40,10 +40,11 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
     } else {
         const int W = c->window, S = c->stride, G = c->n_kv_heads;
         const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
-        o->entry_cap = vis_n_windows(ctx, W, S, vis_grid_offset(c->grid, 0, S, G));   /* head 0: the most */
+        const ModelDims dm = dims_of(c, 0);
+        o->entry_cap = vis_n_windows(ctx, W, S, dims_grid_offset(&dm, 0));   /* head 0: the most */
         o->ring_cap = c->local == LOCAL_TAIL ? 0 : c->n_local;
         for (int g = 0; g < G; g++) {
-            const int og = vis_grid_offset(c->grid, g, S, G);
+            const int og = dims_grid_offset(&dm, g);
             o->head_entries += vis_n_windows(ctx, W, S, og);
             if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
         }
@@ -271,9 +272,9 @@ static void write_completed(Decoder *dec, int L, int t) {
     const ModelConfig *c = dec->c;
     const int W = c->window, S = c->stride, G = c->n_kv_heads;
     for (int g0 = 0; g0 < G;) {
-        const int o = vis_grid_offset(c->grid, g0, S, G), j = vis_entry_closing_at(t, W, S, o);
+        const int o = dims_grid_offset(&dec->dims, g0), j = vis_entry_closing_at(t, W, S, o);
         int g1 = g0 + 1;
-        while (g1 < G && vis_grid_offset(c->grid, g1, S, G) == o) g1++;
+        while (g1 < G && dims_grid_offset(&dec->dims, g1) == o) g1++;
         if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o);
         g0 = g1;
     }
@@ -323,7 +324,7 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->lay.entry_cap : 0, .grid = compressed ? c->grid : GRID_ALIGNED,
-                              .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
+                              .grid_base = dec->dims.grid_base, .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
         be->copy(be->ctx, dec->x_mid, dec->x, D * e);
@@ -369,7 +370,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
     const int compressed = c->attention == ATTN_COMPRESSED;
-    const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
+    const int nW = compressed ? vis_n_windows(n, W, S, dims_grid_offset(&dec->dims, 0)) : 0;   /* head 0's: the buffers' rows */
     size_t scratch = 0;
     int fail = 0;
     act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
@@ -397,7 +398,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
         float *tab = rope_table(n, r, c->rope_theta);
-        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid) : NULL;   /* rows past head g's windows: 0 */
+        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid, dec->dims.grid_base, NULL, 1) : NULL;   /* rows past head g's windows: 0 */
         if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
         be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
         free(tab); free(ctab);
@@ -408,10 +409,12 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
     as.visibility = config_visibility(c);
     as.grid = grid;
+    as.grid_base = dec->dims.grid_base;
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                     .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = eps};
     cs.gate = c->gate;
     cs.grid = grid;
+    cs.grid_base = dec->dims.grid_base;
     for (int L = 0; L < c->n_layers; L++) {
         const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
