@@ -45,10 +45,11 @@ static void layer_cache_layout(const ModelConfig *c, long context, size_t e, Dec
     } else {
         const int W = c->window, S = c->stride, G = c->n_kv_heads;
         const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
-        o->entry_cap = vis_n_windows(ctx, W, S, vis_grid_offset(c->grid, 0, S, G));   /* head 0: the most */
+        const ModelDims dm = dims_of(c, 0);
+        o->entry_cap = vis_n_windows(ctx, W, S, dims_grid_offset(&dm, 0));   /* head 0: the most */
         o->ring_cap = c->local == LOCAL_TAIL ? 0 : c->n_local;
         for (int g = 0; g < G; g++) {
-            const int og = vis_grid_offset(c->grid, g, S, G);
+            const int og = dims_grid_offset(&dm, g);
             o->head_entries += vis_n_windows(ctx, W, S, og);
             if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
         }
@@ -345,9 +346,9 @@ static void write_completed(Decoder *dec, int L, int t) {
     const ModelConfig *c = &dec->lcfg[L];
     const int W = c->window, S = c->stride, G = c->n_kv_heads;
     for (int g0 = 0; g0 < G;) {
-        const int o = vis_grid_offset(c->grid, g0, S, G), j = vis_entry_closing_at(t, W, S, o);
+        const int o = dims_grid_offset(&dec->ldims[L], g0), j = vis_entry_closing_at(t, W, S, o);
         int g1 = g0 + 1;
-        while (g1 < G && vis_grid_offset(c->grid, g1, S, G) == o) g1++;
+        while (g1 < G && dims_grid_offset(&dec->ldims[L], g1) == o) g1++;
         if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o);
         g0 = g1;
     }
@@ -398,7 +399,7 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->llay[L].entry_cap : 0, .grid = compressed ? lcf->grid : GRID_ALIGNED,
-                              .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1};
+                              .grid_base = dec->ldims[L].grid_base, .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1};
         if (lc->ik) {   /* the indexer's top-k of this query (docs/spec.md §5.4) */
             const int HI = lcf->indexer_heads, dI = lcf->indexer_dim;
             be->matmul_fwd(be->ctx, dec->iq, dec->a, Wt(dec, x->iq), 1, HI * dI, D, 0);
@@ -458,7 +459,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     for (int L = 0; L < c->n_layers; L++) {
         const ModelConfig *lcf = &dec->lcfg[L];
         if (lcf->attention != ATTN_COMPRESSED) continue;
-        const int nWL = vis_n_windows(n, lcf->window, lcf->stride, 0);
+        const int nWL = vis_n_windows(n, lcf->window, lcf->stride, dims_grid_offset(&dec->ldims[L], 0));
         if (nWL > nW_rows) nW_rows = nWL;
         if ((size_t)nWL * G * lcf->window > slots) slots = (size_t)nWL * G * lcf->window;
         if ((size_t)dec->ldims[L].channels > ch_max) ch_max = dec->ldims[L].channels;
@@ -506,7 +507,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
         float *tab = rope_table(n, r, c->rope_theta);
-        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid) : NULL;   /* rows past head g's windows: 0 */
+        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid, dims_of(c, 0).grid_base, NULL, 1) : NULL;   /* rows past head g's windows: 0 */
         if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
         be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
         free(tab); free(ctab);
@@ -517,15 +518,17 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
         const ModelConfig *lcf = &dec->lcfg[L];
         const int compressed = lcf->attention == ATTN_COMPRESSED, W = lcf->window, S = lcf->stride;
         const int R = dec->llay[L].ring_cap;
-        const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
+        const int nW = compressed ? vis_n_windows(n, W, S, dims_grid_offset(&dec->ldims[L], 0)) : 0;   /* head 0's: the buffers' rows */
         const int grid = compressed ? lcf->grid : GRID_ALIGNED;
         AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = lcf->n_local};
         as.visibility = config_visibility(lcf);
         as.grid = grid;
+        as.grid_base = dec->ldims[L].grid_base;
         CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                         .channels = dec->ldims[L].channels, .n_maps = dec->ldims[L].n_maps, .eps = eps};
         cs.gate = lcf->gate;
         cs.grid = grid;
+        cs.grid_base = dec->ldims[L].grid_base;
         const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);

@@ -18,6 +18,9 @@
  * gives KV head g its own window grid starting at o_g (kernels/visibility.h): the buffers keep
  * nW = head 0's window count rows per head (a head's missing last rows stay zero) and the
  * compressed keys are rotated to o_g + jS with their own table (crope_tab [nW*G] positions);
+ * docs/spec.md §6.2: model_set_grid_shift shifts sequence b's grids by u_b (phase jitter): the
+ * shapes carry the shifts and the compressed keys use a per-call table (crope_shift [B*nW*G]
+ * positions, row (b*nW + j)*G + g at o_g + u_b + jS);
  * the gate-coverage penalty (model_set_gate_coverage) adds its alpha-gradient to the
  * compressor backward and is never part of the returned loss.
  *
@@ -111,6 +114,10 @@ struct Model {
                                   (backward); scratch shared by the layers */
     float *rope_tab;           /* [T, r/2, 2] */
     float *crope_tab;          /* grid = staggered: [nW * G, r/2, 2], row j*G + g at o_g + jS */
+    /* per-sequence grid shifts (docs/spec.md §6.2), set by model_set_grid_shift */
+    int32_t *grid_shift;       /* [max_batch] host: u_b */
+    int shift_on;              /* 1: the forward and backward passes use grid_shift */
+    float *crope_shift;        /* [max_batch * nW * G, r/2, 2] backend memory (allocated on first use) */
     float *host_losses;        /* [N] */
     double *step_loss;         /* [1] backend memory: the step's loss sum (model_accumulate_micro_batch) */
     /* analysis hook (model_set_attn_hook): active inside model_argmax_at only */
@@ -331,9 +338,10 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     /* the host rows of the gate-coverage sums and of the analysis hook, made here so that
      * neither model_gate_coverage nor model_set_attn_hook (no error return) can run out */
     m->host_cov = malloc(sizeof(float) * (size_t)max_batch);
+    m->grid_shift = calloc((size_t)max_batch, sizeof(int32_t));
     m->hook_rows = malloc(sizeof(float) * (size_t)max_batch * cfg->n_heads * cfg->head_dim);
     m->step_loss = be->alloc(be->ctx, sizeof(double));
-    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->host_cov || !m->hook_rows ||
+    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->host_cov || !m->grid_shift || !m->hook_rows ||
         !m->step_loss) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
                 be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
@@ -353,7 +361,8 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
             const ModelDims *sd = staggered_dims(m);
-            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, sd->n_windows, G, sd->stride, sd->grid);
+            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, sd->n_windows, G, sd->stride, sd->grid, sd->grid_base,
+                                           NULL, 1);
             if (!ctab) {
                 set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", sd->n_windows, G);
                 free(tab); model_free(m);
@@ -377,6 +386,8 @@ void model_free(Model *m) {
     if (m->dalpha) be->free(be->ctx, m->dalpha);
     if (m->cov_seq) be->free(be->ctx, m->cov_seq);
     free(m->host_cov);
+    free(m->grid_shift);
+    if (m->crope_shift) be->free(be->ctx, m->crope_shift);
     free(m->host_losses);
     if (m->step_loss) m->be->free(m->be->ctx, m->step_loss);
     free(m->hook_rows);
@@ -479,7 +490,8 @@ static AttnShape attn_shape(const Model *m, int L, int B) {
     const ModelDims *dm = &m->ldims[L];
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = dm->n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
-                   .visibility = dm->visibility, .grid = dm->grid};
+                   .visibility = dm->visibility, .grid = dm->grid, .grid_base = dm->grid_base,
+                   .grid_shift = m->shift_on ? m->grid_shift : NULL};
     if (m->lind[L] && !m->ind_dense) s.entry_select = m->acts[L].isel;   /* the indexer's top-k (§5.4) */
     return s;
 }
@@ -490,7 +502,7 @@ static CompShape comp_shape(const Model *m, int L, int B) {
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
                    .window = c->window, .stride = c->stride, .n_windows = dm->n_windows,
                    .gate = c->gate, .channels = dm->channels, .n_maps = dm->n_maps, .eps = (float)c->norm_eps,
-                   .grid = dm->grid};
+                   .grid = dm->grid, .grid_base = dm->grid_base, .grid_shift = m->shift_on ? m->grid_shift : NULL};
     return s;
 }
 
@@ -513,12 +525,14 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
 }
 
 /* RoPE of the compressed keys [B, nW, G, d] at their window starts: jS (aligned: one position
- * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table). */
+ * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table),
+ * o_g + u_b + jS (shifted sequences: one position per (b, j, g), the table of this call). */
 static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
     const ModelConfig *c = &m->lcfg[L];
     const int nW = m->ldims[L].n_windows;     /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->ldims[L].grid == GRID_STAGGERED) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
+    if (m->shift_on) m->be->rope(m->be->ctx, x, m->crope_shift, B * nW * G, 1, d, r, B * nW * G, 1, inverse);
+    else if (m->ldims[L].grid == GRID_STAGGERED) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
@@ -917,6 +931,38 @@ int model_set_seq_len(Model *m, int T, char *err) {
         return set_err(err, "sequence length %d: expected 1 <= T <= %d (the model's seq_len)", T, m->T_max);
     m->T = T;
     for (int L = 0; L < m->cfg.n_layers; L++) m->ldims[L] = dims_of(&m->lcfg[L], T);
+    m->shift_on = 0;                 /* the shifts' RoPE table was for the old length */
+    return 0;
+}
+
+int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
+    if (!shift) { m->shift_on = 0; return 0; }
+    const ModelConfig *c = &m->cfg;
+    if (c->attention != ATTN_COMPRESSED)
+        return set_err(err, "grid shifts need attention = compressed (full attention has no grid)");
+    if (layer_schedule_mixed(c))   /* every layer is then the config's own: ldims[L] = its dims */
+        return set_err(err, "grid shifts with a mixed layer_attention schedule are not implemented (docs/spec.md §5)");
+    const ModelDims *dims0 = &m->ldims[0];
+    if (B < 1 || B > m->max_batch) return set_err(err, "grid shifts for %d sequences: expected 1..%d", B, m->max_batch);
+    for (int b = 0; b < B; b++)
+        if (shift[b] < 0 || shift[b] >= c->stride)
+            return set_err(err, "grid shift %d of sequence %d: expected 0 <= u < stride %d", (int)shift[b], b, c->stride);
+    memcpy(m->grid_shift, shift, sizeof(int32_t) * B);
+    for (int b = B; b < m->max_batch; b++) m->grid_shift[b] = 0;
+    const int nW = dims0->n_windows, G = c->n_kv_heads, r = c->rope_dims;
+    if (r > 0 && nW > 0) {
+        const Backend *be = m->be;
+        const size_t floats = (size_t)m->max_batch * m->nW_max * G * (r / 2) * 2;
+        if (!m->crope_shift && !(m->crope_shift = be->alloc(be->ctx, floats * sizeof(float))))
+            return set_err(err, "out of %s memory for the shifted entries' RoPE table (%.1f MiB)", be->name, floats * 4 / 1048576.0);
+        float *tab = rope_table(m->T, r, c->rope_theta);
+        float *ctab = tab ? entry_rope_table(tab, m->T, r, nW, G, c->stride, dims0->grid, dims0->grid_base, shift, B) : NULL;
+        if (!ctab) { free(tab); return set_err(err, "out of host memory for the shifted entries' RoPE table"); }
+        be->upload(be->ctx, m->crope_shift, ctab, (size_t)B * nW * G * (r / 2) * 2 * sizeof(float));
+        free(tab);
+        free(ctab);
+    }
+    m->shift_on = 1;
     return 0;
 }
 

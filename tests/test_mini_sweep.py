@@ -69,7 +69,7 @@ for env, want in (({"QUICK": "1"}, f"{len(quick) * len(q_seeds or [])} runs"), (
 r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run"], cwd=ROOT,
                    env=dict(os.environ, ROWS="nosuchset"), capture_output=True, text=True)
 check(r.returncode == 2 and "no row set 'nosuchset'" in r.stderr and "claims" in r.stderr, "unknown_row_set_is_an_error", r.stderr)
-# one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage), [eval] and
+# one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage or train.phase_jitter), [eval] and
 # [checkpoint] are the same in every configs/mini/*.ini, and the README names the loss it uses
 import configparser  # noqa: E402
 # A config may carry a control-specific recipe (the 1-KV control): it says so in its header, the
@@ -83,7 +83,8 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
         continue
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(p)
-    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) != ("train", "gate_coverage"))))
+    own_keys = (("train", "gate_coverage"), ("train", "phase_jitter"))   # a remedy's own train key
+    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in own_keys)))
                    for sec in ("data", "train", "eval", "checkpoint"))
     recipes.setdefault(recipe, []).append(os.path.basename(p))
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None

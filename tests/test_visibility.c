@@ -13,7 +13,9 @@
  * The rule's functions themselves (kernels/visibility.h) are checked against a brute-force
  * enumeration of the entry ends e_j = o + jS + W - 1 for every offset o in (-W, 2S) (docs/spec.md
  * §6.1: static offsets down to 1 - W, per-sequence shifts up to S - 1 on top of a stagger), and
- * DeepSeek-V4's CSA geometry (o = -S, W = 2S: visible iff j < (t+1) div S) in its own words. */
+ * DeepSeek-V4's CSA geometry (o = -S, W = 2S: visible iff j < (t+1) div S) in its own words.
+ * Shifted sequences (phase jitter, docs/spec.md §6.2) are checked like staggered heads, with
+ * o = o_g + u. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -98,18 +100,24 @@ int main(void) {
     rule_checks();
     const Backend *be = backend_cpu(1);
     const int T = 24, V = 23;
-    struct { const char *name; int attention, W, S, local, n_local, grid, G; } cases[] = {
-        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
-        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
-        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2},
-        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2},
-        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2},
-        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2},
-        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4},
-        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4},
-        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2},
-        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4},
-        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4},
+    struct { const char *name; int attention, W, S, local, n_local, grid, G, shift; } cases[] = {
+        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
+        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
+        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0},
+        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
+        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0},
+        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0},
+        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4, 0},
+        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 0},
+        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2, 0},
+        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4, 0},
+        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0},
+        /* docs/spec.md §6.2: the sequence's grid shifted by u (phase jitter): o = o_g + u */
+        {"shift 3 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 3},
+        {"shift 1 W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 1},
+        {"shift 2 W5 S3 tail", ATTN_COMPRESSED, 5, 3, LOCAL_TAIL, 1, GRID_ALIGNED, 2, 2},
+        {"shift 3 staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 3},
+        {"shift 6 W7 S7 tail (T - u not a multiple of S)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_ALIGNED, 1, 6},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
@@ -128,9 +136,11 @@ int main(void) {
             Model *m = model_create(&cfg, be, 1, T, err);
             if (!check(m != NULL, cases[ci].name, "%s", err)) continue;
             tu_random_params(m, 7 + ci, 0.4);
-            int o = 0;
+            const int32_t u = cases[ci].shift;
+            if (u && !check(model_set_grid_shift(m, &u, 1, err) == 0, cases[ci].name, "%s", err)) { model_free(m); continue; }
+            int o = u;                                                    /* docs/spec.md §6.1: o = o_g + u */
             if (heads > 1) {
-                o = kv * cfg.stride / cfg.n_kv_heads;                 /* docs/spec.md §2b: floor(g S / G) */
+                o = kv * cfg.stride / cfg.n_kv_heads + u;             /* docs/spec.md §2b: floor(g S / G) */
                 const TensorTable *tt = model_tensors(m);
                 const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
                 float *P = model_params(m) + wo->offset;                  /* [D, H*d] */

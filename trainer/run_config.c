@@ -153,6 +153,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "steps of dense csa attention (every visible entry, the KL over all of them) before top-k selection starts") \
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
       "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
+    X(train, phase_jitter, T_BOOL, "false", 0, 0, 0, NULL,                                         \
+      "shift each training sequence's window grid by a random u in [0, stride) (docs/spec.md §6.2; "  \
+      "true|false; compressed, stride >= 2 only; evaluation is never shifted)")                   \
     X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
       "a resume whose train.steps differs from the schedule total of the checkpoint: refuse (exit 2) | keep "  \
       "(the recorded total's warm-up + cosine schedule continues; past its end lr = min_lr) | stretch "       \
@@ -722,6 +725,13 @@ static int validate(const LoadCtx *c) {
                          "attention = compressed with gate = scalar | vector, else gate_coverage = 0", v,
                          compressed ? "gate = uniform" : "attention = full");
     }
+    if (cfg->train.phase_jitter && layer_schedule_mixed(m))
+        return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with a mixed layer_attention schedule is "
+                         "not implemented (docs/spec.md §5); use phase_jitter = false or a one-kind schedule");
+    if (cfg->train.phase_jitter && (m->attention != ATTN_COMPRESSED || m->stride < 2))
+        return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with %s would do nothing; it needs "
+                         "attention = compressed with stride >= 2 (a grid to shift), else phase_jitter = false",
+                         compressed ? "stride = 1 (one phase)" : "attention = full (no grid)");
     if (compressed) {
         if (m->stride > m->window) {
             int k = blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, window), -1);

@@ -37,6 +37,7 @@ typedef struct {
     double gate_coverage;    /* lambda of the gate-coverage penalty (docs/spec.md §2b); 0 = off */
     double indexer_weight;   /* weight of the lightning indexer's KL term (docs/spec.md §5.4) */
     long indexer_warmup;     /* steps of dense csa attention before the top-k selection starts */
+    int phase_jitter;        /* per-sequence grid shifts in training (docs/spec.md §6.2) */
     int resume_schedule;     /* RESUME_SCHEDULE_*: a resume with another train.steps (trainer/trainer.c) */
 } TrainConfig;
 
