@@ -34,12 +34,15 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/probe.h"
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "common/optval.h"
 #include "model/model.h"
 #include "analysis/analysis_h5.h"
@@ -565,7 +568,19 @@ static int default_calibration(const Ctx *c, const char *probe_path, char **cali
                  b.max_len, b.padding);
     printf("calibration: building %d prompts per residue and protocol with tools/make-probe --seed %u\n", per, b.seed + 1);
     fflush(stdout);
-    if (system(cmd) != 0) {
+    int st = system(cmd);
+    /* Ctrl-C reaches tools/make-probe too (system() ignores SIGINT in this process meanwhile): it
+     * ends by the signal or with 128 + N (tools/toolutil.py); a SIGTERM to this process alone is
+     * seen by the flag after the child ends. Either way: nothing written, 128 + N. */
+    int sig = interrupt_signal();
+    if (!sig && st != -1 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM)) sig = WTERMSIG(st);
+    if (!sig && st != -1 && WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM))
+        sig = WEXITSTATUS(st) - 128;
+    if (sig) {
+        fprintf(stderr, "phaselab: --knockout: interrupted by signal %d while building the calibration set: nothing written\n", sig);
+        return 128 + sig;
+    }
+    if (st != 0) {
         fprintf(stderr, "phaselab: --knockout: building the default calibration set failed (%s); give --calib FILE\n", cmd);
         return 1;
     }
