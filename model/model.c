@@ -172,6 +172,9 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
         return set_err(err, "micro-batch %ld x seq_len %ld = %.0f tokens x %.0f heads = %.0f per-head rows exceeds 2^31 - 1, "
                        "the kernels' int shapes; use a smaller micro_batch or seq_len", max_batch, T, tokens, heads,
                        tokens * heads);
+    if (cfg->attention == ATTN_COMPRESSED && dims_of(cfg, 0).grid_base < 0)   /* docs/spec.md §6.1 */
+        return set_err(err, "a negative static grid offset (o_base = %d: partial first windows) is not supported by the "
+                       "compressor kernels yet; o_base must be >= 0", dims_of(cfg, 0).grid_base);
     if (cfg->attention == ATTN_COMPRESSED) {
         const double c = cfg->gate == GATE_VECTOR ? cfg->head_dim : cfg->gate == GATE_UNIFORM ? 0 : 1;
         const double lda = (double)cfg->stride * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
