@@ -56,6 +56,12 @@ static void v_cov_vec(ModelConfig *c) { v_vector(c); }
 static void v_cov_kv1_tied(ModelConfig *c) { v_kv1(c); c->kv_tied = 1; }
 static void v_cov_all(ModelConfig *c) { v_stag_overlap_vec_pn(c); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL; }
 
+/* docs/spec.md §6.3: token shift (M random: its gradient and the one it sends to a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek(ModelConfig *c) { v_deepseek(c); c->token_shift = 1; }
+static void v_ts_stag_shared(ModelConfig *c) { v_stag_shared(c); c->token_shift = 1; }
+
 static const Variant variants[] = {
     {"full", v_full, 0, NULL}, {"full_untied_kv1", v_full_untied_g1, 0, NULL}, {"full_sink", v_sink_full, 0, NULL},
     {"scalar", v_comp, 0, NULL}, {"vector", v_vector, 0, NULL}, {"uniform", v_uniform, 0, NULL}, {"no_gate_bias", v_nobias, 0, NULL},
@@ -76,6 +82,9 @@ static const Variant variants[] = {
     {"jitter_overlap_tail_vector_postnorm", v_overlap_tail_vec, 0, SHIFT_S2}, {"jitter_deepseek", v_deepseek, 0, SHIFT_S2},
     {"jitter_attn_sink", v_sink, 0, SHIFT_S4B}, {"jitter_rope4", v_rope4, 0, SHIFT_S4}, {"jitter_kv_tied", v_tied, 0, SHIFT_S4},
     {"jitter_staggered_kv4_tail", v_stag_tail, 0, SHIFT_S4}, {"jitter_staggered_shared_tail", v_stag_shared, 0, SHIFT_S4B},
+    {"token_shift", v_ts, 0, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, 0, NULL},
+    {"token_shift_deepseek", v_ts_deepseek, 0, NULL}, {"token_shift_staggered_shared_tail", v_ts_stag_shared, 0, NULL},
+    {"token_shift_coverage_jitter", v_ts, 0.5, SHIFT_S4},
     {"jitter_coverage_vector", v_cov_vec, 0.5, SHIFT_S4}, {"jitter_coverage_staggered_overlap_all", v_cov_all, 0.5, SHIFT_S2},
 };
 

@@ -98,6 +98,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
+    X(model, token_shift, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                               \
+      "the compressor reads a_t + M a_{t-1}, a learned mix of the previous token (docs/spec.md §6.3; true|false; compressed only)") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -683,6 +685,9 @@ static int validate(const LoadCtx *c) {
                          "attention = compressed with gate = scalar | vector, else gate_coverage = 0", v,
                          compressed ? "gate = uniform" : "attention = full");
     }
+    if (!compressed && m->token_shift)
+        return key_error(c, KEY_INDEX(model, token_shift), "token_shift = true with attention = full; the token shift "
+                         "feeds the compressor, which needs attention = compressed, else token_shift = false");
     if (cfg->train.phase_jitter && (!compressed || m->stride < 2))
         return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with %s would do nothing; it needs "
                          "attention = compressed with stride >= 2 (a grid to shift), else phase_jitter = false",
