@@ -45,6 +45,7 @@
 #include "common/interrupt.h"
 #include "common/optval.h"
 #include "model/model.h"
+#include "model/dims.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_source.h"
@@ -682,8 +683,9 @@ static int run_knockout(Ctx *c) {
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
     const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
+    const ModelDims kd = dims_of(mc, 0);          /* evaluation grid: o_base + o_g, no shift (docs/spec.md §6.2) */
     for (int h = 0; h < G; h++) {
-        offd[h] = vis_grid_offset(grid, h, S, G);
+        offd[h] = kd.compressed ? dims_grid_offset(&kd, h) : 0;
         if (head_phase_map(P, S, (int)offd[h], map + (size_t)h * P))
             for (int r = 0; r < P; r++) map[(size_t)h * P + r] = -1;     /* S does not divide P: folds give NaN */
         for (int r = 0; r < P; r++) phase_of[(size_t)h * P + r] = map[(size_t)h * P + r];

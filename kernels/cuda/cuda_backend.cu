@@ -59,6 +59,14 @@ void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes) {
     return ctx->ws[slot];
 }
 
+const int32_t *cu_device_ints(BackendCtx *ctx, int slot, const int32_t *host, int n) {
+    if (!host || n <= 0) return NULL;
+    int32_t *dev = (int32_t *)cu_workspace(ctx, slot, (size_t)n * sizeof(int32_t));
+    CU(cudaMemcpyAsync(dev, host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));   /* the host array may change after the op returns */
+    return dev;
+}
+
 /* ---------------- memory ---------------- */
 /* sizes of live allocations, for the accounting (small open-addressed table) */
 #define ALLOC_SLOTS 65536
