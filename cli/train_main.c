@@ -8,6 +8,8 @@
  *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (analysis/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [...]
+ *   ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX] [--micro-batch B]
+ *                                                       per-token log-probabilities and their phase fold (analysis/score.h)
  *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
@@ -40,6 +42,7 @@
 #include "analysis/cache_report.h"
 #include "trainer/evaluate.h"
 #include "analysis/generate.h"
+#include "analysis/score.h"
 #include "trainer/probe_eval.h"
 #include "cli/summary.h"
 #include "trainer/trainer.h"
@@ -67,6 +70,14 @@ static void usage(FILE *f) {
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
+            "       ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX]\n"
+            "               [--micro-batch B] [overrides]\n"
+            "                                                         per-token log-probabilities of FILE (text with the\n"
+            "                                                         checkpoint's tokenizer, --ids: decimal ids, or a token\n"
+            "                                                         shard) and their fold by phase t mod P (default S, or 8\n"
+            "                                                         for full attention) with standard errors; a score_NNN\n"
+            "                                                         group in FILE.h5 (default CHECKPOINT_DIR/score.h5) and\n"
+            "                                                         PREFIX.phase.csv, PREFIX.tokens.csv\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
@@ -299,6 +310,11 @@ int main(int argc, char **argv) {
         return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
     }
     if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--score")) {  /* SIGINT/SIGTERM stop it between batches, nothing written */
+        interrupt_install();
+        int rc = cmd_score(argc - 2, argv + 2);
+        return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
+    }
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         int profile = 0;
