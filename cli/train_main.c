@@ -13,7 +13,7 @@
  *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
- *   ./train --bench [--threads N] [--steps N] [--profile]   CPU training-step benchmark (--profile: the
+ *   ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]   CPU training-step benchmark (--profile: the
  *                                                       per-op time table of each case, kernels/backend_profile.h)
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
@@ -81,7 +81,7 @@ static void usage(FILE *f) {
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
-            "       ./train --bench [--threads N] [--steps N] [--profile]\n"
+            "       ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]\n"
             "                                                         CPU training-step benchmark (--profile: each\n"
             "                                                         case's per-op time table after its timed steps)\n"
             "       ./train --help                                    this text and every config key\n");
@@ -318,15 +318,21 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         int profile = 0;
+        const char *cases = "all";
         for (int i = 2; i < argc; i += 2) {
             if (!strcmp(argv[i], "--profile")) { profile = 1; i--; continue; }   /* a flag: no value */
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
             int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, 4096, &threads)
                    : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, 1L << 30, &steps)
+                   : !strcmp(argv[i], "--case") ? (cases = argv[i + 1], 0)
                    : (fprintf(stderr, "phaselab: unknown option %s\n", argv[i]), 2);
             if (rc) return rc;
         }
-        return run_bench((int)threads, (int)steps, profile);
+        if (strcmp(cases, "all") && strcmp(cases, "demo") && strcmp(cases, "vocab") && strcmp(cases, "probe")) {
+            fprintf(stderr, "phaselab: --bench --case: '%s', expected all, demo, vocab or probe\n", cases);
+            return 2;
+        }
+        return run_bench((int)threads, (int)steps, profile, cases);
     }
     if (!strcmp(cmd, "--dry-run") || !strcmp(cmd, "--summary")) {
         if (argc < 3) { usage(stderr); return 2; }
