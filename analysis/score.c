@@ -1,5 +1,5 @@
 /* ./train --score: per-token log-probabilities of a token stream and their phase fold with
- * window-clustered standard errors (analysis/score.h, docs/spec.md §4.8, §3.8). */
+ * bootstrap standard errors over the windows (analysis/score.h, docs/spec.md §4.9, §4.8). */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -195,7 +195,7 @@ int cmd_score(int argc, char **argv) {
     int32_t *tok = NULL, *tgt = NULL;
     float *loss = NULL, *lp = NULL;
     unsigned char *counted = NULL;
-    double *dbuf = NULL;
+    double *dbuf = NULL, *wsum = NULL, *wcnt = NULL;   /* [n_win, P]: each window's loss sum and count by phase */
     long *index = NULL;
     LossStats ls = {0};
     rc = 2;
@@ -245,7 +245,8 @@ int cmd_score(int argc, char **argv) {
     tok = malloc(sizeof(int32_t) * BT), tgt = malloc(sizeof(int32_t) * BT);
     loss = malloc(sizeof(float) * BT), counted = malloc(BT);
     lp = malloc(sizeof(float) * (size_t)N);
-    if (!tok || !tgt || !loss || !counted || !lp || loss_stats_init(&ls, P)) {
+    wsum = calloc((size_t)n_win * P, sizeof(double)), wcnt = calloc((size_t)n_win * P, sizeof(double));
+    if (!tok || !tgt || !loss || !counted || !lp || !wsum || !wcnt) {
         fprintf(stderr, "phaselab: --score: out of memory for %ld tokens (micro-batch %ld x %d)\n", N, micro, T);
         goto done;
     }
@@ -268,30 +269,36 @@ int cmd_score(int argc, char **argv) {
             }
         model_forward(m, tok, tgt, B, loss);
         for (int b = 0; b < B; b++) {
-            const size_t o = (size_t)b * T;
+            const size_t o = (size_t)b * T, w = (size_t)(k0 + b) * P;
             for (int t = 0; t < T; t++)
-                if (counted[o + t]) lp[(k0 + b) * T + t] = -loss[o + t];
-            loss_stats_add_window(&ls, loss + o, counted + o, T, 0);
+                if (counted[o + t]) {
+                    lp[(k0 + b) * T + t] = -loss[o + t];
+                    wsum[w + t % P] += loss[o + t];
+                    wcnt[w + t % P] += 1;
+                }
         }
     }
     const double secs = clock_seconds() - t0;
-    double mean, se, ntok;
-    loss_stats_get(&ls, P, &mean, &se, &ntok);
+    if (loss_stats_compute(wsum, wcnt, n_win, P, LOSS_STATS_B, LOSS_STATS_SEED, &ls, err)) {
+        fprintf(stderr, "phaselab: --score: %s\n", err);
+        goto done;
+    }
+    const double mean = ls.overall, se = ls.overall_se;
     printf("scored %ld tokens in %ld windows of %d (%s %s) in %.1f s, %.0f tokens/s\n", N, n_win, T, in.kind, a.input,
            secs, secs > 0 ? N / secs : 0.0);
-    printf("mean NLL %.4f +- %.4f nats/token (SE, windows as clusters), perplexity %.2f", mean, se, exp(mean));
+    printf("mean NLL %.4f +- %.4f nats/token (bootstrap SE over %ld windows), perplexity %.2f", mean, se, n_win, exp(mean));
     if (in.text_bytes) printf(", %.4f bits/byte", mean * N / log(2.0) / (double)in.text_bytes);
     printf("\nby phase t mod %d (t: the predicting position in its window):\n", P);
     printf("  phase   tokens       nll       se\n");
     Csv cp = {0}, ct = {0};
     csv_printf(&cp, "phase,tokens,nll,se\n");
-    for (int g = 0; g <= P; g++) {
-        double mg, sg, ng;
-        loss_stats_get(&ls, g, &mg, &sg, &ng);
-        if (g < P) printf("  %5d %8.0f %9.4f %8.4f\n", g, ng, mg, sg);
-        if (g < P) csv_printf(&cp, "%d,%.0f,%.9g,%.9g\n", g, ng, mg, sg);
-        else csv_printf(&cp, "all,%.0f,%.9g,%.9g\n", ng, mg, sg);
+    for (int g = 0; g < P; g++) {
+        printf("  %5d %8.0f %9.4f %8.4f\n", g, ls.tokens[g], ls.mean[g], ls.se[g]);
+        csv_printf(&cp, "%d,%.0f,%.9g,%.9g\n", g, ls.tokens[g], ls.mean[g], ls.se[g]);
     }
+    csv_printf(&cp, "all,%.0f,%.9g,%.9g\n", ls.overall_tokens, mean, se);
+    printf("homogeneity across the %d phases (Hotelling T^2, docs/spec.md §4.8): F(%d, %d) = %.3f, p = %.3g\n", ls.tested,
+           ls.df1, ls.df2, ls.F, ls.p);
     csv_printf(&ct, "index,window,position,phase,token_id,logprob\n");
     for (long j = 0; j < N; j++)
         csv_printf(&ct, "%ld,%ld,%ld,%ld,%d,%.9g\n", j + 1, j / T, j % T, (j % T) % P, in.ids[j + 1], lp[j]);
@@ -316,15 +323,21 @@ int cmd_score(int argc, char **argv) {
     ah5_attr_double(h, "nll", mean);
     ah5_attr_double(h, "nll_se", se);
     if (in.text_bytes) ah5_attr_long(h, "text_bytes", (long)in.text_bytes);
-    ah5_attr_str(h, "se_method", "delta method over windows as clusters (docs/spec.md 3.8)");
+    ah5_attr_str(h, "se_method", "bootstrap over the windows (docs/spec.md 4.8)");
+    ah5_attr_long(h, "bootstrap_B", ls.B);
+    ah5_attr_long(h, "bootstrap_seed", (long)ls.seed);
+    ah5_attr_double(h, "F_phase", ls.F);
+    ah5_attr_long(h, "df1_phase", ls.df1);
+    ah5_attr_long(h, "df2_phase", ls.df2);
+    ah5_attr_double(h, "p_phase", ls.p);
     for (int g = 0; g < P; g++) {
         index[g] = g;
-        loss_stats_get(&ls, g, dbuf + g, dbuf + P + g, dbuf + 2 * P + g);
+        dbuf[g] = ls.mean[g], dbuf[P + g] = ls.se[g], dbuf[2 * P + g] = ls.tokens[g];
     }
     const char *ax_p[] = {"phase"}, *ax_t[] = {"token"};
     ah5_axis_long(h, "phase", index, P, "phase t mod period of the predicting position");
     ah5_data(h, "nll", dbuf, 1, (int[]){P}, ax_p, "mean next-token NLL by phase", "nats");
-    ah5_data(h, "se", dbuf + P, 1, (int[]){P}, ax_p, "standard error of nll (windows as clusters)", "nats");
+    ah5_data(h, "nll_errors", dbuf + P, 1, (int[]){P}, ax_p, "bootstrap standard error of nll over the windows", "nats");
     ah5_data(h, "count", dbuf + 2 * P, 1, (int[]){P}, ax_p, "scored tokens", NULL);
     for (long j = 0; j < N; j++) index[j] = j + 1;
     ah5_axis_long(h, "token", index, (int)N, "index of the scored token in the input");
@@ -349,7 +362,7 @@ done:
     if (m) model_free(m);
     loss_stats_free(&ls);
     free(in.ids), free(out), free(prefix), free(path_phase), free(path_tokens);
-    free(tok), free(tgt), free(loss), free(counted), free(lp), free(dbuf), free(index);
+    free(tok), free(tgt), free(loss), free(counted), free(lp), free(dbuf), free(index), free(wsum), free(wcnt);
     ckpt_source_close(&src);
     return rc;
 }

@@ -2,7 +2,8 @@
  *                 [--micro-batch B] [section.key=value ...]
  *
  * Per-token log-probabilities of any token stream under a checkpoint, and their fold by phase
- * with standard errors (docs/spec.md §4.8). The input is, by its content:
+ * with bootstrap standard errors over the windows and the homogeneity test of trainer/loss_stats.h
+ * (docs/spec.md §4.9, §4.8). The input is, by its content:
  *   - a token shard (data/shard.h, magic PHLTOKv1): its ids, whose tokenizer fingerprint must be
  *     the checkpoint's;
  *   - with --ids: decimal ids separated by spaces, commas or newlines (as --generate --prompt-ids);
@@ -16,7 +17,7 @@
  * for full attention: the probe's fold, trainer/probe_eval.h).
  *
  * Output: one group /score_NNN in FILE.h5 (default CKPT/score.h5; the crash-safe writer of
- * analysis/analysis_h5.h) holding the phase fold (nll, se, tokens [P]) as its signal and the
+ * analysis/analysis_h5.h) holding the phase fold (nll, nll_errors, count [P]) as its signal and the
  * per-token arrays (token_id, logprob, window, position [n-1]); PREFIX.phase.csv (phase, tokens,
  * nll, se; last row "all") and PREFIX.tokens.csv (index, window, position, phase, token_id,
  * logprob), PREFIX defaulting to FILE.h5 without ".h5"; both written crash-safe. The fold and the

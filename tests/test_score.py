@@ -1,8 +1,9 @@
-"""./train --score CKPT --input FILE (analysis/score.h, docs/spec.md §4.8, §3.8):
+"""./train --score CKPT --input FILE (analysis/score.h, docs/spec.md §4.9, §4.8):
 - a token shard: the fold by phase equals ./train --eval's validation loss by residue (another code
   path, trainer/evaluate.c) with eval.residues = the period, and the overall mean its validation loss;
-- the standard errors are the window-clustered delta-method SE, recomputed here from the per-token
-  CSV; the per-phase CSV, the HDF5 group and the printed table agree;
+- the standard errors (trainer/loss_stats.h: a bootstrap over the windows) agree within 20% with
+  the window-clustered delta-method SE computed here from the per-token CSV (the large-sample
+  value a window bootstrap estimates); the per-phase CSV, the HDF5 group and the printed table agree;
 - --ids with a count that leaves a partial last window: every token 1..n-1 scored once, and the
   tokens of the full windows score as in the shard (the padding is never seen: the model is causal);
 - text on a byte-tokenizer checkpoint gives the same log-probabilities as the text's bytes given
@@ -76,9 +77,10 @@ check(len(tokens) == n_val - 1 and [int(r["index"]) for r in tokens] == list(ran
       "every token 1..n-1 of the shard scored once", f"{len(tokens)} rows for {n_val} tokens")
 ref = cluster_se(tokens, S)
 got = [(float(p["nll"]), float(p["se"]), int(p["tokens"])) for p in phase]
-check(all(abs(a[0] - b[0]) < 1e-6 and abs(a[1] - b[1]) < 1e-7 and a[2] == b[2] for a, b in zip(ref, got)) and len(got) == S + 1,
-      "standard errors: the window-clustered delta-method SE recomputed from the per-token log-probabilities",
-      f"{got} vs {ref}")
+check(all(abs(a[0] - b[0]) < 1e-6 and a[2] == b[2] for a, b in zip(ref, got)) and len(got) == S + 1,
+      "the fold's means and counts recomputed from the per-token log-probabilities", f"{got} vs {ref}")
+check(all(abs(b[1] / a[1] - 1) < 0.2 for a, b in zip(ref, got)),
+      "bootstrap SEs within 20% of the delta-method SE over windows computed here", f"{[g[1] for g in got]} vs {[r[1] for r in ref]}")
 check(all(0 < g[1] < 1 for g in got), "the SEs are positive and finite", str(got))
 
 try:
@@ -86,10 +88,12 @@ try:
     with h5py.File(os.path.join(ck, "score.h5"), "r") as f:
         g = f["score_000"]
         ok = (g.attrs["signal"] in (b"nll", "nll") and list(g["nll"][:].round(6)) == [round(x[0], 6) for x in got[:S]]
+              and list(g["nll_errors"][:].round(6)) == [round(x[1], 6) for x in got[:S]]
               and len(g["logprob"]) == n_val - 1 and abs(g["logprob"][5] - float(tokens[5]["logprob"])) < 1e-6
               and int(g["token_id"][5]) == int(tokens[5]["token_id"]) and int(g.attrs["period"]) == S
-              and abs(g.attrs["nll_se"] - got[-1][1]) < 1e-7)
-        check(ok, "score.h5 /score_000: the fold as its signal, the per-token arrays, the period and SE", str(dict(g.attrs)))
+              and abs(g.attrs["nll_se"] - got[-1][1]) < 1e-7 and 0 <= g.attrs["p_phase"] <= 1 and g.attrs["df1_phase"] == S - 1)
+        check(ok, "score.h5 /score_000: the fold and its errors as the signal, the per-token arrays, period, SE, test",
+              str(dict(g.attrs)))
 except ImportError:
     skip("score_h5", "skipped: no h5py")
 
