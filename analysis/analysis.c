@@ -565,8 +565,8 @@ static int default_calibration(const Ctx *c, const char *probe_path, char **cali
                  probe_set_residues(c->ps), b.max_len, b.key_tokens + b.value_tokens);
     else
         snprintf(cmd, sizeof cmd, "python3 '%s/tools/make-probe' --synthetic --out '%s' --seed %u --per-residue %d --residues %d "
-                 "--max-len %d --padding %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per, probe_set_residues(c->ps),
-                 b.max_len, b.padding);
+                 "--max-len %d --padding %u --records %u --demos %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per,
+                 probe_set_residues(c->ps), b.max_len, b.padding, b.records, b.demos);
     printf("calibration: building %d prompts per residue and protocol with tools/make-probe --seed %u\n", per, b.seed + 1);
     fflush(stdout);
     int st = system(cmd);
