@@ -301,6 +301,67 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
     return ah5_end(h, err);
 }
 
+/* ---- plain validation loss -> /val_NNN (docs/spec.md §4.8) ---- */
+
+static void store_loss_stats(AnalysisH5 *h, const LossStats *st, const char *axis, const char *what) {
+    char name[64], long_name[160];
+    int K = st->K;
+    double *tok = malloc(sizeof(double) * (size_t)K);
+    const char *ax[] = {axis};
+    snprintf(name, sizeof name, "loss_by_%s", axis);
+    snprintf(long_name, sizeof long_name, "validation cross-entropy by %s", what);
+    ah5_data(h, name, st->mean, 1, (int[]){K}, ax, long_name, "nats");
+    snprintf(name, sizeof name, "loss_by_%s_errors", axis);
+    snprintf(long_name, sizeof long_name, "bootstrap standard error of the validation cross-entropy by %s", what);
+    ah5_data(h, name, st->se, 1, (int[]){K}, ax, long_name, "nats");
+    if (tok) {
+        for (int k = 0; k < K; k++) tok[k] = st->tokens[k];
+        snprintf(name, sizeof name, "tokens_by_%s", axis);
+        snprintf(long_name, sizeof long_name, "scored tokens by %s", what);
+        ah5_data(h, name, tok, 1, (int[]){K}, ax, long_name, "tokens");
+    }
+    free(tok);
+    snprintf(name, sizeof name, "F_%s", axis);
+    ah5_attr_double(h, name, st->F);
+    snprintf(name, sizeof name, "df1_%s", axis);
+    ah5_attr_long(h, name, st->df1);
+    snprintf(name, sizeof name, "df2_%s", axis);
+    ah5_attr_long(h, name, st->df2);
+    snprintf(name, sizeof name, "p_%s", axis);
+    ah5_attr_double(h, name, st->p);
+}
+
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
+                       char *err) {
+    AnalysisH5 *h = ah5_begin(path, "val", ckpt, step, err);
+    if (!h) return -1;
+    int P = r->by_residue.K, S = r->by_phase.K;
+    long *res = malloc(sizeof(long) * (size_t)(P + S));
+    if (res) {
+        for (int i = 0; i < P; i++) res[i] = i;
+        ah5_axis_long(h, "residue", res, P, "residue r = t mod P of the predicting position t");
+        for (int i = 0; i < S; i++) res[P + i] = i;
+        ah5_axis_long(h, "phase", res + P, S, "phase t mod S of the predicting position t (S: the stride; 8 for full attention)");
+    }
+    free(res);
+    ah5_attr_str(h, "val", val_glob);
+    ah5_attr_long(h, "residues", P);
+    ah5_attr_long(h, "phase_period", S);
+    ah5_attr_double(h, "loss", r->loss);
+    ah5_attr_double(h, "loss_se", r->by_residue.overall_se);
+    ah5_attr_long(h, "windows", r->by_residue.units);
+    ah5_attr_long(h, "tokens", r->tokens);
+    ah5_attr_long(h, "bootstrap_replicates", r->by_residue.B);
+    ah5_attr_long(h, "bootstrap_seed", (long)r->by_residue.seed);
+    ah5_attr_str(h, "test", "Hotelling T^2 on the K'-1 loss contrasts with the bootstrap covariance, F(K'-1, n-K'+1) "
+                            "(docs/spec.md §4.8)");
+    store_loss_stats(h, &r->by_residue, "residue", "residue t mod P");
+    store_loss_stats(h, &r->by_phase, "phase", "phase t mod S");
+    const char *ax[] = {"residue"};
+    ah5_signal(h, "loss_by_residue", ax, 1);
+    return ah5_end(h, err);
+}
+
 /* ---- gate cycling ---- */
 
 static int run_gate_cycle(Ctx *c) {

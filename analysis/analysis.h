@@ -16,6 +16,7 @@
 #ifndef PHASELAB_ANALYSIS_H
 #define PHASELAB_ANALYSIS_H
 #include "trainer/probe_eval.h"
+#include "trainer/evaluate.h"
 
 /* 1 when argv (the arguments after --eval) asks for an analysis flag handled here. */
 int analysis_requested(int argc, char **argv);
@@ -27,4 +28,11 @@ int analysis_main(int argc, char **argv);
  * incremental KV cache (--decode). Used by plain ./train --eval. Returns 0, or -1 with err. */
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
                          int decode, const ProbeResult *pr, char *err);
+
+/* Stores the validation loss of plain ./train --eval (evaluate_validation of the data.val glob
+ * val_glob) as a new /val_NNN group: loss by residue and by phase with their bootstrap standard
+ * errors (NeXus SIGNAL_errors) and token counts, the homogeneity tests and the bootstrap's n, B
+ * and seed as attributes (docs/spec.md §4.8). Returns 0, or -1 with err. */
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
+                       char *err);
 #endif
