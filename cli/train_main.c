@@ -176,9 +176,9 @@ static void print_test(const LossStats *st, const char *what) {
 }
 
 static void print_val_stats(const EvalResult *r) {
-    printf("validation loss %.4f +- %.4f over %ld windows (n), %ld scored tokens; +- is the bootstrap standard error over the "
-           "windows (B = %d replicates, seed %llu)\n",
-           r->loss, r->by_residue.overall_se, r->windows, r->tokens, r->by_residue.B, (unsigned long long)r->by_residue.seed);
+    printf("validation loss %.4f over %ld windows (n), %ld scored tokens, standard error %.4f; +- below: the bootstrap "
+           "standard error over the windows (B = %d replicates, seed %llu)\n",
+           r->loss, r->windows, r->tokens, r->by_residue.overall_se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
     printf("by residue t mod %d:\n", r->residues);
     print_loss_rows(&r->by_residue, "r");
     printf("by phase t mod %d:\n", r->phases);
@@ -225,6 +225,8 @@ static int cmd_eval(int argc, char **argv) {
     ValSet *val = NULL;
     ProbeSet *ps = NULL;
     Model *m = NULL;
+    EvalResult vr;                                       /* the validation result, kept for the probe's group */
+    int have_vr = 0;
     rc = 2;                                              /* bad input until every input is checked */
     if (ckpt_source_val(&cs, &val_glob, stdout, err) || ckpt_source_probe_path(&cs, probe_arg, &probe_file, stdout, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
@@ -286,9 +288,14 @@ static int cmd_eval(int argc, char **argv) {
             goto done;
         }
         print_val_stats(&r);
-        int stored = analysis_store_val(store, ckpt, cs.st.step, val_glob, &r, err);
-        eval_result_free(&r);
-        if (stored) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+        if (ps) {
+            vr = r;                                      /* stored with the probe's group, below */
+            have_vr = 1;
+        } else {
+            int stored = analysis_store_val(store, ckpt, cs.st.step, val_glob, &r, err);
+            eval_result_free(&r);
+            if (stored) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+        }
     }
     if (ps) {
         ProbeResult pr;
@@ -303,13 +310,14 @@ static int cmd_eval(int argc, char **argv) {
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
         else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
-        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, err)) {
+        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;
         }
     }
     rc = 0;
 done:
+    if (have_vr) eval_result_free(&vr);
     if (m) model_free(m);
     if (val) val_set_close(val);
     if (ps) probe_set_free(ps);
