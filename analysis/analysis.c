@@ -503,7 +503,7 @@ static int run_gate_cycle(Ctx *c) {
             printf("%-3s measured    ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", measp[(k * 2 + p) * S + s]);
             printf(" | %5.2f  %7.1f  %5.1f  %.3g%s\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p],
-                   chi2_small_expected(&res[k].test_phase[p]) ? " (approximate: an expected count < 5)" : "");
+                   res[k].test_phase[p].permutations ? " (permutation p: an expected count < 5)" : "");
             printf("%-3s predicted   ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", predp[(k * 2 + p) * S + s]);
             printf(" |\n");
