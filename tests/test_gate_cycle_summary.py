@@ -51,6 +51,9 @@ if row:
     check(cells[2] == "3" and cells[3] == "40.0 [40.0, 40.0]", "n = 3 seeds, clean accuracy 40.0 (no spread)", f"{cells}")
     check(cells[4] == "0.20 [-0.05, 0.45]", "corr pp: mean 0.2, 95% t-interval 0.2 +- 4.303 * 0.1 / sqrt(3)", f"{cells[4]}")
     check(cells[6] == "0.50 [-0.12, 1.12]", "kept: 1/4, 2/4, 3/4: mean 0.5 +- 4.303 * 0.25 / sqrt(3) = 0.621", f"{cells[6]}")
+p = subprocess.run([sys.executable, tool, SCRATCH, "--min-clean", "50"], capture_output=True, text=True)
+check(p.returncode == 2 and p.stdout.count("left out") == 3, "--min-clean 50: every checkpoint (clean 40%) left out, exit 2",
+      p.stdout + p.stderr)
 p = subprocess.run([sys.executable, tool, os.path.join(SCRATCH, "missing")], capture_output=True, text=True)
 check(p.returncode == 2 and "not a directory" in p.stderr and "Traceback" not in p.stderr, "a missing directory: one line, exit 2",
       p.stderr)
