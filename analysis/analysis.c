@@ -34,14 +34,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/probe.h"
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "common/optval.h"
 #include "model/model.h"
+#include "model/dims.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_source.h"
@@ -633,11 +637,23 @@ static int default_calibration(const Ctx *c, const char *probe_path, char **cali
                  probe_set_residues(c->ps), b.max_len, b.key_tokens + b.value_tokens);
     else
         snprintf(cmd, sizeof cmd, "python3 '%s/tools/make-probe' --synthetic --out '%s' --seed %u --per-residue %d --residues %d "
-                 "--max-len %d --padding %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per, probe_set_residues(c->ps),
-                 b.max_len, b.padding);
+                 "--max-len %d --padding %u --records %u --demos %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per,
+                 probe_set_residues(c->ps), b.max_len, b.padding, b.records, b.demos);
     printf("calibration: building %d prompts per residue and protocol with tools/make-probe --seed %u\n", per, b.seed + 1);
     fflush(stdout);
-    if (system(cmd) != 0) {
+    int st = system(cmd);
+    /* Ctrl-C reaches tools/make-probe too (system() ignores SIGINT in this process meanwhile): it
+     * ends by the signal or with 128 + N (tools/toolutil.py); a SIGTERM to this process alone is
+     * seen by the flag after the child ends. Either way: nothing written, 128 + N. */
+    int sig = interrupt_signal();
+    if (!sig && st != -1 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM)) sig = WTERMSIG(st);
+    if (!sig && st != -1 && WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM))
+        sig = WEXITSTATUS(st) - 128;
+    if (sig) {
+        fprintf(stderr, "phaselab: --knockout: interrupted by signal %d while building the calibration set: nothing written\n", sig);
+        return 128 + sig;
+    }
+    if (st != 0) {
         fprintf(stderr, "phaselab: --knockout: building the default calibration set failed (%s); give --calib FILE\n", cmd);
         return 1;
     }
@@ -739,8 +755,9 @@ static int run_knockout(Ctx *c) {
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
     const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
+    const ModelDims kd = dims_of(mc, 0);          /* evaluation grid: o_base + o_g, no shift (docs/spec.md §6.2) */
     for (int h = 0; h < G; h++) {
-        offd[h] = vis_grid_offset(grid, h, S, G);
+        offd[h] = kd.compressed ? dims_grid_offset(&kd, h) : 0;
         if (head_phase_map(P, S, (int)offd[h], map + (size_t)h * P))
             for (int r = 0; r < P; r++) map[(size_t)h * P + r] = -1;     /* S does not divide P: folds give NaN */
         for (int r = 0; r < P; r++) phase_of[(size_t)h * P + r] = map[(size_t)h * P + r];

@@ -8,10 +8,12 @@
  *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (analysis/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [...]
+ *   ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX] [--micro-batch B]
+ *                                                       per-token log-probabilities and their phase fold (analysis/score.h)
  *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
- *   ./train --bench [--threads N] [--steps N] [--profile]   CPU training-step benchmark (--profile: the
+ *   ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]   CPU training-step benchmark (--profile: the
  *                                                       per-op time table of each case, kernels/backend_profile.h)
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
@@ -41,6 +43,7 @@
 #include "analysis/cache_report.h"
 #include "trainer/evaluate.h"
 #include "analysis/generate.h"
+#include "analysis/score.h"
 #include "trainer/probe_eval.h"
 #include "cli/summary.h"
 #include "trainer/trainer.h"
@@ -68,10 +71,18 @@ static void usage(FILE *f) {
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
+            "       ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX]\n"
+            "               [--micro-batch B] [overrides]\n"
+            "                                                         per-token log-probabilities of FILE (text with the\n"
+            "                                                         checkpoint's tokenizer, --ids: decimal ids, or a token\n"
+            "                                                         shard) and their fold by phase t mod P (default S, or 8\n"
+            "                                                         for full attention) with standard errors; a score_NNN\n"
+            "                                                         group in FILE.h5 (default CHECKPOINT_DIR/score.h5) and\n"
+            "                                                         PREFIX.phase.csv, PREFIX.tokens.csv\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
-            "       ./train --bench [--threads N] [--steps N] [--profile]\n"
+            "       ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]\n"
             "                                                         CPU training-step benchmark (--profile: each\n"
             "                                                         case's per-op time table after its timed steps)\n"
             "       ./train --help                                    this text and every config key\n");
@@ -338,18 +349,29 @@ int main(int argc, char **argv) {
         return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
     }
     if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--score")) {  /* SIGINT/SIGTERM stop it between batches, nothing written */
+        interrupt_install();
+        int rc = cmd_score(argc - 2, argv + 2);
+        return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
+    }
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         int profile = 0;
+        const char *cases = "all";
         for (int i = 2; i < argc; i += 2) {
             if (!strcmp(argv[i], "--profile")) { profile = 1; i--; continue; }   /* a flag: no value */
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
             int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, 4096, &threads)
                    : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, 1L << 30, &steps)
+                   : !strcmp(argv[i], "--case") ? (cases = argv[i + 1], 0)
                    : (fprintf(stderr, "phaselab: unknown option %s\n", argv[i]), 2);
             if (rc) return rc;
         }
-        return run_bench((int)threads, (int)steps, profile);
+        if (strcmp(cases, "all") && strcmp(cases, "demo") && strcmp(cases, "vocab") && strcmp(cases, "probe")) {
+            fprintf(stderr, "phaselab: --bench --case: '%s', expected all, demo, vocab or probe\n", cases);
+            return 2;
+        }
+        return run_bench((int)threads, (int)steps, profile, cases);
     }
     if (!strcmp(cmd, "--dry-run") || !strcmp(cmd, "--summary")) {
         if (argc < 3) { usage(stderr); return 2; }

@@ -74,22 +74,26 @@ typedef struct {
 
 /* (query head, query, visible key) triples of one attention call, over the batch */
 static double attn_pairs(BackendCtx *P, const AttnShape *s) {
-    for (int i = 0; i < P->n_memo; i++)
-        if (!memcmp(&P->memo[i].s, s, sizeof *s)) return P->memo[i].pairs;
+    if (!s->grid_shift)                  /* (a shifted call's offsets are per call: not memoised) */
+        for (int i = 0; i < P->n_memo; i++)
+            if (!memcmp(&P->memo[i].s, s, sizeof *s)) return P->memo[i].pairs;
     double keys = 0;
-    for (int g = 0; g < s->G; g++) {
-        int o = 0, nW = 0;
-        if (s->n_windows > 0) {
-            o = vis_grid_offset(s->grid, g, s->stride, s->G);
-            nW = vis_n_windows(s->T, s->window, s->stride, o);
-            if (nW > s->n_windows) nW = s->n_windows;
+    const int n_seq = s->grid_shift ? s->B : 1;   /* without shifts every sequence sees the same */
+    for (int b = 0; b < n_seq; b++)
+        for (int g = 0; g < s->G; g++) {
+            int o = 0, nW = 0;
+            if (s->n_windows > 0) {
+                o = attn_head_offset(s, b, g);
+                nW = vis_n_windows(s->T, s->window, s->stride, o);
+                if (nW > s->n_windows) nW = s->n_windows;
+            }
+            for (int t = 0; t < s->T; t++) {
+                VisQueryView v = vis_query_view(s->visibility, t, s->window, s->stride, o, nW, s->n_local);
+                keys += v.n_entries + (t - v.raw_lo + 1);
+            }
         }
-        for (int t = 0; t < s->T; t++) {
-            VisQueryView v = vis_query_view(s->visibility, t, s->window, s->stride, o, nW, s->n_local);
-            keys += v.n_entries + (t - v.raw_lo + 1);
-        }
-    }
-    const double pairs = keys * s->B * (s->G > 0 ? s->H / s->G : 0);
+    const double pairs = keys * (s->grid_shift ? 1 : s->B) * (s->G > 0 ? s->H / s->G : 0);
+    if (s->grid_shift) return pairs;
     AttnMemo *m = &P->memo[P->n_memo < ATTN_MEMO ? P->n_memo++ : P->next_memo++ % ATTN_MEMO];
     m->s = *s;
     m->pairs = pairs;
@@ -107,8 +111,9 @@ static double attn_bytes(const AttnShape *s, double A, double q_times, double kv
 /* (window, KV head) pairs that exist in a compressor call, over the batch */
 static double comp_windows(const CompShape *s) {
     double n = 0;
-    for (int g = 0; g < s->G; g++) n += comp_head_windows(s, g);
-    return n * s->B;
+    for (int b = 0; b < s->B; b++)
+        for (int g = 0; g < s->G; g++) n += comp_head_windows(s, b, g);
+    return n;
 }
 
 #define ACT ((double)ctx->inner->act_bytes)
@@ -329,8 +334,8 @@ static void begin(BackendCtx *P) {
 static BackendCtx *inner_ctx(BackendCtx *ctx) { return ctx->inner->ctx; }
 static const BackendCollectives *inner_coll(BackendCtx *ctx) { return ctx->inner->collectives; }
 static int coll_make_id(BackendCtx *ctx, void *id, char *err) { return inner_coll(ctx)->make_id(inner_ctx(ctx), id, err); }
-static int coll_init(BackendCtx *ctx, const void *id, int world, int rank, char *err) {
-    return inner_coll(ctx)->init(inner_ctx(ctx), id, world, rank, err);
+static int coll_init(BackendCtx *ctx, const void *id, int world, int rank, const volatile int *abort_flag, char *err) {
+    return inner_coll(ctx)->init(inner_ctx(ctx), id, world, rank, abort_flag, err);
 }
 static void coll_destroy(BackendCtx *ctx) { inner_coll(ctx)->destroy(inner_ctx(ctx)); }
 static int coll_reduce_scatter_sum(BackendCtx *ctx, const float *send, float *recv, size_t shard, char *err) {

@@ -39,6 +39,10 @@ typedef struct {
     int visibility;                  /* VIS_* */
     int n_local;
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
+    int grid_base;                   /* o_base, the static grid offset (0; docs/spec.md §6.1) */
+    const int32_t *grid_shift;       /* [B] per-sequence shift u_b in [0, S) (phase jitter), or NULL:
+                                        all 0. Host memory, like the shape itself (a backend that
+                                        needs it on its device copies it there) */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -52,6 +56,9 @@ typedef struct {
     int grid;         /* GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
                          its first vis_n_windows(T, W, S, o_g) of the n_windows rows exist (the rest
                          of the buffers are zero: entry, payload, alpha) */
+    int grid_base;    /* o_base >= 0 here (a negative one, partial first windows, is not supported by
+                         the compressor kernels yet: docs/spec.md §6.1) */
+    const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
 } CompShape;
 
 /* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
@@ -59,12 +66,19 @@ static inline int map_index(int n_maps, int window, int stride, int i) {
     return n_maps == window ? i : n_maps == 1 ? 0 : (i < stride ? 0 : 1);
 }
 static inline int comp_map_index(const CompShape *s, int i) { return map_index(s->n_maps, s->window, s->stride, i); }
-/* Grid offset o_g and window count of KV head g in a compressor call (kernels/visibility.h): the
- * head's first vis_n_windows rows of the n_windows the buffers hold. */
-static inline int comp_head_offset(const CompShape *s, int g) { return vis_grid_offset(s->grid, g, s->stride, s->G); }
-static inline int comp_head_windows(const CompShape *s, int g) {
-    int n = vis_n_windows(s->T, s->window, s->stride, comp_head_offset(s, g));
+/* The grid offset o = o_base + o_g + u_b of KV head g in sequence b (kernels/visibility.h,
+ * docs/spec.md §6.1), and the head's window count there: its first vis_n_windows rows of the
+ * n_windows the buffers hold (the most: n_windows is counted at o_base, the smallest offset). */
+static inline int comp_head_offset(const CompShape *s, int b, int g) {
+    return vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
+}
+static inline int comp_head_windows(const CompShape *s, int b, int g) {
+    int n = vis_n_windows(s->T, s->window, s->stride, comp_head_offset(s, b, g));
     return n < s->n_windows ? n : s->n_windows;
+}
+/* The same for an attention call (host and device: on a device, grid_shift is the device copy). */
+VIS_FN int attn_head_offset(const AttnShape *s, int b, int g) {
+    return vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
 }
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position t, H heads, against a
@@ -79,6 +93,7 @@ typedef struct {
     int t;                           /* the query position */
     int window, stride, n_windows;   /* entry slots per head (n_windows = 0: no compressed entries) */
     int grid;                        /* GRID_* */
+    int grid_base;                   /* o_base (docs/spec.md §6.1); decoding has no shift (u = 0) */
     int visibility, n_local;         /* VIS_*, raw window length for VIS_WINDOW */
     int ring_cap;                    /* raw slots (>= 1) */
 } DecodeAttnShape;
@@ -86,7 +101,7 @@ typedef struct {
 /* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
  * n_raw raw tokens starting at ring slot raw_first (kernels/visibility.h; host and device). */
 VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
-    const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
+    const int o = vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, 0);
     const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, s->stride, o, s->n_windows, s->n_local);
     *n_entries = v.n_entries;
     *n_raw = s->t - v.raw_lo + 1;
@@ -109,7 +124,10 @@ typedef struct BackendCtx BackendCtx;
 typedef struct BackendCollectives {
     size_t id_bytes;   /* size of the communicator's unique id (rank 0 makes it, MPI broadcasts it) */
     int (*make_id)(BackendCtx *ctx, void *id, char *err);
-    int (*init)(BackendCtx *ctx, const void *id, int world, int rank, char *err);
+    /* abort_flag: set (non-zero) by the caller's watchdog thread when a collective ran past its
+     * timeout; a collective waiting for its completion then aborts the communicator and returns
+     * -1 (the caller ends the job from its own thread) */
+    int (*init)(BackendCtx *ctx, const void *id, int world, int rank, const volatile int *abort_flag, char *err);
     void (*destroy)(BackendCtx *ctx);
     /* send [world * shard] -> recv [shard] = sum over ranks of this rank's shard */
     int (*reduce_scatter_sum)(BackendCtx *ctx, const float *send, float *recv, size_t shard, char *err);
@@ -124,6 +142,8 @@ typedef struct Backend {
     size_t act_bytes;                /* sizeof one act_t element */
     double peak_flops;               /* for MFU: fp32 (cpu) or bf16 dense (cuda) FLOP/s */
     int device;                      /* the GPU this backend runs on (-1: host) */
+    unsigned char device_uuid[16];   /* that GPU's UUID (all zero on the host): two ranks that
+                                      * name the same one are refused (trainer/comm.c) */
     BackendCtx *ctx;                 /* first argument of every op */
     const BackendCollectives *collectives;   /* NULL: host memory, MPI does the collectives */
     /* Shape limits of the backend's kernels (0 = none): model_create refuses a config beyond
@@ -141,8 +161,9 @@ typedef struct Backend {
 const Backend *backend_cpu(int threads);
 /* (its BLAS controls, cpu_set_blas_threads and cpu_blas_name: kernels/cpu/cpu_backend.h) */
 #ifdef PHASELAB_CUDA
-/* The CUDA backend on the given device (taken modulo the visible devices: ranks share GPUs
- * round-robin); one per device, made on the first call for it and returned by later ones. NULL
+/* The CUDA backend on the given device (taken modulo the visible devices, so a rank that sees one
+ * GPU through CUDA_VISIBLE_DEVICES takes it; two ranks that land on the same GPU are refused by
+ * comm_attach_backend, which compares Backend.device_uuid); one per device, made on the first call for it and returned by later ones. NULL
  * (and err filled) when no usable GPU exists. The calling thread's current device becomes it. */
 const Backend *backend_cuda(int device, char *err);
 /* (its memory accounting, cuda_backend_peak_bytes ...: kernels/cuda/cuda_backend.h) */

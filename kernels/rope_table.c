@@ -1,6 +1,6 @@
 /* The host RoPE tables shared by every backend (the math: kernels/rope_table.h):
  * rope_table [positions, r/2, 2] = (cos, sin) of p * theta^(-2i/r), the angle in double, and
- * entry_rope_table, the rows o_g + jS of it for entry j of KV head g of a window grid. */
+ * entry_rope_table, the rows o_{b,g} + jS of it for entry j of KV head g of sequence b on a window grid. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,14 +21,18 @@ float *rope_table(int positions, int r, double theta) {
     return t;
 }
 
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid) {
+float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid, int base,
+                        const int32_t *shift, int B) {
     const size_t row = (size_t)(r / 2) * 2;              /* floats per position */
-    float *t = calloc((size_t)(n_windows > 0 ? n_windows : 1) * G * (row > 0 ? row : 1), sizeof(float));
+    const size_t rows = (size_t)(B > 0 ? B : 1) * (n_windows > 0 ? n_windows : 1) * G;
+    float *t = calloc(rows * (row > 0 ? row : 1), sizeof(float));
     if (!t) return NULL;
-    for (int j = 0; j < n_windows; j++)
-        for (int g = 0; g < G; g++) {
-            const long long pos = vis_grid_offset(grid, g, S, G) + (long long)j * S;
-            if (pos < positions) memcpy(t + ((size_t)j * G + g) * row, tab + (size_t)pos * row, sizeof(float) * row);
-        }
+    for (int b = 0; b < B; b++)
+        for (int j = 0; j < n_windows; j++)
+            for (int g = 0; g < G; g++) {
+                const long long pos = vis_entry_offset(grid, g, S, G, base, shift ? shift[b] : 0) + (long long)j * S;
+                if (pos >= 0 && pos < positions)
+                    memcpy(t + (((size_t)b * n_windows + j) * G + g) * row, tab + (size_t)pos * row, sizeof(float) * row);
+            }
     return t;
 }

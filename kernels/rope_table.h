@@ -10,16 +10,21 @@
  *
  * rope_table(positions, r, theta) = tab [positions, r/2, 2]: tab[p][i] = (cos(p w_i), sin(p w_i)),
  * the angle p * w_i computed in double, each value rounded to fp32.
- * entry_rope_table: the table of a compressor's entries on a window grid (docs/spec.md §2b.2):
- * entry j of KV head g sits at position o_g + jS (o_g = vis_grid_offset, kernels/visibility.h),
- * so row j*G + g of the result [n_windows * G, r/2, 2] is row o_g + jS of tab; rows at or past
- * `positions` (a head's missing last window) are 0. */
+ * entry_rope_table: the table of a compressor's entries on a window grid (docs/spec.md §2b.2, §6.1):
+ * entry j of KV head g in sequence b sits at its window's start o_{b,g} + jS (o_{b,g} = o_base +
+ * o_g + u_b, vis_entry_offset, kernels/visibility.h), so row (b*n_windows + j)*G + g of the result
+ * [B * n_windows * G, r/2, 2] is row o_{b,g} + jS of tab; rows outside [0, positions) (a head's
+ * missing last window; the partial window of a negative o_base, whose position §5 defines) are 0.
+ * shift = NULL: u_b = 0 (then every sequence's rows are the same and B = 1 suffices). */
 #ifndef PHASELAB_ROPE_TABLE_H
 #define PHASELAB_ROPE_TABLE_H
+#include <stdint.h>
 
 /* tab [positions, r/2, 2] (cos, sin), host memory; malloc'd, caller frees; NULL when out of memory */
 float *rope_table(int positions, int r, double theta);
-/* [n_windows * G, r/2, 2] from tab [positions, r/2, 2] for grid GRID_* with stride S; malloc'd,
- * caller frees; NULL when out of memory */
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid);
+/* [B * n_windows * G, r/2, 2] from tab [positions, r/2, 2] for grid GRID_* with stride S, static
+ * offset base and per-sequence shifts shift [B] (host memory, or NULL); malloc'd, caller frees;
+ * NULL when out of memory */
+float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid, int base,
+                        const int32_t *shift, int B);
 #endif

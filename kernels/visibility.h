@@ -1,20 +1,32 @@
-/* The visibility rule of compressed attention (docs/spec.md §2 and §2b), written once as
- * inline functions usable from C (model, CPU kernels, config), CUDA (nvcc) and the CUDA
+/* The visibility rule of compressed attention (docs/spec.md §2.5, §2b.2 and §6.1), written once
+ * as inline functions usable from C (model, CPU kernels, config), CUDA (nvcc) and the CUDA
  * emulator (g++). Every place that needs to know which compressed entries and raw tokens a
  * query sees calls these; nothing else re-derives the rule.
  *
- * Grid. KV head g's windows start at its grid offset o_g: 0 for grid = aligned, and
- * floor(g * S / G) for grid = staggered. Window j of head g covers o_g + jS .. o_g + jS + W - 1
- * and exists iff o_g + jS + W - 1 <= T - 1 (so heads may have different window counts; head 0
- * always has the most, o_0 = 0). Its RoPE position is o_g + jS.
+ * The rule. Compressed entry j of a grid with offset o pools the window o + jS .. o + jS + W - 1
+ * and ENDS at its last token
+ *     e_j = o + jS + W - 1                                        (vis_entry_end)
+ * Entry j is visible to query t iff e_j <= t (the entry is complete), and exists in a sequence of
+ * T tokens iff e_j <= T - 1. Everything below is this one statement solved for n, t or j.
  *
- * A query at t reading KV head g sees
- *   compressed entries j < vis_n_entries(t)   (o_g + jS + W - 1 <= t: the window is complete)
+ * The offset (vis_entry_offset) is one sum, the same mechanism for every source of it:
+ *     o = o_base + o_g + u_b
+ *   o_base  a static offset of the model (ModelDims.grid_base; 0 for every grid of §2/§2b). It may
+ *           be negative, down to 1 - W: window 0 then starts before position 0 and holds only its
+ *           slots i >= -o (vis_window_first_slot); e.g. DeepSeek-V4's CSA geometry (W = 2S, entry
+ *           j pools 4j-4..4j+3, visible iff j < (t+1) div 4) is o_base = S - W = -S
+ *   o_g     the KV head's stagger: 0 (grid = aligned) or floor(g S / G) (grid = staggered)
+ *   u_b     a per-sequence shift in [0, S) (phase jitter, docs/spec.md §6.2; 0 at evaluation and
+ *           whenever no shift array is given)
+ * With o_base = u_b = 0 every formula is the one of §2 / §2b.2 bit for bit (integer arithmetic
+ * only, o >= 0). All functions below are valid for any o > -W (so e_0 >= 0).
+ *
+ * A query at t reading a grid with offset o and nW entries sees
+ *   compressed entries j < vis_n_entries(t)   (e_j <= t)
  *   raw tokens s in [vis_raw_lo(t), t]:  full: 0;  window: t - n_local + 1 (clamped to 0);
- *                                        tail: e_t + 1 with e_t = o_g + (n-1)S + W - 1, the end
- *                                        of the head's last visible window (or -1: none).
- * The phase of t for head g is (t - o_g) mod S. With G = 1 (or aligned) o_g = 0 everywhere and
- * every formula reduces to the aligned one of section 2 exactly (integer arithmetic only). */
+ *                                        tail: e_{n-1} + 1 (the end of its last visible entry;
+ *                                        0 when it sees none).
+ * The phase of t on that grid is (t - o) mod S. */
 #ifndef PHASELAB_VISIBILITY_H
 #define PHASELAB_VISIBILITY_H
 #include "kernels/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
@@ -30,17 +42,32 @@ enum { VIS_FULL = 0,     /* causal full attention: s <= t */
        VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
        VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
 
-/* o_g: first position of KV head g's window grid. */
+/* o_g: KV head g's stagger, the head's part of the offset (0 on the aligned grid). */
 VIS_FN int vis_grid_offset(int grid, int g, int S, int G) {
     return grid == GRID_STAGGERED ? (int)(((long long)g * S) / G) : 0;
 }
 
-/* Windows of a head with grid offset o in a sequence of T tokens: #{j : o + jS + W - 1 <= T - 1}. */
+/* The offset o = o_base + o_g + u_b of KV head g's grid in a sequence with shift u_b (0: none). */
+VIS_FN int vis_entry_offset(int grid, int g, int S, int G, int base, int shift) {
+    return base + vis_grid_offset(grid, g, S, G) + shift;
+}
+
+/* e_j: the last token of entry j on a grid with offset o (visible to t iff e_j <= t). */
+VIS_FN int vis_entry_end(int j, int W, int S, int o) { return o + j * S + W - 1; }
+
+/* The first slot of window j that is a real position: max(0, -(o + jS)); 0 unless o < 0 (only
+ * window 0, and further ones only if S < -o). Slots i below it pool nothing. */
+VIS_FN int vis_window_first_slot(int j, int S, int o) {
+    int start = o + j * S;
+    return start < 0 ? -start : 0;
+}
+
+/* Entries of a grid with offset o in a sequence of T tokens: #{j >= 0 : e_j <= T - 1}. */
 VIS_FN int vis_n_windows(int T, int W, int S, int o) {
     return T - o >= W ? (T - o - W) / S + 1 : 0;
 }
 
-/* Compressed entries visible to query t (of nW the head has): #{j < nW : o + jS + W - 1 <= t}. */
+/* Compressed entries visible to query t (of nW the grid has): #{j < nW : e_j <= t}. */
 VIS_FN int vis_n_entries(int t, int W, int S, int o, int nW) {
     if (nW <= 0 || t - o < W - 1) return 0;
     int n = (t - o - W + 1) / S + 1;

@@ -40,15 +40,16 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
     } else {
         const int W = c->window, S = c->stride, G = c->n_kv_heads;
         const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
-        o->entry_cap = vis_n_windows(ctx, W, S, vis_grid_offset(c->grid, 0, S, G));   /* head 0: the most */
+        const ModelDims dm = dims_of(c, 0);
+        o->entry_cap = vis_n_windows(ctx, W, S, dims_grid_offset(&dm, 0));   /* head 0: the most */
         o->ring_cap = c->local == LOCAL_TAIL ? 0 : c->n_local;
         for (int g = 0; g < G; g++) {
-            const int og = vis_grid_offset(c->grid, g, S, G);
+            const int og = dims_grid_offset(&dm, g);
             o->head_entries += vis_n_windows(ctx, W, S, og);
             if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
         }
         o->value_entries = !dims_of(c, 0).tied_kv;
-        o->input_rows = W;
+        o->input_rows = W + (c->token_shift ? 1 : 0);   /* + a_{t-1} with token shift (docs/spec.md §6.3) */
     }
     o->entry_bytes = (size_t)o->entry_cap * Gd * e * (1 + o->value_entries);
     o->raw_bytes = 2 * (size_t)o->ring_cap * Gd * e;
@@ -60,7 +61,8 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
 typedef struct {               /* the cache of one layer (backend memory) */
     act_t *ck, *cv;            /* [entry_cap, G, d] entries (cv NULL when tied) */
     act_t *k, *v;              /* [ring_cap, G, d] raw keys (after knorm + RoPE) and values */
-    act_t *inputs;             /* [W, D] normalized inputs a, slot p % W */
+    act_t *inputs;             /* [W (+1), D] compressor inputs (a, or a + M a_{p-1} with token shift), slot
+                                  p % W; with token shift row W holds a_{t-1} */
 } LayerCache;
 
 
@@ -78,6 +80,7 @@ struct Decoder {
     /* scratch, one row each */
     act_t *x, *a, *q_raw, *q, *k_raw, *k, *v, *attn, *x_mid, *mn, *g, *u, *h, *xf, *logits;
     act_t *win;                /* [W, D] the window's inputs in offset order */
+    act_t *tsb;                /* [D] the compressor input a_t + M a_{t-1} (token shift) */
     act_t *entry[2];           /* [G, d] */
     act_t *payload;            /* [G, W, d] */
     float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
@@ -171,6 +174,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     dec->xf = take(be, D * e, sb, &fail); dec->logits = take(be, V * e, sb, &fail);
     if (W) {
         dec->win = take(be, W * D * e, sb, &fail);
+        if (c->token_shift) dec->tsb = take(be, D * e, sb, &fail);
         dec->entry[0] = take(be, Gd * e, sb, &fail); dec->entry[1] = take(be, Gd * e, sb, &fail);
         dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
         dec->alpha = take(be, G * W * dec->dims.channels * 4, sb, &fail);
@@ -204,7 +208,7 @@ void decoder_free(Decoder *dec) {
     if (dec->lc) cache_release(dec->lc, dec->c->n_layers, be);
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
-                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab};
+                 dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->tsb};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
@@ -271,9 +275,9 @@ static void write_completed(Decoder *dec, int L, int t) {
     const ModelConfig *c = dec->c;
     const int W = c->window, S = c->stride, G = c->n_kv_heads;
     for (int g0 = 0; g0 < G;) {
-        const int o = vis_grid_offset(c->grid, g0, S, G), j = vis_entry_closing_at(t, W, S, o);
+        const int o = dims_grid_offset(&dec->dims, g0), j = vis_entry_closing_at(t, W, S, o);
         int g1 = g0 + 1;
-        while (g1 < G && vis_grid_offset(c->grid, g1, S, G) == o) g1++;
+        while (g1 < G && dims_grid_offset(&dec->dims, g1) == o) g1++;
         if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o);
         g0 = g1;
     }
@@ -318,12 +322,21 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             be->copy(be->ctx, row(lc->v, t % R, Gd, e), dec->v, Gd * e);
         }
         if (compressed) {
-            be->copy(be->ctx, row(lc->inputs, t % W, D, e), dec->a, D * e);
+            const act_t *cin = dec->a;
+            if (x->token_shift >= 0) {   /* docs/spec.md §6.3: b_t = a_t + M a_{t-1}, a_{-1} = 0 */
+                act_t *prev = row(lc->inputs, W, D, e);
+                if (t == 0) be->zero(be->ctx, prev, D * e);
+                be->copy(be->ctx, dec->tsb, dec->a, D * e);
+                be->matmul_fwd(be->ctx, dec->tsb, prev, Wt(dec, x->token_shift), 1, D, D, 1);
+                be->copy(be->ctx, prev, dec->a, D * e);
+                cin = dec->tsb;
+            }
+            be->copy(be->ctx, row(lc->inputs, t % W, D, e), cin, D * e);
             write_completed(dec, L, t);
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->lay.entry_cap : 0, .grid = compressed ? c->grid : GRID_ALIGNED,
-                              .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
+                              .grid_base = dec->dims.grid_base, .visibility = config_visibility(c), .n_local = c->n_local, .ring_cap = R > 0 ? R : 1};
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
                              model_master_weight(dec->m, x->sink));
         be->copy(be->ctx, dec->x_mid, dec->x, D * e);
@@ -369,7 +382,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     const float eps = (float)c->norm_eps;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, Hd = (size_t)H * d, N = n;
     const int compressed = c->attention == ATTN_COMPRESSED;
-    const int nW = compressed ? vis_n_windows(n, W, S, 0) : 0;   /* head 0's: the buffers' rows */
+    const int nW = compressed ? vis_n_windows(n, W, S, dims_grid_offset(&dec->dims, 0)) : 0;   /* head 0's: the buffers' rows */
     size_t scratch = 0;
     int fail = 0;
     act_t *x = take(be, N * D * e, &scratch, &fail), *a = take(be, N * D * e, &scratch, &fail);
@@ -387,17 +400,20 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     act_t *payload = nW ? take(be, slots * d * e, &scratch, &fail) : NULL;
     float *alpha = nW ? take(be, slots * dec->dims.channels * 4, &scratch, &fail) : NULL;
     float *pn_rstd = nW ? take(be, slots * 4, &scratch, &fail) : NULL;
+    const int tshift = compressed && c->token_shift;        /* docs/spec.md §6.3 */
+    act_t *cin = tshift ? take(be, N * D * e, &scratch, &fail) : NULL, *tsh = tshift ? take(be, N * D * e, &scratch, &fail) : NULL;
     /* grid = staggered, G > 1: entry (j, g) sits at o_g + jS; its own table [nW * G, r/2, 2], row
      * j*G + g (as model/model.c's crope_tab), for this call */
     const int stag = compressed && c->grid == GRID_STAGGERED && G > 1 && r > 0 && nW > 0;
     const size_t ctab_floats = stag ? (size_t)nW * G * (r / 2) * 2 : 0;
     float *crope = stag ? take(be, ctab_floats * sizeof(float), &scratch, &fail) : NULL;
-    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope};
+    void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope,
+                   cin, tsh};
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
         float *tab = rope_table(n, r, c->rope_theta);
-        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid) : NULL;   /* rows past head g's windows: 0 */
+        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid, dec->dims.grid_base, NULL, 1) : NULL;   /* rows past head g's windows: 0 */
         if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
         be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
         free(tab); free(ctab);
@@ -408,10 +424,12 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = c->n_local};
     as.visibility = config_visibility(c);
     as.grid = grid;
+    as.grid_base = dec->dims.grid_base;
     CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                     .channels = dec->dims.channels, .n_maps = dec->dims.n_maps, .eps = eps};
     cs.gate = c->gate;
     cs.grid = grid;
+    cs.grid_base = dec->dims.grid_base;
     for (int L = 0; L < c->n_layers; L++) {
         const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
@@ -430,11 +448,20 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->rope(be->ctx, q, dec->rope_tab, n, H, d, r, n, 1, 0);
             be->rope(be->ctx, k, dec->rope_tab, n, G, d, r, n, 1, 0);
         }
+        const act_t *ca = a;     /* the compressor's input: a, or a + shift(a) M^T (token shift) */
+        if (tshift) {
+            be->zero(be->ctx, tsh, D * e);
+            if (n > 1) be->copy(be->ctx, row(tsh, 1, D, e), a, (N - 1) * D * e);
+            be->copy(be->ctx, cin, a, N * D * e);
+            be->matmul_fwd(be->ctx, cin, tsh, Wt(dec, ix->token_shift), n, D, D, 1);
+            be->copy(be->ctx, row(lc->inputs, W, D, e), row(a, n - 1, D, e), D * e);   /* a_{t-1} for the next step */
+            ca = cin;
+        }
         if (nW > 0) {   /* entries of the prompt's complete windows, straight into the cache */
-            be->compressor_fwd(be->ctx, &cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
+            be->compressor_fwd(be->ctx, &cs, entry0, alpha, payload, pn_rstd, ca, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
                                Wt(dec, ix->payload[0]), Wt(dec, ix->pn[0]));
             if (lc->cv)
-                be->compressor_fwd(be->ctx, &cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
+                be->compressor_fwd(be->ctx, &cs, lc->cv, alpha, payload, pn_rstd, ca, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
@@ -449,7 +476,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->copy(be->ctx, row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
         }
         if (compressed)
-            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(be->ctx, row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
+            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(be->ctx, row(lc->inputs, p % W, D, e), row((act_t *)ca, p, D, e), D * e);
         be->copy(be->ctx, x_mid, x, N * D * e);
         be->matmul_fwd(be->ctx, x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
         be->rmsnorm_fwd(be->ctx, mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);

@@ -3,8 +3,11 @@
  * Every place that needs one of these (the model's arena and op shapes, the tensor table, the
  * decoder, validation statistics, the FLOP count, the summary) reads it from a ModelDims instead
  * of re-deriving it from the config:
- *   n_windows  nW = #{j : jS + W - 1 <= T - 1}: the windows of KV head 0 (o_0 = 0), the most any
- *              head has, so the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention
+ *   grid_base  o_base, the static part of every grid offset (kernels/visibility.h, docs/spec.md §6.1):
+ *              0 for every variant of §2/§2b; a negative o_base > -W gives partial first windows
+ *   n_windows  nW = #{j : o_base + jS + W - 1 <= T - 1}: the windows of KV head 0 at shift 0
+ *              (o = o_base), the most any head or sequence has (every other offset is larger), so
+ *              the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention
  *   tied_kv    one compressor branch whose entries are both keys and values: kv_tied, or
  *              compressor = deepseek ("keys and values tied"); branches = 1 + !tied_kv
  *   gated      the compressor has gate weights (gate = scalar | vector, not uniform)
@@ -14,7 +17,8 @@
  *              (deepseek: offsets < S use map 0, the rest map 1), 1 (shared)
  *   visibility VIS_* (kernels/visibility.h): which raw tokens a query sees
  *   grid       GRID_*: the KV heads' window grid (aligned for full attention: it has none)
- * and, per KV head g, dims_grid_offset (o_g) and dims_head_windows (vis_n_windows at o_g).
+ * and, per KV head g, dims_grid_offset (o_base + o_g) and dims_head_windows (vis_n_windows there);
+ * dims_seq_offset adds a sequence's shift u_b (phase jitter, docs/spec.md §6.2).
  * All integer arithmetic; T = 0 where only the T-free sizes are needed (n_windows is then 0). */
 #ifndef PHASELAB_DIMS_H
 #define PHASELAB_DIMS_H
@@ -25,7 +29,8 @@ typedef struct {
     int compressed;            /* attention = compressed */
     int window, stride;        /* W, S (as configured) */
     int n_kv_heads;            /* G */
-    int n_windows;             /* nW: KV head 0's windows at T; 0 for full attention */
+    int grid_base;             /* o_base: static grid offset (0 here; > -W) */
+    int n_windows;             /* nW: KV head 0's windows at T and shift 0; 0 for full attention */
     int tied_kv, branches;     /* tied K/V: 1 branch, else 2 */
     int gated;                 /* gate weights exist (scalar | vector) */
     int channels;              /* c: head_dim (vector) or 1 */
@@ -41,7 +46,8 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
     d.window = c->window;
     d.stride = c->stride;
     d.n_kv_heads = c->n_kv_heads;
-    d.n_windows = d.compressed ? vis_n_windows(T, c->window, c->stride, 0) : 0;
+    d.grid_base = 0;
+    d.n_windows = d.compressed ? vis_n_windows(T, c->window, c->stride, d.grid_base) : 0;
     d.tied_kv = c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK;
     d.branches = d.tied_kv ? 1 : 2;
     d.gated = c->gate != GATE_UNIFORM;
@@ -52,11 +58,15 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
     return d;
 }
 
-/* o_g: first position of KV head g's window grid (0 on the aligned grid). */
+/* o_base + o_g: KV head g's grid offset at shift 0 (0 on the aligned grid). */
 static inline int dims_grid_offset(const ModelDims *d, int g) {
-    return vis_grid_offset(d->grid, g, d->stride, d->n_kv_heads);
+    return vis_entry_offset(d->grid, g, d->stride, d->n_kv_heads, d->grid_base, 0);
 }
-/* Windows of KV head g at T (staggered heads g > 0 may have one fewer than n_windows). */
+/* ... and in a sequence shifted by u (phase jitter): o_base + o_g + u. */
+static inline int dims_seq_offset(const ModelDims *d, int g, int u) {
+    return vis_entry_offset(d->grid, g, d->stride, d->n_kv_heads, d->grid_base, u);
+}
+/* Windows of KV head g at T and shift 0 (staggered heads g > 0 may have one fewer than n_windows). */
 static inline int dims_head_windows(const ModelDims *d, int g) {
     return d->compressed ? vis_n_windows(d->T, d->window, d->stride, dims_grid_offset(d, g)) : 0;
 }

@@ -18,6 +18,9 @@
  * gives KV head g its own window grid starting at o_g (kernels/visibility.h): the buffers keep
  * nW = head 0's window count rows per head (a head's missing last rows stay zero) and the
  * compressed keys are rotated to o_g + jS with their own table (crope_tab [nW*G] positions);
+ * docs/spec.md §6.2: model_set_grid_shift shifts sequence b's grids by u_b (phase jitter): the
+ * shapes carry the shifts and the compressed keys use a per-call table (crope_shift [B*nW*G]
+ * positions, row (b*nW + j)*G + g at o_g + u_b + jS);
  * the gate-coverage penalty (model_set_gate_coverage) adds its alpha-gradient to the
  * compressor backward and is never part of the returned loss.
  *
@@ -49,6 +52,7 @@ typedef struct {               /* saved activations of one layer */
     act_t *payload[2];         /* [B, nW, G, W, d] */
     float *alpha[2];           /* [B, nW, G, W, c] */
     float *pn_rstd[2];         /* [B, nW, G, W] */
+    act_t *cin;                /* [N, D] compressor input a_t + M a_{t-1} (token_shift only, docs/spec.md §6.3) */
     act_t *ck;                 /* [B, nW, G, d] keys after cknorm + RoPE */
     float *rstd_ck;            /* [B*nW*G] */
     act_t *attn;               /* [N, H*d] */
@@ -86,12 +90,17 @@ struct Model {
     act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
     act_t *dg, *du, *dh;       /* [N, F] */
     act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
+    act_t *tsh, *dtsh, *dcin;  /* [N, D] token shift (docs/spec.md §6.3): a_{t-1} rows, their gradient, d cin */
     int fused_qkv;             /* 1: every layer's q, k, v weights are adjacent in the parameter arena
                                   (and their gradients): one [H*d + 2*G*d, D] projection (see lay_out) */
     act_t *qkv;                /* [N, H*d + 2*G*d] the fused projection's output (forward) or d of it
                                   (backward); scratch shared by the layers */
     float *rope_tab;           /* [T, r/2, 2] */
     float *crope_tab;          /* grid = staggered: [nW * G, r/2, 2], row j*G + g at o_g + jS */
+    /* per-sequence grid shifts (docs/spec.md §6.2), set by model_set_grid_shift */
+    int32_t *grid_shift;       /* [max_batch] host: u_b */
+    int shift_on;              /* 1: the forward and backward passes use grid_shift */
+    float *crope_shift;        /* [max_batch * nW * G, r/2, 2] backend memory (allocated on first use) */
     float *host_losses;        /* [N] */
     double *step_loss;         /* [1] backend memory: the step's loss sum (model_accumulate_micro_batch) */
     /* analysis hook (model_set_attn_hook): active inside model_argmax_at only */
@@ -139,6 +148,7 @@ static void lay_out(Model *m, Carver *c) {
                 if (cfg->post_norm) act->pn_rstd[br] = carve(c, slots * 4);
             }
             act->ck = carve(c, E * A);
+            if (cfg->token_shift) act->cin = carve(c, N * D * A);
             act->rstd_ck = carve(c, (size_t)m->max_batch * nW * cfg->n_kv_heads * 4);
         }
         act->attn = carve(c, N * Hd * A); act->lse = carve(c, N * cfg->n_heads * 4);
@@ -152,6 +162,7 @@ static void lay_out(Model *m, Carver *c) {
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
     if (nW > 0) { m->dck = carve(c, E * A); m->dcv = carve(c, E * A); m->dentry = carve(c, E * A); }
+    if (nW > 0 && cfg->token_shift) { m->tsh = carve(c, N * D * A); m->dtsh = carve(c, N * D * A); m->dcin = carve(c, N * D * A); }
     if (m->fused_qkv) m->qkv = carve(c, N * (Hd + 2 * Gd) * A);
     m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
     if (m->dims.grid == GRID_STAGGERED && nW > 0)
@@ -165,6 +176,9 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
         return set_err(err, "micro-batch %ld x seq_len %ld = %.0f tokens x %.0f heads = %.0f per-head rows exceeds 2^31 - 1, "
                        "the kernels' int shapes; use a smaller micro_batch or seq_len", max_batch, T, tokens, heads,
                        tokens * heads);
+    if (cfg->attention == ATTN_COMPRESSED && dims_of(cfg, 0).grid_base < 0)   /* docs/spec.md §6.1 */
+        return set_err(err, "a negative static grid offset (o_base = %d: partial first windows) is not supported by the "
+                       "compressor kernels yet; o_base must be >= 0", dims_of(cfg, 0).grid_base);
     if (cfg->attention == ATTN_COMPRESSED) {
         const double c = cfg->gate == GATE_VECTOR ? cfg->head_dim : cfg->gate == GATE_UNIFORM ? 0 : 1;
         const double lda = (double)cfg->stride * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
@@ -254,9 +268,10 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     /* the host rows of the gate-coverage sums and of the analysis hook, made here so that
      * neither model_gate_coverage nor model_set_attn_hook (no error return) can run out */
     m->host_cov = malloc(sizeof(float) * (size_t)max_batch);
+    m->grid_shift = calloc((size_t)max_batch, sizeof(int32_t));
     m->hook_rows = malloc(sizeof(float) * (size_t)max_batch * cfg->n_heads * cfg->head_dim);
     m->step_loss = be->alloc(be->ctx, sizeof(double));
-    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->host_cov || !m->hook_rows ||
+    if (!m->params || !m->grads || !m->work || !m->arena || !m->host_losses || !m->host_cov || !m->grid_shift || !m->hook_rows ||
         !m->step_loss) {
         set_err(err, "out of %s memory: parameters %.1f MiB + activations %.1f MiB for micro-batch %d x %d",
                 be->name, tt->n_floats * (8.0 + be->act_bytes) / 1048576.0, c.used / 1048576.0, max_batch, T);
@@ -275,7 +290,8 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
         if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
-            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, m->dims.n_windows, G, cfg->stride, cfg->grid);
+            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, m->dims.n_windows, G, cfg->stride, cfg->grid,
+                                           m->dims.grid_base, NULL, 1);
             if (!ctab) {
                 set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", m->dims.n_windows, G);
                 free(tab); model_free(m);
@@ -299,6 +315,8 @@ void model_free(Model *m) {
     if (m->dalpha) be->free(be->ctx, m->dalpha);
     if (m->cov_seq) be->free(be->ctx, m->cov_seq);
     free(m->host_cov);
+    free(m->grid_shift);
+    if (m->crope_shift) be->free(be->ctx, m->crope_shift);
     free(m->host_losses);
     if (m->step_loss) m->be->free(m->be->ctx, m->step_loss);
     free(m->hook_rows);
@@ -397,7 +415,8 @@ static AttnShape attn_shape(const Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = m->dims.n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
-                   .visibility = m->dims.visibility, .grid = m->dims.grid};
+                   .visibility = m->dims.visibility, .grid = m->dims.grid, .grid_base = m->dims.grid_base,
+                   .grid_shift = m->shift_on ? m->grid_shift : NULL};
     return s;
 }
 
@@ -406,7 +425,7 @@ static CompShape comp_shape(const Model *m, int B) {
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
                    .window = c->window, .stride = c->stride, .n_windows = m->dims.n_windows,
                    .gate = c->gate, .channels = m->dims.channels, .n_maps = m->dims.n_maps, .eps = (float)c->norm_eps,
-                   .grid = m->dims.grid};
+                   .grid = m->dims.grid, .grid_base = m->dims.grid_base, .grid_shift = m->shift_on ? m->grid_shift : NULL};
     return s;
 }
 
@@ -429,13 +448,43 @@ void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx) {
 }
 
 /* RoPE of the compressed keys [B, nW, G, d] at their window starts: jS (aligned: one position
- * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table). */
+ * per row j for all heads), o_g + jS (staggered: one position per (j, g), own table),
+ * o_g + u_b + jS (shifted sequences: one position per (b, j, g), the table of this call). */
 static void rope_entries(const Model *m, act_t *x, int B, int inverse) {
     const ModelConfig *c = &m->cfg;
     const int nW = m->dims.n_windows;         /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
+    if (m->shift_on) m->be->rope(m->be->ctx, x, m->crope_shift, B * nW * G, 1, d, r, B * nW * G, 1, inverse);
+    else if (m->crope_tab) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
+}
+
+/* Token shift (docs/spec.md §6.3): dst row (b, t) = src row (b, t - 1), row (b, 0) = 0. */
+static void shift_rows(const Model *m, act_t *dst, const act_t *src, int B) {
+    const Backend *be = m->be;
+    const size_t D = m->cfg.d_model, T = m->T, e = be->act_bytes;
+    for (int b = 0; b < B; b++) {
+        be->zero(be->ctx, act_at(m, dst, b * T * D), D * e);
+        if (T > 1) be->copy(be->ctx, act_at(m, dst, (b * T + 1) * D), act_at(m, (act_t *)src, b * T * D), (T - 1) * D * e);
+    }
+}
+/* cin = a + shift(a) M^T: the compressor's input with token shift. */
+static void token_shift_fwd(Model *m, act_t *cin, const act_t *a, const act_t *M, int B) {
+    const Backend *be = m->be;
+    const int N = B * m->T, D = m->cfg.d_model;
+    shift_rows(m, m->tsh, a, B);
+    be->copy(be->ctx, cin, a, (size_t)N * D * be->act_bytes);
+    be->matmul_fwd(be->ctx, cin, m->tsh, M, N, D, D, 1);
+}
+/* From dcin: da += dcin + unshift(dcin M), dM += dcin^T shift(a). */
+static void token_shift_bwd(Model *m, act_t *da, float *dM, const act_t *a, const act_t *M, int B) {
+    const Backend *be = m->be;
+    const size_t N = (size_t)B * m->T, D = m->cfg.d_model, T = m->T;
+    be->add(be->ctx, da, m->dcin, N * D);
+    shift_rows(m, m->tsh, a, B);
+    be->matmul_bwd(be->ctx, m->dtsh, dM, m->dcin, m->tsh, M, (int)N, (int)D, (int)D, 0);
+    for (int b = 0; b < B; b++)      /* row (b, t) of shift(a) is a_{b, t-1}: its gradient goes to row t - 1 */
+        if (T > 1) be->add(be->ctx, act_at(m, da, b * T * D), act_at(m, m->dtsh, (b * T + 1) * D), (T - 1) * D);
 }
 
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
@@ -475,8 +524,13 @@ static void forward_layers(Model *m, int B) {
         }
         const act_t *cv = NULL;
         if (nW > 0) {
+            const act_t *comp_in = act->x_norm;
+            if (act->cin) {             /* docs/spec.md §6.3 */
+                token_shift_fwd(m, act->cin, act->x_norm, weight(m, w->token_shift), B);
+                comp_in = act->cin;
+            }
             for (int br = 0; br < m->dims.branches; br++)
-                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], act->x_norm,
+                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], comp_in,
                                    weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]),
                                    weight(m, w->pn[br]));
             size_t E = (size_t)B * nW * G * d;
@@ -556,17 +610,19 @@ static void backward_layers(Model *m, int B) {
                                 B * nW * G, d, 0);
                 dentry_k = m->dentry;
             }
+            if (act->cin) be->zero(be->ctx, m->dcin, (size_t)N * D * be->act_bytes);   /* the compressor adds into it */
             for (int br = 0; br < m->dims.branches; br++) {
                 const float *dalpha = NULL;
                 if (m->cov_lambda > 0 && m->dims.gated) {
                     be->gate_coverage(be->ctx, &cs, act->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
-                be->compressor_bwd(be->ctx, &cs, m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]), grad(m, w->payload[br]),
-                                   grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br], act->payload[br],
-                                   act->pn_rstd[br], act->x_norm, weight(m, w->gate_w[br]), weight(m, w->payload[br]),
-                                   weight(m, w->pn[br]), dalpha);
+                be->compressor_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]),
+                                   grad(m, w->payload[br]), grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br],
+                                   act->payload[br], act->pn_rstd[br], act->cin ? act->cin : act->x_norm,
+                                   weight(m, w->gate_w[br]), weight(m, w->payload[br]), weight(m, w->pn[br]), dalpha);
             }
+            if (act->cin) token_shift_bwd(m, m->dnorm, grad(m, w->token_shift), act->x_norm, weight(m, w->token_shift), B);
         }
         be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->in_norm), m->dnorm, act->x_in, weight(m, w->in_norm), act->rstd_in, N, D, 1);
     }
@@ -667,6 +723,7 @@ double model_flops_per_token(const ModelConfig *c, int T) {
         /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
+        if (c->token_shift) comp += (double)D * D;   /* docs/spec.md §6.3: M a_{t-1}, one [D, D] product per token */
     }
     double fwd = 2.0 * (c->n_layers * (mm + attn + comp) + D * V);
     return 3.0 * fwd;
@@ -721,6 +778,35 @@ int model_set_seq_len(Model *m, int T, char *err) {
         return set_err(err, "sequence length %d: expected 1 <= T <= %d (the model's seq_len)", T, m->T_max);
     m->T = T;
     m->dims = dims_of(&m->cfg, T);
+    m->shift_on = 0;                 /* the shifts' RoPE table was for the old length */
+    return 0;
+}
+
+int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
+    if (!shift) { m->shift_on = 0; return 0; }
+    const ModelConfig *c = &m->cfg;
+    if (c->attention != ATTN_COMPRESSED)
+        return set_err(err, "grid shifts need attention = compressed (full attention has no grid)");
+    if (B < 1 || B > m->max_batch) return set_err(err, "grid shifts for %d sequences: expected 1..%d", B, m->max_batch);
+    for (int b = 0; b < B; b++)
+        if (shift[b] < 0 || shift[b] >= c->stride)
+            return set_err(err, "grid shift %d of sequence %d: expected 0 <= u < stride %d", (int)shift[b], b, c->stride);
+    memcpy(m->grid_shift, shift, sizeof(int32_t) * B);
+    for (int b = B; b < m->max_batch; b++) m->grid_shift[b] = 0;
+    const int nW = m->dims.n_windows, G = c->n_kv_heads, r = c->rope_dims;
+    if (r > 0 && nW > 0) {
+        const Backend *be = m->be;
+        const size_t floats = (size_t)m->max_batch * m->nW_max * G * (r / 2) * 2;
+        if (!m->crope_shift && !(m->crope_shift = be->alloc(be->ctx, floats * sizeof(float))))
+            return set_err(err, "out of %s memory for the shifted entries' RoPE table (%.1f MiB)", be->name, floats * 4 / 1048576.0);
+        float *tab = rope_table(m->T, r, c->rope_theta);
+        float *ctab = tab ? entry_rope_table(tab, m->T, r, nW, G, c->stride, m->dims.grid, m->dims.grid_base, shift, B) : NULL;
+        if (!ctab) { free(tab); return set_err(err, "out of host memory for the shifted entries' RoPE table"); }
+        be->upload(be->ctx, m->crope_shift, ctab, (size_t)B * nW * G * (r / 2) * 2 * sizeof(float));
+        free(tab);
+        free(ctab);
+    }
+    m->shift_on = 1;
     return 0;
 }
 

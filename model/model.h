@@ -55,6 +55,13 @@ void model_params_updated(Model *m);
 int model_set_seq_len(Model *m, int T, char *err);
 int model_seq_len(const Model *m);   /* the current T */
 
+/* Per-sequence grid shifts (docs/spec.md §6.1-6.2, phase jitter): from now on the forward and
+ * backward passes of up to B sequences move sequence b's window grid by shift[b] (0 <= u < stride;
+ * host memory, copied), its entries' RoPE positions with it. NULL clears them (every grid at its
+ * config offset: evaluation). model_set_seq_len clears them too. Returns 0, or -1 with err
+ * (full attention, a shift out of range, B out of 1..max_batch, out of memory). */
+int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err);
+
 /* Forward pass over tokens [B, T] (host int32). targets [B, T] (host, negative = ignored) may
  * be NULL (no loss). Returns the mean loss over non-ignored targets. token_losses [B, T]
  * (host, may be NULL) receives each position's loss (0 where ignored). */

@@ -20,6 +20,7 @@ typedef struct {
     int compressor;          /* COMPRESSOR_* */
     int grid;                /* GRID_*: KV head g's windows start at o_g (kernels/visibility.h) */
     int attn_sink;
+    int token_shift;         /* the compressor reads a_t + M a_{t-1} (docs/spec.md §6.3) */
 } ModelConfig;
 
 /* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is

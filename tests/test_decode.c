@@ -70,6 +70,13 @@ static void v_stag_tied_sink(ModelConfig *c) { v_stag(c); c->kv_tied = 1; c->att
 static void v_stag_g4_shared_tail(ModelConfig *c) { v_stag_g4_tail(c); c->compressor = COMPRESSOR_SHARED; }
 static void v_stag_g1(ModelConfig *c) { v_kv1(c); c->grid = GRID_STAGGERED; }                      /* = aligned */
 
+/* docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (the decoder keeps a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek_sink_tail(ModelConfig *c) { v_deepseek_sink_tail(c); c->token_shift = 1; }
+static void v_ts_stag_g4_tail(ModelConfig *c) { v_stag_g4_tail(c); c->token_shift = 1; }
+static void v_ts_w1s1_tail(ModelConfig *c) { v_w1s1_tail(c); c->token_shift = 1; }
+
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
     {"scalar", v_comp}, {"vector", v_vector}, {"uniform", v_uniform}, {"no_gate_bias", v_nobias},
@@ -84,6 +91,9 @@ static const Variant variants[] = {
     {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_s2_tail_vec_tied}, {"staggered_g2_w5s3_tail_vector_postnorm", v_stag_w5s3_tail_vec},
     {"staggered_g2_tied_sink", v_stag_tied_sink}, {"staggered_g4_shared_tail", v_stag_g4_shared_tail},
     {"staggered_g1", v_stag_g1},
+    {"token_shift", v_ts}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec},
+    {"token_shift_deepseek_sink_tail", v_ts_deepseek_sink_tail}, {"token_shift_staggered_g4_tail", v_ts_stag_g4_tail},
+    {"token_shift_w1s1_tail", v_ts_w1s1_tail},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

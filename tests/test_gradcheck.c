@@ -8,12 +8,16 @@
  * 1 and > 1 KV heads; with a penalty lambda the checked objective is
  *   mean cross-entropy + lambda * (sum over sequences of the penalty) * T / (B T - 1)
  * (the gradient model_forward_backward accumulates for loss_scale = 1 / (B T - 1)), its value
- * taken from model_gate_coverage, so the penalty's gradient is checked the same way. */
+ * taken from model_gate_coverage, so the penalty's gradient is checked the same way.
+ * The jitter_ variants shift each sequence's grids by its own u_b (docs/spec.md §6.2), alone and
+ * on staggered grids, with the penalty too (whose n_b is then per sequence). */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 
-typedef struct { const char *name; void (*apply)(ModelConfig *c); double lambda; } Variant;
+typedef struct { const char *name; void (*apply)(ModelConfig *c); double lambda; const int32_t *shift; } Variant;
+/* docs/spec.md §6.2, phase jitter: per-sequence grid shifts u_b of the B = 2 sequences */
+static const int32_t SHIFT_S4[] = {3, 1}, SHIFT_S2[] = {1, 0}, SHIFT_S4B[] = {2, 3};
 
 static void v_full(ModelConfig *c) { (void)c; }
 static void v_full_untied_g1(ModelConfig *c) { c->tie_embeddings = 0; c->n_kv_heads = 1; }
@@ -52,22 +56,36 @@ static void v_cov_vec(ModelConfig *c) { v_vector(c); }
 static void v_cov_kv1_tied(ModelConfig *c) { v_kv1(c); c->kv_tied = 1; }
 static void v_cov_all(ModelConfig *c) { v_stag_overlap_vec_pn(c); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL; }
 
+/* docs/spec.md §6.3: token shift (M random: its gradient and the one it sends to a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek(ModelConfig *c) { v_deepseek(c); c->token_shift = 1; }
+static void v_ts_stag_shared(ModelConfig *c) { v_stag_shared(c); c->token_shift = 1; }
+
 static const Variant variants[] = {
-    {"full", v_full, 0}, {"full_untied_kv1", v_full_untied_g1, 0}, {"full_sink", v_sink_full, 0},
-    {"scalar", v_comp, 0}, {"vector", v_vector, 0}, {"uniform", v_uniform, 0}, {"no_gate_bias", v_nobias, 0},
-    {"kv_tied", v_tied, 0}, {"post_norm", v_postnorm, 0}, {"no_qk_norm", v_noqk, 0}, {"rope0", v_rope0, 0},
-    {"rope4", v_rope4, 0}, {"tail", v_tail, 0}, {"deepseek", v_deepseek, 0}, {"attn_sink", v_sink, 0},
-    {"overlap_w4s2", v_overlap, 0}, {"kv1_untied", v_kv1, 0}, {"overlap_tail_vector_postnorm", v_overlap_tail_vec, 0},
-    {"shared", v_shared, 0}, {"shared_no_gate_bias", v_shared_nobias, 0}, {"shared_vector_tail_postnorm", v_shared_vec_tail_pn, 0},
-    {"shared_overlap_kv_tied", v_shared_overlap_tied, 0},
-    {"staggered_kv2", v_stag, 0}, {"staggered_kv4", v_stag_kv4, 0}, {"staggered_kv1", v_stag_kv1, 0},
-    {"staggered_kv4_tail", v_stag_tail, 0}, {"staggered_overlap_vector_postnorm", v_stag_overlap_vec_pn, 0},
-    {"staggered_overlap_tail_kv_tied", v_stag_overlap_tail_tied, 0}, {"staggered_sink_rope4", v_stag_sink_rope4, 0},
-    {"staggered_shared_tail", v_stag_shared, 0}, {"staggered_deepseek", v_stag_deepseek, 0},
-    {"coverage_scalar", v_comp, 0.5}, {"coverage_vector", v_cov_vec, 0.5}, {"coverage_kv1_tied", v_cov_kv1_tied, 0.5},
-    {"coverage_staggered_kv2", v_stag, 0.5}, {"coverage_staggered_tail", v_stag_tail, 0.5},
-    {"coverage_shared_staggered_overlap_vector_postnorm_tail", v_cov_all, 0.5},
-    {"coverage_deepseek", v_deepseek, 0.5},
+    {"full", v_full, 0, NULL}, {"full_untied_kv1", v_full_untied_g1, 0, NULL}, {"full_sink", v_sink_full, 0, NULL},
+    {"scalar", v_comp, 0, NULL}, {"vector", v_vector, 0, NULL}, {"uniform", v_uniform, 0, NULL}, {"no_gate_bias", v_nobias, 0, NULL},
+    {"kv_tied", v_tied, 0, NULL}, {"post_norm", v_postnorm, 0, NULL}, {"no_qk_norm", v_noqk, 0, NULL}, {"rope0", v_rope0, 0, NULL},
+    {"rope4", v_rope4, 0, NULL}, {"tail", v_tail, 0, NULL}, {"deepseek", v_deepseek, 0, NULL}, {"attn_sink", v_sink, 0, NULL},
+    {"overlap_w4s2", v_overlap, 0, NULL}, {"kv1_untied", v_kv1, 0, NULL}, {"overlap_tail_vector_postnorm", v_overlap_tail_vec, 0, NULL},
+    {"shared", v_shared, 0, NULL}, {"shared_no_gate_bias", v_shared_nobias, 0, NULL}, {"shared_vector_tail_postnorm", v_shared_vec_tail_pn, 0, NULL},
+    {"shared_overlap_kv_tied", v_shared_overlap_tied, 0, NULL},
+    {"staggered_kv2", v_stag, 0, NULL}, {"staggered_kv4", v_stag_kv4, 0, NULL}, {"staggered_kv1", v_stag_kv1, 0, NULL},
+    {"staggered_kv4_tail", v_stag_tail, 0, NULL}, {"staggered_overlap_vector_postnorm", v_stag_overlap_vec_pn, 0, NULL},
+    {"staggered_overlap_tail_kv_tied", v_stag_overlap_tail_tied, 0, NULL}, {"staggered_sink_rope4", v_stag_sink_rope4, 0, NULL},
+    {"staggered_shared_tail", v_stag_shared, 0, NULL}, {"staggered_deepseek", v_stag_deepseek, 0, NULL},
+    {"coverage_scalar", v_comp, 0.5, NULL}, {"coverage_vector", v_cov_vec, 0.5, NULL}, {"coverage_kv1_tied", v_cov_kv1_tied, 0.5, NULL},
+    {"coverage_staggered_kv2", v_stag, 0.5, NULL}, {"coverage_staggered_tail", v_stag_tail, 0.5, NULL},
+    {"coverage_shared_staggered_overlap_vector_postnorm_tail", v_cov_all, 0.5, NULL},
+    {"coverage_deepseek", v_deepseek, 0.5, NULL},
+    {"jitter_scalar", v_comp, 0, SHIFT_S4}, {"jitter_vector_postnorm", v_postnorm, 0, SHIFT_S4B},
+    {"jitter_overlap_tail_vector_postnorm", v_overlap_tail_vec, 0, SHIFT_S2}, {"jitter_deepseek", v_deepseek, 0, SHIFT_S2},
+    {"jitter_attn_sink", v_sink, 0, SHIFT_S4B}, {"jitter_rope4", v_rope4, 0, SHIFT_S4}, {"jitter_kv_tied", v_tied, 0, SHIFT_S4},
+    {"jitter_staggered_kv4_tail", v_stag_tail, 0, SHIFT_S4}, {"jitter_staggered_shared_tail", v_stag_shared, 0, SHIFT_S4B},
+    {"token_shift", v_ts, 0, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, 0, NULL},
+    {"token_shift_deepseek", v_ts_deepseek, 0, NULL}, {"token_shift_staggered_shared_tail", v_ts_stag_shared, 0, NULL},
+    {"token_shift_coverage_jitter", v_ts, 0.5, SHIFT_S4},
+    {"jitter_coverage_vector", v_cov_vec, 0.5, SHIFT_S4}, {"jitter_coverage_staggered_overlap_all", v_cov_all, 0.5, SHIFT_S2},
 };
 
 /* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */
@@ -90,6 +108,11 @@ int main(void) {
         if (!check(m != NULL, name, "%s", err)) continue;
         tu_random_params(m, 100 + vi, 0.35);
         if (variants[vi].lambda > 0 && model_set_gate_coverage(m, variants[vi].lambda, err)) {
+            check(0, name, "%s", err);
+            model_free(m);
+            continue;
+        }
+        if (variants[vi].shift && model_set_grid_shift(m, variants[vi].shift, B, err)) {
             check(0, name, "%s", err);
             model_free(m);
             continue;

@@ -69,12 +69,13 @@ for env, want in (({"QUICK": "1"}, f"{len(quick) * len(q_seeds or [])} runs"), (
 r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run"], cwd=ROOT,
                    env=dict(os.environ, ROWS="nosuchset"), capture_output=True, text=True)
 check(r.returncode == 2 and "no row set 'nosuchset'" in r.stderr and "claims" in r.stderr, "unknown_row_set_is_an_error", r.stderr)
-# one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage), [eval] and
+# one recipe for every run: [data], [train] (but a remedy's own train.gate_coverage or train.phase_jitter), [eval] and
 # [checkpoint] are the same in every configs/mini/*.ini, and the README names the loss it uses
 import configparser  # noqa: E402
 # A config may carry a control-specific recipe (the 1-KV control): it says so in its header, the
 # README has a section on it, and it is left out of the shared recipe (checked below, and its own
 # data reaches its runs: the dry-run check further down).
+REMEDY_TRAIN_KEYS = {("train", "gate_coverage"), ("train", "phase_jitter")}   # docs/spec.md §2b.3, §6.2
 recipes = {}
 own_recipe = []
 for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
@@ -83,7 +84,7 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
         continue
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(p)
-    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) != ("train", "gate_coverage"))))
+    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in REMEDY_TRAIN_KEYS)))
                    for sec in ("data", "train", "eval", "checkpoint"))
     recipes.setdefault(recipe, []).append(os.path.basename(p))
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None

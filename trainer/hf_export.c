@@ -193,6 +193,8 @@ char *hf_config_json(const ModelConfig *m, int T) {
         if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED)
             cJSON_AddStringToObject(p, "grid", config_grid_names[m->grid]);
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
+        /* docs/spec.md §6.3: written only when on, so older readers see no change */
+        if (m->attention == ATTN_COMPRESSED && m->token_shift) cJSON_AddBoolToObject(p, "token_shift", 1);
     }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

@@ -98,6 +98,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
       "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
+    X(model, token_shift, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                               \
+      "the compressor reads a_t + M a_{t-1}, a learned mix of the previous token (docs/spec.md §6.3; true|false; compressed only)") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -131,6 +133,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "consecutive NaN/Inf steps (skipped) before the run stops (>= 1)")                           \
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
       "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
+    X(train, phase_jitter, T_BOOL, "false", 0, 0, 0, NULL,                                         \
+      "shift each training sequence's window grid by a random u in [0, stride) (docs/spec.md §6.2; "  \
+      "true|false; compressed, stride >= 2 only; evaluation is never shifted)")                   \
     X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
       "a resume whose train.steps differs from the schedule total of the checkpoint: refuse (exit 2) | keep "  \
       "(the recorded total's warm-up + cosine schedule continues; past its end lr = min_lr) | stretch "       \
@@ -680,6 +685,13 @@ static int validate(const LoadCtx *c) {
                          "attention = compressed with gate = scalar | vector, else gate_coverage = 0", v,
                          compressed ? "gate = uniform" : "attention = full");
     }
+    if (!compressed && m->token_shift)
+        return key_error(c, KEY_INDEX(model, token_shift), "token_shift = true with attention = full; the token shift "
+                         "feeds the compressor, which needs attention = compressed, else token_shift = false");
+    if (cfg->train.phase_jitter && (!compressed || m->stride < 2))
+        return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with %s would do nothing; it needs "
+                         "attention = compressed with stride >= 2 (a grid to shift), else phase_jitter = false",
+                         compressed ? "stride = 1 (one phase)" : "attention = full (no grid)");
     if (compressed) {
         if (m->stride > m->window) {
             int k = blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, window), -1);

@@ -35,6 +35,7 @@ typedef struct {
     uint64_t seed;
     int max_bad_steps;       /* consecutive NaN/Inf steps before the run stops */
     double gate_coverage;    /* lambda of the gate-coverage penalty (docs/spec.md §2b); 0 = off */
+    int phase_jitter;        /* per-sequence grid shifts in training (docs/spec.md §6.2) */
     int resume_schedule;     /* RESUME_SCHEDULE_*: a resume with another train.steps (trainer/trainer.c) */
 } TrainConfig;
 

@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "trainer/trainer.h"
+#include "trainer/phase_jitter.h"
 #include "common/clock.h"
 #include "trainer/checkpoint.h"
 #include "trainer/comm.h"
@@ -204,6 +205,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
     NOTE(now->train.gate_coverage != then.train.gate_coverage, "train.gate_coverage: the training objective changes");
+    NOTE(now->train.phase_jitter != then.train.phase_jitter, "train.phase_jitter: the training objective changes");
     NOTE(now->data.loss_targets != then.data.loss_targets, "data.loss_targets: the training objective changes");
 #undef NOTE
     if (notes[0]) log_printf("resume: changed since the checkpoint:%s\n", notes);
@@ -545,9 +547,15 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
                 window_targets(buf, Ts, cfg->data.loss_targets, tgt + (size_t)b * Ts);
             }
             if (rc) break;
+            if (cfg->train.phase_jitter) {     /* docs/spec.md §6.2: sequence g's grid shifted by u(seed, g) */
+                int32_t shift[B];
+                for (int b = 0; b < B; b++) shift[b] = phase_jitter_shift(cfg->train.seed, first + i + b, cfg->model.stride);
+                if (model_set_grid_shift(tr.model, shift, B, err)) { rc = -1; break; }
+            }
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
             if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
         }
+        model_set_grid_shift(tr.model, NULL, 0, err);   /* evaluation and the next step start unshifted */
         /* the step's one control all-reduce: data failure, stop signal, loss and coverage sums */
         StepControl ctl = {.loss_sum = rc ? 0.0 : model_step_loss_sum(tr.model), .coverage_sum = coverage_sum,
                            .failed = rc != 0, .stop_signal = stop_signal};

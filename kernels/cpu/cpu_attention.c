@@ -1,7 +1,8 @@
 /* Attention on the CPU: full causal, or the paper's compressed attention (docs/spec.md §2).
  *
  * A query at position t (head h, KV head g = h / (H/G), grid offset o_g: 0 aligned, staggered
- * floor(g S / G)) sees (kernels/visibility.h states the rule once)
+ * floor(g S / G); in general o = o_base + o_g + u_b, per sequence b, docs/spec.md §6.1) sees
+ * (kernels/visibility.h states the rule once)
  *   compressed entries j < nvis(t), nvis(t) = #{ j : o_g + jS + W - 1 <= t }  (none for full)
  *   raw tokens s in [lo(t), t]:  full: lo = 0;  window: lo = t - n_local + 1;
  *                                tail: lo = e_t + 1, e_t = o_g + (nvis-1)S + W - 1 (or -1)
@@ -63,26 +64,28 @@ static int heads_per_block(int group, int qb) {
     return hc;
 }
 
-/* The visible set of query t reading KV head g: *nvis compressed entries and raw tokens [*lo, t]. */
-static inline void visible_range(const AttnShape *s, int g, int t, int *nvis, int *lo) {
-    const int o = vis_grid_offset(s->grid, g, s->stride, s->G);
+/* The visible set of query t of sequence b reading KV head g: *nvis compressed entries and raw
+ * tokens [*lo, t]. */
+static inline void visible_range(const AttnShape *s, int b, int g, int t, int *nvis, int *lo) {
+    const int o = attn_head_offset(s, b, g);
     const VisQueryView v = vis_query_view(s->visibility, t, s->window, s->stride, o, s->n_windows, s->n_local);
     *nvis = v.n_entries;
     *lo = v.raw_lo;
 }
 
-/* One query block: rows t0..t1-1 of a head reading KV head g see entries [0, ne) and raw
- * tokens [r0, t1). */
-typedef struct { int t0, t1, ne, r0, nr, g; } Block;
+/* One query block: rows t0..t1-1 of sequence b of a head reading KV head g see entries [0, ne)
+ * and raw tokens [r0, t1). */
+typedef struct { int t0, t1, ne, r0, nr, g, b; } Block;
 
-static Block block_of(const AttnShape *s, int g, int t0, int qb) {
+static Block block_of(const AttnShape *s, int b, int g, int t0, int qb) {
     Block bk;
     bk.t0 = t0;
     bk.g = g;
+    bk.b = b;
     bk.t1 = t0 + qb < s->T ? t0 + qb : s->T;
     int nv_last, lo_last, nv_first, lo_first;
-    visible_range(s, g, bk.t1 - 1, &nv_last, &lo_last);
-    visible_range(s, g, t0, &nv_first, &lo_first);
+    visible_range(s, b, g, bk.t1 - 1, &nv_last, &lo_last);
+    visible_range(s, b, g, t0, &nv_first, &lo_first);
     bk.ne = nv_last;
     bk.r0 = lo_first;
     bk.nr = bk.t1 - lo_first;
@@ -124,7 +127,7 @@ static void block_scores(const AttnShape *s, const Block *bk, int hc, const floa
                 kg + (size_t)bk->r0 * G * d, G * d, 0.0f, z + bk->ne, nk);
     for (int r = 0; r < rows; r++) {
         int nvis, lo, t = bk->t0 + r;
-        visible_range(s, bk->g, t, &nvis, &lo);
+        visible_range(s, bk->b, bk->g, t, &nvis, &lo);
         for (int e = 0; e < hc; e++) {
             float *zr = z + ((size_t)r * hc + e) * nk;
             for (int j = nvis; j < bk->ne; j++) zr[j] = -INFINITY;
@@ -204,7 +207,7 @@ void cpu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out_, float *
                     const float *kg = k + (size_t)b * T * G * d + g * d, *vg = v + (size_t)b * T * G * d + g * d;
                     const float *ckg = nW ? ck + (size_t)b * nW * G * d + g * d : NULL;
                     const float *cvg = nW ? cv + (size_t)b * nW * G * d + g * d : NULL;
-                    Block bk = block_of(s, g, blk * qb, qb);
+                    Block bk = block_of(s, b, g, blk * qb, qb);
                     const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
                     pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
                     block_scores(s, &bk, hc, qp, ckg, kg, z, scale);
@@ -257,7 +260,7 @@ void cpu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq_, act_t *d
                 const size_t kv0 = (size_t)b * T * G * d + g * d, e0 = (size_t)b * nW * G * d + g * d;
                 for (int h0 = g * group; h0 < (g + 1) * group; h0 += hc)
                     for (int blk = 0; blk < n_blocks; blk++) {
-                        Block bk = block_of(s, g, blk * qb, qb);
+                        Block bk = block_of(s, b, g, blk * qb, qb);
                         const int rows = bk.t1 - bk.t0, m = rows * hc, nk = bk.ne + bk.nr;
                         pack_rows(qp, q, s, b, bk.t0, rows, h0, hc);
                         pack_rows(dop, dout, s, b, bk.t0, rows, h0, hc);

@@ -1,7 +1,9 @@
 /* The chunked KV compressor on the CPU, one branch (key or value) per call (docs/spec.md §2).
  *
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
- * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). For offset i (map m = i;
+ * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). In general the offset is
+ * o_{b,g} = o_base + o_g + u_b (docs/spec.md §6.1: a per-sequence shift u_b with phase jitter), so
+ * the rows and window counts below are per (sequence, head); o_base >= 0 here. For offset i (map m = i;
  * deepseek: m = 0 for i < S else 1; shared: m = 0), with a_p the normed input row of position p:
  *   gate logit   s_{j,i}   = Z_{g,m} a_{o_g+jS+i} + b_{g,i}  [c]   (c = 1 scalar, d vector)
  *   weights      alpha_{j,.} = softmax_i s_{j,.}  (per channel)     (uniform: 1/W)
@@ -24,8 +26,8 @@
  *   forward   one task per (head group, i): its payload and gate slots;
  *   dC, dZ    one task per (head group, m): the offsets i of map m in ascending order, summed in
  *             a task buffer that is then added to the group's dC_{g,m} and dZ_{g,m};
- *   da        one task per residue r = (o_g + i) mod S: the rows at in-sequence positions
- *             t = r mod S, which only the (g, i) with that residue touch, in (head group, i) order.
+ *   da        one task per residue r = (o_{b,g} + i) mod S: the rows at in-sequence positions
+ *             t = r mod S, which only the (b, g, i) with that residue touch, in (head group, i) order.
  *
  * Backward, from dE_j:
  *   dp'_{j,i} = alpha_{j,i} * dE_j;   dalpha_{j,i} = dE_j . p'_{j,i} (per channel for vector gates)
@@ -48,18 +50,24 @@ static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
     return (((size_t)b * s->n_windows + j) * s->G + g) * s->window + i;
 }
 
-/* The rows (b, j), j < nW_g, of head g as strided blocks: one block of B*nW_g rows when the last
- * window of sequence b is followed, one stride on, by the first of sequence b+1, both in a
- * (nW_g S = T) and in the [B,nW,G,W,.] buffers (nW_g = nW): the aligned grid when S divides T;
- * otherwise one block of nW_g rows per sequence. Block k starts at sequence b = k. */
-static int row_blocks(const CompShape *s, int g, int *rows_per_block) {
-    const int nWg = comp_head_windows(s, g);
-    if (nWg == s->n_windows && (long)nWg * s->stride == s->T) {
-        *rows_per_block = s->B * nWg;
+/* The rows (b, j), j < nW_{b,g}, of head g as strided blocks: one block of B*nW_g rows when the
+ * last window of sequence b is followed, one stride on, by the first of sequence b+1, both in a
+ * (nW_g S = T) and in the [B,nW,G,W,.] buffers (nW_g = nW): the aligned grid when S divides T and
+ * no sequence is shifted; otherwise one block per sequence b, of nW_{b,g} rows (maybe 0) at that
+ * sequence's offset. Block k starts at sequence b = k. blk has room for B blocks. */
+typedef struct { int rows, o; } RowBlock;
+static int row_blocks(const CompShape *s, int g, RowBlock *blk) {
+    const int nWg = comp_head_windows(s, 0, g);
+    if (!s->grid_shift && nWg == s->n_windows && (long)nWg * s->stride == s->T) {
+        blk[0].rows = s->B * nWg;
+        blk[0].o = comp_head_offset(s, 0, g);
         return nWg > 0 ? 1 : 0;
     }
-    *rows_per_block = nWg;
-    return nWg > 0 ? s->B : 0;
+    for (int b = 0; b < s->B; b++) {
+        blk[b].rows = comp_head_windows(s, b, g);
+        blk[b].o = comp_head_offset(s, b, g);
+    }
+    return s->B;
 }
 
 /* enough work to be worth an OpenMP region: the projections' multiply-adds */
@@ -75,9 +83,9 @@ static int head_cols(const CompShape *s) { return s->d + (s->gate != GATE_UNIFOR
  * offset (the offsets are non-decreasing in g), which then have the same windows. Returns the
  * number of groups; start has G + 1 entries. */
 static int head_groups(const CompShape *s, int *start) {
-    int n = 0;
+    int n = 0;                        /* (the same in every sequence: a shift moves every head alike) */
     for (int g = 0; g < s->G; g++)
-        if (g == 0 || comp_head_offset(s, g) != comp_head_offset(s, g - 1)) start[n++] = g;
+        if (g == 0 || comp_head_offset(s, 0, g) != comp_head_offset(s, 0, g - 1)) start[n++] = g;
     start[n] = s->G;
     return n;
 }
@@ -118,10 +126,13 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int k = 0; k < n_groups; k++)
             for (int i = 0; i < W; i++) {
-                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
-                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0;
+                RowBlock blk[B];
+                const int n_blocks = row_blocks(s, g0, blk);
                 pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
                 for (int b = 0; b < n_blocks; b++) {
+                    const int rows_n = blk[b].rows, o = blk[b].o;
+                    if (rows_n == 0) continue;
                     const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, ng * hc, D, 1.0f, rows, S * D, wcat, D,
                                 0.0f, out, ng * hc);
@@ -142,7 +153,7 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
         for (int j = 0; j < nW; j++)
             for (int g = 0; g < G; g++) {
                 float *al = alpha + slot(s, b, j, g, 0) * c;          /* [W, c] */
-                if (j >= comp_head_windows(s, g)) {                         /* no such window for this head */
+                if (j >= comp_head_windows(s, b, g)) {                      /* no such window for this head */
                     memset(al, 0, sizeof(float) * W * c);
                     memset(payload + slot(s, b, j, g, 0) * d, 0, sizeof(float) * W * d);
                     memset(entry + (((size_t)b * nW + j) * G + g) * d, 0, sizeof(float) * d);
@@ -205,7 +216,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         for (int b = 0; b < B; b++)
             for (int j = 0; j < nW; j++)
                 for (int g = 0; g < G; g++) {
-                    if (j >= comp_head_windows(s, g)) continue;                 /* no such window: never read */
+                    if (j >= comp_head_windows(s, b, g)) continue;              /* no such window: never read */
                     const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
                     const float *al = alpha + slot(s, b, j, g, 0) * c;
                     for (int i = 0; i < W; i++) {
@@ -253,7 +264,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         for (int b = 0; b < B; b++)
             for (int j = 0; j < nW; j++)
                 for (int g = 0; g < G; g++)
-                    if (j < comp_head_windows(s, g))
+                    if (j < comp_head_windows(s, b, g))
                         for (int i = 0; i < W; i++)
                             for (int ch = 0; ch < c; ch++)
                                 dgate_b[((size_t)g * W + i) * c + ch] += dgrad[dgrad_at(s, b, j, i, g) + d + ch];
@@ -273,15 +284,19 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         #pragma omp for collapse(2) schedule(dynamic, 1)
         for (int k = 0; k < n_groups; k++)
             for (int m = 0; m < M; m++) {
-                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
-                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0;
+                RowBlock blk[B];
+                const int n_blocks = row_blocks(s, g0, blk);
                 float beta = 0.0f;                     /* the first product sets acc, the rest add */
                 for (int i = 0; i < W; i++) {
                     if (comp_map_index(s, i) != m) continue;
-                    for (int b = 0; b < n_blocks; b++, beta = 1.0f)
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, rows_n, 1.0f,
-                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, a + ((size_t)b * T + o + i) * D, S * D,
+                    for (int b = 0; b < n_blocks; b++) {
+                        if (blk[b].rows == 0) continue;
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, blk[b].rows, 1.0f,
+                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, a + ((size_t)b * T + blk[b].o + i) * D, S * D,
                                     beta, acc, D);
+                        beta = 1.0f;
+                    }
                 }
                 if (beta == 0.0f) continue;            /* no offset uses map m, or no windows */
                 for (int e = 0; e < ng; e++) {
@@ -305,15 +320,18 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         #pragma omp for schedule(dynamic, 1)
         for (int r = 0; r < S; r++)
             for (int k = 0; k < n_groups; k++) {
-                const int g0 = group_start[k], ng = group_start[k + 1] - g0, o = comp_head_offset(s, g0);
-                int rows_n, n_blocks = row_blocks(s, g0, &rows_n);
+                const int g0 = group_start[k], ng = group_start[k + 1] - g0;
+                RowBlock blk[B];
+                const int n_blocks = row_blocks(s, g0, blk);
                 for (int i = 0; i < W; i++) {
-                    if ((o + i) % S != r) continue;
-                    pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
-                    for (int b = 0; b < n_blocks; b++)
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows_n, D, ng * hc, 1.0f,
+                    int packed = 0;
+                    for (int b = 0; b < n_blocks; b++) {
+                        if (blk[b].rows == 0 || (blk[b].o + i) % S != r) continue;
+                        if (!packed++) pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk[b].rows, D, ng * hc, 1.0f,
                                     dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, wcat, D, 1.0f,
-                                    da + ((size_t)b * T + o + i) * D, S * D);
+                                    da + ((size_t)b * T + blk[b].o + i) * D, S * D);
+                    }
                 }
             }
         free(wcat);

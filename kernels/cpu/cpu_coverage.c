@@ -1,7 +1,8 @@
 /* The gate-coverage penalty on the CPU (docs/spec.md §2b), one branch of one layer.
  *
  * For sequence b, over the windows that exist (j < nW_g of each KV head g: staggered grids give
- * heads different counts) and the c channels (vector gates):
+ * heads different counts, and a shifted sequence (docs/spec.md §6.2) its own nW_{b,g}: n_b is
+ * per sequence) and the c channels (vector gates):
  *   n_b        = c * sum_g nW_g                                  (the number of averaged rows)
  *   gbar_{b,i} = (1 / n_b) sum_{g, j < nW_g, ch} alpha_{b,j,g,i,ch}
  *   per_seq[b] = ln W - H(gbar_b),   H(p) = -sum_i p_i ln p_i    (0 when gbar is uniform)
@@ -26,7 +27,7 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
         for (int i = 0; i < W; i++) gbar[i] = 0.0;
         long rows = 0;
         for (int g = 0; g < G; g++) {
-            int nWg = comp_head_windows(s, g);
+            int nWg = comp_head_windows(s, b, g);
             rows += (long)nWg * c;
             for (int j = 0; j < nWg; j++) {
                 const float *al = alpha + b * per_b + (((size_t)j * G + g) * W) * c;   /* [W, c] */
@@ -47,7 +48,7 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
         for (int i = 0; i < W; i++)
             coef[i] = (float)(grad_scale * (log(gbar[i] > 1e-30 ? gbar[i] : 1e-30) + 1.0) / rows);
         for (int g = 0; g < G; g++) {
-            int nWg = comp_head_windows(s, g);
+            int nWg = comp_head_windows(s, b, g);
             for (int j = 0; j < nWg; j++) {
                 float *d = da + (((size_t)j * G + g) * W) * c;
                 for (int i = 0; i < W; i++)

@@ -101,11 +101,13 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
 /* The rule itself lives in kernels/visibility.h; every call names the KV head g, whose grid
  * offset o_g (0 aligned; staggered floor(g S / G)) shifts its windows. Rows j >= nW_g of a
  * staggered head's entries are never visible (their windows would end past T - 1). */
-__device__ __forceinline__ int att_off(const AttnShape &s, int g) { return vis_grid_offset(s.grid, g, s.stride, s.G); }
-__device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int g, int t) {
-    return vis_query_view(s.visibility, t, s.window, s.stride, att_off(s, g), s.n_windows, s.n_local);
+/* In general the offset is per sequence b as well (o_base + o_g + u_b, docs/spec.md §6.1): inside a
+ * kernel s.grid_shift is the device copy of the shifts (att_device_shape). */
+__device__ __forceinline__ int att_off(const AttnShape &s, int b, int g) { return attn_head_offset(&s, b, g); }
+__device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int b, int g, int t) {
+    return vis_query_view(s.visibility, t, s.window, s.stride, att_off(s, b, g), s.n_windows, s.n_local);
 }
-__device__ __forceinline__ int att_nvis(const AttnShape &s, int g, int t) { return att_view(s, g, t).n_entries; }
+__device__ __forceinline__ int att_nvis(const AttnShape &s, int b, int g, int t) { return att_view(s, b, g, t).n_entries; }
 
 /* ---- shared-memory carving ---- */
 __device__ __forceinline__ char *carve(char *&p, size_t bytes) {
@@ -143,9 +145,9 @@ __device__ __forceinline__ void load_tile(bf16 *dst, const bf16 *src, long long 
  * to its last query, then the raw range [lo(t0), t_last]. */
 struct KeyTiles {
     int ncomp, raw_lo, n_ctiles, n_rtiles, t_last;
-    __device__ KeyTiles(const AttnShape &s, int g, int t0, int t_last_) : t_last(t_last_) {
-        ncomp = att_nvis(s, g, t_last);
-        raw_lo = att_view(s, g, t0).raw_lo;
+    __device__ KeyTiles(const AttnShape &s, int b, int g, int t0, int t_last_) : t_last(t_last_) {
+        ncomp = att_nvis(s, b, g, t_last);
+        raw_lo = att_view(s, b, g, t0).raw_lo;
         n_ctiles = (ncomp + ATT_BK - 1) / ATT_BK;
         n_rtiles = t_last >= raw_lo ? (t_last - raw_lo) / ATT_BK + 1 : 0;
     }
@@ -265,11 +267,11 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const VisQueryView view = att_view(s, g, t);
+    const VisQueryView view = att_view(s, b, g, t);
     const int nv = view.n_entries, lo = view.raw_lo;
     float m = -INFINITY, l = 0.0f;
 
-    const KeyTiles kt(s, g, t0, t_last);
+    const KeyTiles kt(s, b, g, t0, t_last);
 
     for (int tile = 0; tile < kt.count(); tile++) {
         const bool comp = kt.comp(tile);
@@ -397,12 +399,12 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     const int r = warp * 16 + (lane >> 1), hf = lane & 1;
     const int t = t0 + r;
     const bool tvalid = t < T;
-    const VisQueryView view = att_view(s, g, t);
+    const VisQueryView view = att_view(s, b, g, t);
     const int nv = view.n_entries, lo = view.raw_lo;
     const float L_t = tvalid ? lse[((size_t)b * T + t) * H + h] : 0.0f;
     const float D_t = tvalid ? Dv[((size_t)b * T + t) * H + h] : 0.0f;
 
-    const KeyTiles kt(s, g, t0, t_last);
+    const KeyTiles kt(s, b, g, t0, t_last);
 
     FragC dqacc[DP / 16];
     #pragma unroll
@@ -451,15 +453,16 @@ __host__ __device__ static inline int dkv_n_ctiles(const AttnShape &s) {
     return s.n_windows > 0 ? (s.n_windows + ATT_BK - 1) / ATT_BK : 0;
 }
 __host__ __device__ static inline int dkv_n_tiles(const AttnShape &s) { return dkv_n_ctiles(s) + (s.T + ATT_BK - 1) / ATT_BK; }
-__host__ __device__ static inline DkvTile dkv_tile(const AttnShape &s, int g, int tile) {
+__host__ __device__ static inline DkvTile dkv_tile(const AttnShape &s, int b, int g, int tile) {
     const int T = s.T, nW = s.n_windows, W = s.window, S = s.stride, n_ct = dkv_n_ctiles(s);
     DkvTile kt;
     kt.comp = tile < n_ct;
     kt.k0 = kt.comp ? tile * ATT_BK : (tile - n_ct) * ATT_BK;
     const int left = (kt.comp ? nW : T) - kt.k0;
     kt.nkeys = left < ATT_BK ? left : ATT_BK;
-    /* (KV head g's grid offset o and window count nWg; entries j >= nWg: q_lo > T - 1, no query) */
-    const int o = vis_grid_offset(s.grid, g, S, s.G), nWo = vis_n_windows(T, W, S, o);
+    /* (KV head g's grid offset o in sequence b and window count nWg; entries j >= nWg: q_lo > T - 1,
+     * no query) */
+    const int o = attn_head_offset(&s, b, g), nWo = vis_n_windows(T, W, S, o);
     const int nWg = nW < nWo ? nW : nWo;
     if (kt.comp) {
         kt.q_lo = vis_first_query_of_entry(kt.k0, W, S, o);
@@ -479,11 +482,11 @@ __host__ __device__ static inline int dkv_chunks(int items, int chunk_len) {
 /* Block x of KV head g: its tile, chunk, the tile's chunk count and its first partial slot (the
  * slots of head g: the split tiles' chunks, tile by tile). false past the head's last block. */
 struct DkvBlock { int tile, chunk, n_chunks, slot0; };
-__host__ __device__ static inline bool dkv_locate(const AttnShape &s, int g, int chunk_len, int x, DkvBlock *blk) {
+__host__ __device__ static inline bool dkv_locate(const AttnShape &s, int b, int g, int chunk_len, int x, DkvBlock *blk) {
     const int n_tiles = dkv_n_tiles(s);
     int first = 0, slot = 0;
     for (int tile = 0; tile < n_tiles; tile++) {
-        const int c = dkv_chunks(dkv_tile(s, g, tile).items, chunk_len);
+        const int c = dkv_chunks(dkv_tile(s, b, g, tile).items, chunk_len);
         if (x < first + c) {
             blk->tile = tile; blk->chunk = x - first; blk->n_chunks = c; blk->slot0 = slot;
             return true;
@@ -518,8 +521,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     const int T = s.T, H = s.H, G = s.G, d = s.d, nW = s.n_windows;
     const int b = blockIdx.z, g = blockIdx.y;
     DkvBlock blk;
-    if (!dkv_locate(s, g, chunk_len, blockIdx.x, &blk)) return;   /* (block-uniform: no barrier skipped) */
-    const DkvTile kt = dkv_tile(s, g, blk.tile);
+    if (!dkv_locate(s, b, g, chunk_len, blockIdx.x, &blk)) return;   /* (block-uniform: no barrier skipped) */
+    const DkvTile kt = dkv_tile(s, b, g, blk.tile);
 
     CU_DYNAMIC_SMEM(smem);
     char *p = smem;
@@ -570,7 +573,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
             size_t row = ((size_t)b * T + (ok ? tq : 0)) * H + h;
             lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
             D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
-            const VisQueryView vq = att_view(s, g, tq);
+            const VisQueryView vq = att_view(s, b, g, tq);
             nv_s[threadIdx.x] = ok ? vq.n_entries : 0;
             lo_s[threadIdx.x] = ok ? vq.raw_lo : 0x7fffffff;
         }
@@ -624,10 +627,10 @@ __global__ void attn_bwd_dkv_reduce_kernel(AttnShape s, int chunk_len, const flo
     const int T = s.T, G = s.G, d = s.d, nW = s.n_windows;
     int slot0 = 0;
     for (int t = 0; t < tile; t++) {
-        const int c = dkv_chunks(dkv_tile(s, g, t).items, chunk_len);
+        const int c = dkv_chunks(dkv_tile(s, b, g, t).items, chunk_len);
         if (c > 1) slot0 += c;
     }
-    const DkvTile kt = dkv_tile(s, g, tile);
+    const DkvTile kt = dkv_tile(s, b, g, tile);
     const int n_chunks = dkv_chunks(kt.items, chunk_len);
     if (n_chunks == 1) return;
     const float scale = rsqrtf((float)d);
@@ -669,30 +672,42 @@ static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) 
 
 /* The split of the dK/dV backward (see the header): the chunk length L = max(DKV_MIN_CHUNK,
  * ceil(items of the launch / DKV_TARGET_BLOCKS)), a function of the shape only (not of the
- * device: the same bits on every GPU); blocks: the most any KV head needs (grid x; a head with
+ * device: the same bits on every GPU); blocks: the most any (sequence, KV head) needs (grid x; one with
  * fewer has idle blocks that return at once); slots: the most partial slots any head needs. */
 struct DkvPlan { int chunk_len, blocks, slots; };
 static DkvPlan dkv_plan(const AttnShape *s) {
     const int n_tiles = dkv_n_tiles(*s);
+    /* without shifts every sequence has the same tiles: sequence 0's, B times */
+    const int n_seq = s->grid_shift ? s->B : 1;
     long long items = 0;
-    for (int g = 0; g < s->G; g++)
-        for (int tile = 0; tile < n_tiles; tile++) items += dkv_tile(*s, g, tile).items;
-    items *= s->B;
+    for (int b = 0; b < n_seq; b++)
+        for (int g = 0; g < s->G; g++)
+            for (int tile = 0; tile < n_tiles; tile++) items += dkv_tile(*s, b, g, tile).items;
+    if (!s->grid_shift) items *= s->B;
     long long len = (items + DKV_TARGET_BLOCKS - 1) / DKV_TARGET_BLOCKS;
     if (len < DKV_MIN_CHUNK) len = DKV_MIN_CHUNK;
     if (len > (1 << 30)) len = 1 << 30;
     DkvPlan plan = {(int)len, 0, 0};
-    for (int g = 0; g < s->G; g++) {
-        int blocks = 0, slots = 0;
-        for (int tile = 0; tile < n_tiles; tile++) {
-            const int c = dkv_chunks(dkv_tile(*s, g, tile).items, plan.chunk_len);
-            blocks += c;
-            if (c > 1) slots += c;
+    for (int b = 0; b < n_seq; b++)
+        for (int g = 0; g < s->G; g++) {
+            int blocks = 0, slots = 0;
+            for (int tile = 0; tile < n_tiles; tile++) {
+                const int c = dkv_chunks(dkv_tile(*s, b, g, tile).items, plan.chunk_len);
+                blocks += c;
+                if (c > 1) slots += c;
+            }
+            if (blocks > plan.blocks) plan.blocks = blocks;
+            if (slots > plan.slots) plan.slots = slots;
         }
-        if (blocks > plan.blocks) plan.blocks = blocks;
-        if (slots > plan.slots) plan.slots = slots;
-    }
     return plan;
+}
+
+/* The shape the kernels get: s with grid_shift copied to the device (workspace slot WS_ATT_SHIFT);
+ * the host-side planning (dkv_plan) reads s itself. */
+static AttnShape att_device_shape(BackendCtx *ctx, const AttnShape *s) {
+    AttnShape k = *s;
+    k.grid_shift = cu_device_ints(ctx, WS_ATT_SHIFT, s->grid_shift, s->B);
+    return k;
 }
 
 template <int DP>
@@ -706,7 +721,8 @@ static void attn_fwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *out, floa
         attr_set = true;
     }
     dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    CU_KERNEL(attn_fwd_kernel<DP>, grid, ATT_THREADS, smem, ctx->stream)(*s, out, lse, q, k, v, ck, cv, sink, vec);
+    const AttnShape ks = att_device_shape(ctx, s);
+    CU_KERNEL(attn_fwd_kernel<DP>, grid, ATT_THREADS, smem, ctx->stream)(ks, out, lse, q, k, v, ck, cv, sink, vec);
     CU_LAUNCH();
 }
 
@@ -723,7 +739,8 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
         attr_set = true;
     }
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
-    CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, ctx->stream)(*s, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
+    const AttnShape ks = att_device_shape(ctx, s);
+    CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, ctx->stream)(ks, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
     CU_LAUNCH();
     /* dK/dV: chunks of (head, query tile) items per key tile, then the fixed-order sum of the
      * split tiles' partials (the header's decomposition; one pass when no tile is split) */
@@ -732,13 +749,13 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
     if (plan.slots > 0)
         part = (float *)cu_workspace(ctx, WS_ATT_PART, (size_t)s->B * s->G * plan.slots * 2 * ATT_BK * DP * sizeof(float));
     dim3 grid_kv(plan.blocks, s->G, s->B);
-    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, ctx->stream)(*s, plan.chunk_len, part, plan.slots,
+    CU_KERNEL(attn_bwd_dkv_kernel<DP>, grid_kv, ATT_THREADS, smem_dkv, ctx->stream)(ks, plan.chunk_len, part, plan.slots,
                                                                              dk, dv, dck, dcv, dout, lse, Dv, q, k,
                                                                              v, ck, cv, vec);
     CU_LAUNCH();
     if (plan.slots > 0) {
         dim3 grid_red(dkv_n_tiles(*s), s->G, s->B);
-        CU_KERNEL(attn_bwd_dkv_reduce_kernel, grid_red, 256, 0, ctx->stream)(*s, plan.chunk_len, part, plan.slots, DP, dk, dv,
+        CU_KERNEL(attn_bwd_dkv_reduce_kernel, grid_red, 256, 0, ctx->stream)(ks, plan.chunk_len, part, plan.slots, DP, dk, dv,
                                                                            dck, dcv);
         CU_LAUNCH();
     }

@@ -59,6 +59,14 @@ void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes) {
     return ctx->ws[slot];
 }
 
+const int32_t *cu_device_ints(BackendCtx *ctx, int slot, const int32_t *host, int n) {
+    if (!host || n <= 0) return NULL;
+    int32_t *dev = (int32_t *)cu_workspace(ctx, slot, (size_t)n * sizeof(int32_t));
+    CU(cudaMemcpyAsync(dev, host, (size_t)n * sizeof(int32_t), cudaMemcpyHostToDevice, ctx->stream));
+    CU(cudaStreamSynchronize(ctx->stream));   /* the host array may change after the op returns */
+    return dev;
+}
+
 /* ---------------- memory ---------------- */
 /* sizes of live allocations, for the accounting (small open-addressed table) */
 #define ALLOC_SLOTS 65536
@@ -468,6 +476,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->act_bytes = sizeof(bf16);
     b->peak_flops = peak_for(&prop, device);
     b->device = device;
+    memcpy(b->device_uuid, prop.uuid.bytes, sizeof b->device_uuid);
     b->ctx = ctx;
     b->collectives = cu_collectives;
     b->max_head_dim = 128;           /* padded_dim (cuda_attention.cu); the compressor takes 256 */

@@ -45,7 +45,7 @@ void cu_fail(const char *file, int line, const char *what, const char *detail);
  * uses its own slots so that no two live uses overlap; growing synchronizes the stream first. */
 enum { WS_IO = 0, WS_RED, WS_RED2, WS_NORM, WS_EMB, WS_EMB2, WS_CLS_LOGITS, WS_CLS_DLOGITS, WS_CLS_ARG,
        WS_COMP_W, WS_COMP_CAT, WS_COMP_DCAT, WS_COMP_DS, WS_COMP_DPOST, WS_COMP_DW, WS_COMP_DA,
-       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_ATT_PART, WS_DEC, WS_COV, WS_N };
+       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_ATT_PART, WS_DEC, WS_COV, WS_ATT_SHIFT, WS_COMP_SHIFT, WS_N };
 struct GemmCache;     /* cuBLASLt descriptors + algorithm per GEMM shape (cuda_backend.cu) */
 struct AllocTable;    /* sizes of live allocations, for the accounting (cuda_backend.cu) */
 struct CudnnState;    /* cuDNN handle, plan cache, workspace (cuda_attention_cudnn.cu) */
@@ -62,9 +62,13 @@ struct BackendCtx {
     size_t ws_cap[WS_N];
     long long mem_now, mem_peak;   /* device bytes through this backend (benchmarks) */
     void *nccl;                    /* ncclComm_t once collectives->init ran */
+    const volatile int *nccl_abort; /* the watchdog's flag (collectives->init): non-zero = abort */
     int deterministic;             /* run.deterministic (set_deterministic): bitwise reruns requested */
 };
 void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes);
+/* n ints of host memory (a shape's grid_shift) in workspace slot `slot` on the device, copied in
+ * stream order; NULL for NULL (no shifts). */
+const int32_t *cu_device_ints(BackendCtx *ctx, int slot, const int32_t *host, int n);
 void cu_account(BackendCtx *ctx, long long delta_bytes);
 
 /* ---- GEMM (cuBLASLt): bf16 inputs, fp32 compute, bf16 or fp32 output ----

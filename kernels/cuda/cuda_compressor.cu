@@ -7,6 +7,8 @@
  *   payload     p_{j,i} = C_{g,m} a_{o_g+jS+i}             [d]      (+ optional post RMSNorm)
  *   entry       E_j     = sum_i alpha_{j,i} * p'_{j,i}
  * Rows j >= nW_g of a head (staggered only) do not exist: entry, payload, alpha, pn_rstd are 0.
+ * In general the offset is o_base + o_g + u_b (docs/spec.md §6.1: a per-sequence shift u_b with
+ * phase jitter), so slices and window counts are per sequence (comp_slices(q, b), head_windows).
  *
  * Projections. The gate and payload maps of every KV head are packed, per map m, into one
  * bf16 matrix Wcat_m [NP, D] (rows g*(c+d) + [0,c): Z_{g,m}; g*(c+d) + c + [0,d): C_{g,m};
@@ -41,6 +43,9 @@ typedef struct {               /* CompShape plus the layout of the packed gate|p
     int head_cols;             /* Rg = cg + d: gate then payload columns of one KV head */
     int cat_cols;              /* NP = G * Rg rounded up to 8: a row of Wcat / cat */
     int grid;                  /* GRID_ALIGNED | GRID_STAGGERED (G = 1: aligned) */
+    int grid_base;             /* o_base (docs/spec.md §6.1) */
+    const int32_t *shift;      /* [B] u_b or NULL: the shape's host array in host code, its device
+                                  copy in what a kernel gets (comp_device_dims) */
 } CompDims;
 
 static CompDims comp_dims_of(const CompShape *s) {
@@ -51,24 +56,40 @@ static CompDims comp_dims_of(const CompShape *s) {
     q.head_cols = q.gate_channels + q.d;
     q.cat_cols = (q.G * q.head_cols + 7) / 8 * 8;
     q.grid = q.G > 1 ? s->grid : GRID_ALIGNED;   /* G = 1: o_0 = 0, the aligned grid exactly */
+    q.grid_base = s->grid_base;
+    q.shift = s->grid_shift;
     return q;
 }
+/* q for the kernels: the shifts copied to the device (workspace slot WS_COMP_SHIFT) */
+static CompDims comp_device_dims(BackendCtx *ctx, const CompDims &q) {
+    CompDims k = q;
+    k.shift = cu_device_ints(ctx, WS_COMP_SHIFT, q.shift, q.B);
+    return k;
+}
 
-/* window count nW_g of KV head g (nW for the aligned grid) */
-__host__ __device__ static inline int head_windows(const CompDims &q, int g) {
-    if (q.grid == GRID_ALIGNED) return q.n_windows;
-    int n = vis_n_windows(q.T, q.window, q.stride, vis_grid_offset(q.grid, g, q.stride, q.G));
+/* grid offset o_base + o_g + u_b of KV head g in sequence b (kernels/visibility.h) */
+__host__ __device__ static inline int head_offset(const CompDims &q, int b, int g) {
+    return vis_entry_offset(q.grid, g, q.stride, q.G, q.grid_base, q.shift ? q.shift[b] : 0);
+}
+/* window count nW_{b,g} of KV head g in sequence b (nW for the aligned grid without shifts) */
+__host__ __device__ static inline int head_windows(const CompDims &q, int b, int g) {
+    if (q.grid == GRID_ALIGNED && !q.shift) return q.n_windows;
+    int n = vis_n_windows(q.T, q.window, q.stride, head_offset(q, b, g));
     return n < q.n_windows ? n : q.n_windows;
 }
 
-/* A slice of the projection GEMMs: rows a_{o + jS + i} for j < nw, packed columns [col0, col0 + ncol). */
+/* A slice of the projection GEMMs of sequence b: rows a_{o + jS + i} for j < nw, packed columns
+ * [col0, col0 + ncol). */
 typedef struct { int o, nw, col0, ncol; } CompSlice;
-static int comp_slices(const CompDims &q, CompSlice *sl) {   /* sl has room for G entries */
-    if (q.grid == GRID_ALIGNED) { sl[0].o = 0; sl[0].nw = q.n_windows; sl[0].col0 = 0; sl[0].ncol = q.cat_cols; return 1; }
+static int comp_slices(const CompDims &q, int b, CompSlice *sl) {   /* sl has room for G entries */
+    if (q.grid == GRID_ALIGNED) {
+        sl[0].o = head_offset(q, b, 0); sl[0].nw = head_windows(q, b, 0); sl[0].col0 = 0; sl[0].ncol = q.cat_cols;
+        return sl[0].nw > 0 ? 1 : 0;
+    }
     int n = 0;
     for (int g = 0; g < q.G; g++) {
         CompSlice x;
-        x.o = vis_grid_offset(q.grid, g, q.stride, q.G); x.nw = head_windows(q, g); x.col0 = g * q.head_cols; x.ncol = q.head_cols;
+        x.o = head_offset(q, b, g); x.nw = head_windows(q, b, g); x.col0 = g * q.head_cols; x.ncol = q.head_cols;
         if (x.nw > 0) sl[n++] = x;
     }
     return n;
@@ -113,7 +134,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
     const int W = q.window, c = q.channels, d = q.d;
     /* gate weights alpha [W, c] */
     float *al = alpha + slot0 * c;
-    if (j >= head_windows(q, g)) {                      /* no such window for this head: zeros */
+    if (j >= head_windows(q, b, g)) {                   /* no such window for this head: zeros */
         for (int x = lane; x < W * c; x += 32) al[x] = 0.0f;
         for (int x = lane; x < W * d; x += 32) payload[slot0 * d + x] = __float2bfloat16(0.0f);
         for (int x = lane; x < d; x += 32) entry[(size_t)wid * d + x] = __float2bfloat16(0.0f);
@@ -193,8 +214,8 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
     float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.window * q.n_windows * q.cat_cols * sizeof(float));
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
-    const int ns = comp_slices(q, sl);
-    for (int b = 0; b < q.B; b++)
+    for (int b = 0; b < q.B; b++) {
+        const int ns = comp_slices(q, b, sl);
         for (int x = 0; x < ns; x++) {
             const CompSlice &z = sl[x];
             const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;     /* rows a_{o+jS+i}: lda S*D, offset i: +D */
@@ -215,10 +236,11 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
                 }
             }
         }
+    }
     int items = q.B * q.n_windows * q.G;
     CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(
         (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.gate_channels ? (const bf16 *)gate_b : NULL,
-        (const bf16 *)post_w, q.gate_channels == 0, s->eps, q);
+        (const bf16 *)post_w, q.gate_channels == 0, s->eps, comp_device_dims(ctx, q));
     CU_LAUNCH();
 }
 
@@ -235,7 +257,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     size_t slot0 = (size_t)wid * q.window;
     const int W = q.window, c = q.channels, d = q.d;
     const bool gated = q.gate_channels > 0;
-    if (j >= head_windows(q, g)) {   /* no such window (staggered): zero partials, never read in dcat */
+    if (j >= head_windows(q, b, g)) {   /* no such window (staggered, shifted): zero partials, never read in dcat */
         if (gated) for (int x = lane; x < W * c; x += 32) ds32[slot0 * c + x] = 0.0f;
         if (dpost) for (int x = lane; x < d; x += 32) dpost[(size_t)wid * d + x] = 0.0f;
         return;
@@ -368,12 +390,11 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
     int items = q.B * q.n_windows * q.G;
     CU_KERNEL(comp_pool_bwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(dcat, ds32, dpost, (const bf16 *)dentry, alpha,
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
-                                                                   q.gate_channels ? dalpha_extra : NULL, q);
+                                                                   q.gate_channels ? dalpha_extra : NULL, comp_device_dims(ctx, q));
     CU_LAUNCH();
     if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.n_windows, q.G * q.window * q.channels);
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
-    const int ns = comp_slices(q, sl);
     if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.n_windows * q.G, q.d);
 
     /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
@@ -381,7 +402,8 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
         size_t n_dw = (size_t)q.n_maps * q.cat_cols * q.D;
         float *dw = (float *)cu_workspace(ctx, WS_COMP_DW, n_dw * sizeof(float));
         CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
-        for (int b = 0; b < q.B; b++)
+        for (int b = 0; b < q.B; b++) {
+            const int ns = comp_slices(q, b, sl);
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
                 const bf16 *dC = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols + z.col0;
@@ -396,6 +418,7 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                                 dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0, 1, 1.0f, 1.0f, 1);
                 }
             }
+        }
         size_t n_un = (size_t)q.n_maps * q.G * q.head_cols * q.D;
         CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, ctx->stream)(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
@@ -404,15 +427,17 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
     /* input gradient: da rows o+jS+i += dcat[b,i] [nW, cols] @ Wcat_m [cols, D]; offsets in [kS, kS+S)
      * touch disjoint rows and go in one batched call; groups (and slices) run in order. */
     if (da) {
-        /* no overlap: every row gets at most one contribution (staggered heads overlap each other) */
-        bool direct = q.window <= q.stride && ns == 1 && q.grid == GRID_ALIGNED;
+        /* no overlap: every row gets at most one contribution (staggered heads overlap each other;
+         * shifted sequences do not: each has its own rows) */
+        bool direct = q.window <= q.stride && q.grid == GRID_ALIGNED;
         float *da32 = NULL;
         size_t n_da = (size_t)q.B * q.T * q.D;
         if (!direct) {
             da32 = (float *)cu_workspace(ctx, WS_COMP_DA, n_da * sizeof(float));
             CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), ctx->stream));
         }
-        for (int b = 0; b < q.B; b++)
+        for (int b = 0; b < q.B; b++) {
+            const int ns = comp_slices(q, b, sl);
             for (int x = 0; x < ns; x++)
                 for (int i0 = 0; i0 < q.window; i0 += q.stride) {
                     const CompSlice &z = sl[x];
@@ -430,6 +455,7 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                         cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
                                 da32 + row0 * q.D, q.stride * q.D, q.D, 1, 1.0f, 1.0f, ni);
                 }
+        }
         if (!direct) {
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
             CU_LAUNCH();
@@ -438,8 +464,8 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
 }
 
 /* ---------------- gate-coverage penalty (docs/spec.md §2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
- * Only the (window, head) pairs that exist count: n = c * sum_g nW_g rows per sequence (aligned:
- * nW * G * c). Absent windows (j >= nW_g, staggered grids) have alpha = 0 (the forward writes
+ * Only the (window, head) pairs that exist count: n_b = c * sum_g nW_{b,g} rows in sequence b
+ * (aligned, unshifted: nW * G * c). Absent windows (j >= nW_g, staggered grids) have alpha = 0 (the forward writes
  * zeros), so they add nothing to the sums, and their dalpha is 0.
  *   sums[b, i] = sum over j, g, ch of alpha[b, j, g, i, ch]   (one block per (b, i), fixed-order tree)
  *   gbar = sums / n;  per_seq[b] = ln W - H(gbar) (double);  coef[b, i] = grad_scale (ln gbar_i + 1) / n
@@ -463,9 +489,12 @@ __global__ void __launch_bounds__(COV_THREADS) cov_sum_kernel(float *sums, const
     if (threadIdx.x == 0) sums[blockIdx.x] = sh[0];
 }
 
-__global__ void cov_finish_kernel(float *coef, float *per_seq, const float *sums, int B, int W, long n, float grad_scale) {
+__global__ void cov_finish_kernel(float *coef, float *per_seq, const float *sums, int B, int W, float grad_scale, CompDims q) {
     int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
+    long n = 0;                                       /* rows that exist in sequence b: c * sum_g nW_{b,g} */
+    for (int g = 0; g < q.G; g++) n += q.n_windows > 0 ? head_windows(q, b, g) : 0;
+    n *= q.channels;
     double h = 0.0;
     for (int i = 0; i < W; i++) {
         double g = n ? (double)sums[b * W + i] / n : 1.0 / W;
@@ -481,21 +510,19 @@ __global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, 
         int i = (int)((idx / c) % W);
         size_t jg = (idx % per_b) / ((size_t)W * c);      /* j * G + g */
         int g = (int)(jg % q.G), j = (int)(jg / q.G);
-        dalpha[idx] = j < head_windows(q, g) ? coef[b * W + i] : 0.0f;
+        dalpha[idx] = j < head_windows(q, (int)b, g) ? coef[b * W + i] : 0.0f;
     }
 }
 
 void cu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq, float grad_scale) {
     const int B = s->B, W = s->window, c = s->channels, rows = s->n_windows * s->G;
     if (B <= 0 || W <= 0) return;
-    CompDims q = comp_dims_of(s);
-    long n_exist = 0;                                  /* rows that exist: sum_g nW_g */
-    for (int g = 0; g < q.G; g++) n_exist += q.n_windows > 0 ? head_windows(q, g) : 0;
+    const CompDims q = comp_device_dims(ctx, comp_dims_of(s));
     float *sums = (float *)cu_workspace(ctx, WS_COV, (size_t)B * W * 2 * sizeof(float)), *coef = sums + (size_t)B * W;
     CU_KERNEL(cov_sum_kernel, B * W, COV_THREADS, 0, ctx->stream)(sums, alpha, rows, W, c);
     CU_LAUNCH();
     CU_KERNEL(cov_finish_kernel, (B + 63) / 64, 64, 0, ctx->stream)(dalpha ? coef : NULL, per_seq, sums, B, W,
-                                                                   n_exist * c, grad_scale);
+                                                                   grad_scale, q);
     CU_LAUNCH();
     if (dalpha) {
         size_t per_b = (size_t)rows * W * c, total = (size_t)B * per_b;

@@ -6,6 +6,7 @@
  *   mean loss               |L_cuda - L_cpu| <= 2e-2 |L_cpu|
  *   per-token losses        max_i |l_cuda,i - l_cpu,i| <= 3e-2 max_i |l_cpu,i|
  *   every gradient tensor   ||g_cuda - g_cpu||_2 / ||g_cpu||_2 <= grad_tol, all finite
+ * With shift given, both models run with those per-sequence grid shifts (phase jitter).
  * Each check is named "PREFIX: what" (PREFIX names the case). The tolerances and why they are
  * what they are: the header of test_cuda_model_parity.c. */
 #ifndef PHASELAB_TESTS_GPU_MODEL_PAIR_CHECK_H
@@ -25,6 +26,7 @@ typedef struct {
     uint64_t param_seed, token_seed, target_seed;
     int ignore_one_target;       /* 1: target 5 is -1 (an ignored position), the loss over B*T - 1 */
     double grad_tol;             /* relative L2 tolerance of every gradient tensor */
+    const int32_t *shift;        /* [B] per-sequence grid shifts (docs/spec.md §6.2), or NULL */
 } ModelPairCase;
 
 static inline void model_pair_check(const Backend *cpu, const Backend *gpu, const ModelConfig *cfg, const ModelPairCase *pc) {
@@ -40,6 +42,12 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         int rc1 = model_set_gate_coverage(mc, pc->lambda, err);
         int rc2 = rc1 ? 0 : model_set_gate_coverage(mg, pc->lambda, err);
         snprintf(name, sizeof name, "%s: gate coverage enabled", pc->prefix);
+        if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
+    }
+    if (pc->shift) {
+        int rc1 = model_set_grid_shift(mc, pc->shift, B, err);
+        int rc2 = rc1 ? 0 : model_set_grid_shift(mg, pc->shift, B, err);
+        snprintf(name, sizeof name, "%s: grid shifts set", pc->prefix);
         if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
     }
     tu_random_params(mc, pc->param_seed, 0.05);

@@ -16,6 +16,8 @@
  *   whole model    mean loss (relative 2%), token losses (3%), every gradient tensor (relative
  *                  L2 10%), and the penalty (2%): the tolerances of test_cuda_model_parity.c
  * These are the tolerances of tests/gpu/test_cuda_parity.c and test_cuda_model_parity.c.
+ * The "jitter" model variants add per-sequence grid shifts u_b (docs/spec.md §6.2) on top of the
+ * staggered offsets (o_{b,g} = o_g + u_b).
  * Shapes are chosen so that heads really differ: T - o_g not a multiple of S (fewer windows for
  * the later heads), S = W and S < W, G = 2 and 4. Without a GPU (or a CUDA build) each group
  * prints one skip line. */
@@ -208,7 +210,9 @@ static const CompCase COMP_CASES[] = {
 };
 
 /* ---- whole model ---- */
-typedef struct { const char *name; void (*apply)(ModelConfig *c); double lambda; } Variant;
+typedef struct { const char *name; void (*apply)(ModelConfig *c); double lambda; const int32_t *shift; } Variant;
+/* docs/spec.md §6.2: staggered grids with per-sequence shifts on top (offsets o_g + u_b up to 2S - 2) */
+static const int32_t SHIFT_A[] = {3, 2}, SHIFT_B[] = {1, 0}, SHIFT_S3[] = {2, 1};
 
 static void v_base(ModelConfig *c) { c->attention = ATTN_COMPRESSED; c->grid = GRID_STAGGERED; }
 static void v_g2_window(ModelConfig *c) { v_base(c); }
@@ -227,12 +231,16 @@ static void v_g4_tail_overlap_sink_tied(ModelConfig *c) {
 }
 
 static const Variant VARIANTS[] = {
-    {"G2 window W4 S4 + coverage", v_g2_window, 0.5},
-    {"G2 tail W4 S2 + coverage", v_g2_tail_overlap, 0.5},
-    {"G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5},
-    {"G4 window shared W6 S3 + coverage", v_g4_window_overlap_shared, 0.5},
-    {"G2 tail shared vector no-bias W4 S4 + coverage", v_g2_tail_shared_vec_nobias, 0.5},
-    {"G4 tail W4 S2 sink kv-tied", v_g4_tail_overlap_sink_tied, 0.0},
+    {"G2 window W4 S4 + coverage", v_g2_window, 0.5, NULL},
+    {"G2 tail W4 S2 + coverage", v_g2_tail_overlap, 0.5, NULL},
+    {"G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5, NULL},
+    {"G4 window shared W6 S3 + coverage", v_g4_window_overlap_shared, 0.5, NULL},
+    {"G2 tail shared vector no-bias W4 S4 + coverage", v_g2_tail_shared_vec_nobias, 0.5, NULL},
+    {"G4 tail W4 S2 sink kv-tied", v_g4_tail_overlap_sink_tied, 0.0, NULL},
+    {"jitter G2 window W4 S4 + coverage", v_g2_window, 0.5, SHIFT_A},
+    {"jitter G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5, SHIFT_A},
+    {"jitter G4 window shared W6 S3", v_g4_window_overlap_shared, 0.0, SHIFT_S3},
+    {"jitter G4 tail W4 S2 sink kv-tied", v_g4_tail_overlap_sink_tied, 0.0, SHIFT_B},
 };
 
 static void run_model_variant(const Variant *v, int vi) {
@@ -242,7 +250,7 @@ static void run_model_variant(const Variant *v, int vi) {
     snprintf(prefix, sizeof prefix, "cuda_staggered_model %s", v->name);
     ModelPairCase pc = {.prefix = prefix, .B = 2, .T = 41,   /* T - o_g not a multiple of S for some heads */
                         .lambda = v->lambda, .param_seed = 700 + vi, .token_seed = 31 + vi, .target_seed = 37 + vi,
-                        .ignore_one_target = 0, .grad_tol = 0.1};
+                        .ignore_one_target = 0, .grad_tol = 0.1, .shift = v->shift};
     model_pair_check(CPU, GPU, &cfg, &pc);
 }
 
