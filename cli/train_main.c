@@ -18,6 +18,7 @@
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,33 @@ static int cmd_make_synthetic(int argc, char **argv) {
     return 0;
 }
 
+/* The validation table of ./train --eval: the loss and, by residue and by phase, the mean with its
+ * bootstrap standard error and token count, and the homogeneity tests (docs/spec.md §4.8). */
+static void print_loss_rows(const LossStats *st, const char *label) {
+    for (int k = 0; k < st->K; k++)
+        printf("  %s=%2d  %.4f +- %.4f  (n = %.0f tokens)\n", label, k, st->mean[k], st->se[k], st->tokens[k]);
+}
+
+static void print_test(const LossStats *st, const char *what) {
+    if (isnan(st->p))
+        printf("  %s: undefined (%d groups with tokens in 2 or more windows, n = %ld windows)\n", what, st->tested, st->units);
+    else
+        printf("  %s: F = %.4g on (%d, %d) df, p = %.3g\n", what, st->F, st->df1, st->df2, st->p);
+}
+
+static void print_val_stats(const EvalResult *r) {
+    printf("validation loss %.4f over %ld windows (n), %ld scored tokens, standard error %.4f; +- below: the bootstrap "
+           "standard error over the windows (B = %d replicates, seed %llu)\n",
+           r->loss, r->windows, r->tokens, r->by_residue.overall_se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
+    printf("by residue t mod %d:\n", r->residues);
+    print_loss_rows(&r->by_residue, "r");
+    printf("by phase t mod %d:\n", r->phases);
+    print_loss_rows(&r->by_phase, "phase");
+    printf("homogeneity of the loss (Hotelling T^2 on the bootstrap covariance of the contrasts, F test):\n");
+    print_test(&r->by_residue, "across residues");
+    print_test(&r->by_phase, "across phases");
+}
+
 /* ./train --eval CKPT: every input (the checkpoint or weights-only directory, data.val, the probe
  * set) is opened and checked against the others (trainer/ckpt_source.h: tokenizer fingerprint,
  * vocabulary, prompt length) before the model is built or anything evaluated; a mismatch is one
@@ -208,6 +236,8 @@ static int cmd_eval(int argc, char **argv) {
     ValSet *val = NULL;
     ProbeSet *ps = NULL;
     Model *m = NULL;
+    EvalResult vr;                                       /* the validation result, kept for the probe's group */
+    int have_vr = 0;
     rc = 2;                                              /* bad input until every input is checked */
     if (ckpt_source_val(&cs, &val_glob, stdout, err) || ckpt_source_probe_path(&cs, probe_arg, &probe_file, stdout, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
@@ -228,6 +258,8 @@ static int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "phaselab: %s\n", err);
             goto done;
         }
+    }
+    {   /* the analysis file: the validation group and the probe group go there */
         store = out_path ? strdup(out_path) : malloc(strlen(ckpt) + sizeof "/analysis.h5");
         if (!store) { fprintf(stderr, "phaselab: --eval: out of memory\n"); rc = 1; goto done; }
         if (!out_path) sprintf(store, "%s/analysis.h5", ckpt);
@@ -266,9 +298,15 @@ static int cmd_eval(int argc, char **argv) {
             eval_result_free(&r);
             goto done;
         }
-        printf("validation loss %.4f over %ld windows; by residue t mod %d:\n", r.loss, r.windows, r.residues);
-        for (int i = 0; i < r.residues; i++) printf("  r=%2d  %.4f\n", i, r.loss_by_residue[i]);
-        eval_result_free(&r);
+        print_val_stats(&r);
+        if (ps) {
+            vr = r;                                      /* stored with the probe's group, below */
+            have_vr = 1;
+        } else {
+            int stored = analysis_store_val(store, ckpt, cs.st.step, val_glob, &r, err);
+            eval_result_free(&r);
+            if (stored) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+        }
     }
     if (ps) {
         ProbeResult pr;
@@ -283,13 +321,14 @@ static int cmd_eval(int argc, char **argv) {
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
         else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
-        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, err)) {
+        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;
         }
     }
     rc = 0;
 done:
+    if (have_vr) eval_result_free(&vr);
     if (m) model_free(m);
     if (val) val_set_close(val);
     if (ps) probe_set_free(ps);

@@ -14,6 +14,7 @@
 import csv
 import math
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -63,7 +64,8 @@ def cluster_se(rows, P):
 rc, out = run(["--score", ck, "--input", val])
 check(rc == 0 and "stored /score_000" in out, "--score on the validation shard", out[-400:])
 rc, ev = run(["--eval", ck, f"eval.residues={S}"])
-by_res = [float(l.split()[-1]) for l in ev.splitlines() if l.strip().startswith("r=")]
+# --eval's lines: '  r= 3  5.5331 +- 0.0123  (n = 40 tokens)': the mean is the field after r=N
+by_res = [float(re.match(r"\s*r=\s*\d+\s+(\S+)", l).group(1)) for l in ev.splitlines() if re.match(r"\s*r=\s*\d+\s+\S+", l)]
 overall = next((float(l.split()[2]) for l in ev.splitlines() if l.startswith("validation loss")), None)
 phase = read_csv(os.path.join(ck, "score.phase.csv"))
 check(len(by_res) == S and [round(float(p["nll"]), 4) for p in phase[:S]] == by_res,
