@@ -34,14 +34,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "data/probe.h"
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "common/interrupt.h"
 #include "common/optval.h"
 #include "model/model.h"
+#include "model/dims.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_source.h"
@@ -272,12 +276,72 @@ static void store_probe_common(AnalysisH5 *h, const char *probe_path, const Prob
     free(res);
 }
 
+/* ---- the validation loss of plain ./train --eval (docs/spec.md §4.8) ---- */
+
+static void store_loss_stats(AnalysisH5 *h, const LossStats *st, const char *axis, const char *what) {
+    char name[64], long_name[160];
+    int K = st->K;
+    double *tok = malloc(sizeof(double) * (size_t)K);
+    const char *ax[] = {axis};            /* val_residue or val_phase */
+    const char *g = axis + 4;             /* residue or phase */
+    snprintf(name, sizeof name, "val_loss_by_%s", g);
+    snprintf(long_name, sizeof long_name, "validation cross-entropy by %s", what);
+    ah5_data(h, name, st->mean, 1, (int[]){K}, ax, long_name, "nats");
+    snprintf(name, sizeof name, "val_loss_by_%s_errors", g);
+    snprintf(long_name, sizeof long_name, "bootstrap standard error of the validation cross-entropy by %s", what);
+    ah5_data(h, name, st->se, 1, (int[]){K}, ax, long_name, "nats");
+    if (tok) {
+        for (int k = 0; k < K; k++) tok[k] = st->tokens[k];
+        snprintf(name, sizeof name, "val_tokens_by_%s", g);
+        snprintf(long_name, sizeof long_name, "scored validation tokens by %s", what);
+        ah5_data(h, name, tok, 1, (int[]){K}, ax, long_name, "tokens");
+    }
+    free(tok);
+    snprintf(name, sizeof name, "val_F_%s", g);
+    ah5_attr_double(h, name, st->F);
+    snprintf(name, sizeof name, "val_df1_%s", g);
+    ah5_attr_long(h, name, st->df1);
+    snprintf(name, sizeof name, "val_df2_%s", g);
+    ah5_attr_long(h, name, st->df2);
+    snprintf(name, sizeof name, "val_p_%s", g);
+    ah5_attr_double(h, name, st->p);
+}
+
+/* The validation part of an --eval group: axes val_residue [P] and val_phase [S], the loss by
+ * residue and by phase with their bootstrap standard errors (SIGNAL_errors) and token counts, and
+ * the bootstrap's n, B, seed and the tests as attributes. */
+static void store_val_part(AnalysisH5 *h, const char *val_glob, const EvalResult *r) {
+    int P = r->by_residue.K, S = r->by_phase.K;
+    long *idx = malloc(sizeof(long) * (size_t)(P + S));
+    if (idx) {
+        for (int i = 0; i < P; i++) idx[i] = i;
+        ah5_axis_long(h, "val_residue", idx, P, "residue r = t mod P of the predicting position t (validation loss)");
+        for (int i = 0; i < S; i++) idx[P + i] = i;
+        ah5_axis_long(h, "val_phase", idx + P, S, "phase t mod S of the predicting position t (S: the stride; 8 for full attention)");
+    }
+    free(idx);
+    ah5_attr_str(h, "val", val_glob);
+    ah5_attr_long(h, "val_residues", P);
+    ah5_attr_long(h, "val_phase_period", S);
+    ah5_attr_double(h, "val_loss", r->loss);
+    ah5_attr_double(h, "val_loss_se", r->by_residue.overall_se);
+    ah5_attr_long(h, "val_windows", r->by_residue.units);
+    ah5_attr_long(h, "val_tokens", r->tokens);
+    ah5_attr_long(h, "val_bootstrap_replicates", r->by_residue.B);
+    ah5_attr_long(h, "val_bootstrap_seed", (long)r->by_residue.seed);
+    ah5_attr_str(h, "val_test", "Hotelling T^2 on the K'-1 loss contrasts with the bootstrap covariance, F(K'-1, n-K'+1), "
+                                "docs/spec.md 4.8");
+    store_loss_stats(h, &r->by_residue, "val_residue", "residue t mod P");
+    store_loss_stats(h, &r->by_phase, "val_phase", "phase t mod S");
+}
+
 /* ---- plain probe evaluation -> /probe_NNN ---- */
 
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
-                         int decode, const ProbeResult *pr, char *err) {
+                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, char *err) {
     AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
     if (!h) return -1;
+    if (val) store_val_part(h, val_glob, val);
     int P = pr->residues, S = pr->fold > 0 ? pr->fold : 8;
     ah5_attr_str(h, "layout", probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup");
     store_probe_common(h, probe_path, ps, decode, P, S, PHASE_AXIS_MODEL);
@@ -298,6 +362,18 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
              "phase-effect test per protocol: chi2 across residues, p, chi2 folded by phase, p", NULL);
     ah5_signal(h, "acc", ax_r, 2);
     free(acc), free(cnt), free(tot), free(accp);
+    return ah5_end(h, err);
+}
+
+/* ---- plain validation loss (no probe) -> /val_NNN ---- */
+
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
+                       char *err) {
+    AnalysisH5 *h = ah5_begin(path, "val", ckpt, step, err);
+    if (!h) return -1;
+    store_val_part(h, val_glob, r);
+    const char *ax[] = {"val_residue"};
+    ah5_signal(h, "val_loss_by_residue", ax, 1);
     return ah5_end(h, err);
 }
 
@@ -431,7 +507,7 @@ static int run_gate_cycle(Ctx *c) {
             printf("%-3s measured    ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", measp[(k * 2 + p) * S + s]);
             printf(" | %5.2f  %7.1f  %5.1f  %.3g%s\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p],
-                   chi2_small_expected(&res[k].test_phase[p]) ? " (approximate: an expected count < 5)" : "");
+                   res[k].test_phase[p].permutations ? " (permutation p: an expected count < 5)" : "");
             printf("%-3s predicted   ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", predp[(k * 2 + p) * S + s]);
             printf(" |\n");
@@ -561,11 +637,23 @@ static int default_calibration(const Ctx *c, const char *probe_path, char **cali
                  probe_set_residues(c->ps), b.max_len, b.key_tokens + b.value_tokens);
     else
         snprintf(cmd, sizeof cmd, "python3 '%s/tools/make-probe' --synthetic --out '%s' --seed %u --per-residue %d --residues %d "
-                 "--max-len %d --padding %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per, probe_set_residues(c->ps),
-                 b.max_len, b.padding);
+                 "--max-len %d --padding %u --records %u --demos %u --quiet > /dev/null", dir, tmpl, b.seed + 1, per,
+                 probe_set_residues(c->ps), b.max_len, b.padding, b.records, b.demos);
     printf("calibration: building %d prompts per residue and protocol with tools/make-probe --seed %u\n", per, b.seed + 1);
     fflush(stdout);
-    if (system(cmd) != 0) {
+    int st = system(cmd);
+    /* Ctrl-C reaches tools/make-probe too (system() ignores SIGINT in this process meanwhile): it
+     * ends by the signal or with 128 + N (tools/toolutil.py); a SIGTERM to this process alone is
+     * seen by the flag after the child ends. Either way: nothing written, 128 + N. */
+    int sig = interrupt_signal();
+    if (!sig && st != -1 && WIFSIGNALED(st) && (WTERMSIG(st) == SIGINT || WTERMSIG(st) == SIGTERM)) sig = WTERMSIG(st);
+    if (!sig && st != -1 && WIFEXITED(st) && (WEXITSTATUS(st) == 128 + SIGINT || WEXITSTATUS(st) == 128 + SIGTERM))
+        sig = WEXITSTATUS(st) - 128;
+    if (sig) {
+        fprintf(stderr, "phaselab: --knockout: interrupted by signal %d while building the calibration set: nothing written\n", sig);
+        return 128 + sig;
+    }
+    if (st != 0) {
         fprintf(stderr, "phaselab: --knockout: building the default calibration set failed (%s); give --calib FILE\n", cmd);
         return 1;
     }
@@ -667,8 +755,9 @@ static int run_knockout(Ctx *c) {
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
     const int grid = mc->attention == ATTN_COMPRESSED ? mc->grid : GRID_ALIGNED;
+    const ModelDims kd = dims_of(mc, 0);          /* evaluation grid: o_base + o_g, no shift (docs/spec.md §6.2) */
     for (int h = 0; h < G; h++) {
-        offd[h] = vis_grid_offset(grid, h, S, G);
+        offd[h] = kd.compressed ? dims_grid_offset(&kd, h) : 0;
         if (head_phase_map(P, S, (int)offd[h], map + (size_t)h * P))
             for (int r = 0; r < P; r++) map[(size_t)h * P + r] = -1;     /* S does not divide P: folds give NaN */
         for (int r = 0; r < P; r++) phase_of[(size_t)h * P + r] = map[(size_t)h * P + r];

@@ -16,6 +16,7 @@
 #ifndef PHASELAB_ANALYSIS_H
 #define PHASELAB_ANALYSIS_H
 #include "trainer/probe_eval.h"
+#include "trainer/evaluate.h"
 
 /* 1 when argv (the arguments after --eval) asks for an analysis flag handled here. */
 int analysis_requested(int argc, char **argv);
@@ -24,7 +25,17 @@ int analysis_main(int argc, char **argv);
 
 /* Stores a probe evaluation (lookup or needle) of the set ps (loaded from probe_path) as a new
  * /probe_NNN group of path, with its provenance; decode: 1 when it was scored through the
- * incremental KV cache (--decode). Used by plain ./train --eval. Returns 0, or -1 with err. */
+ * incremental KV cache (--decode). Used by plain ./train --eval. val (NULL: none): the validation
+ * loss of the same --eval (data.val = val_glob), stored in the same group: axes val_residue,
+ * val_phase; val_loss_by_residue, val_loss_by_residue_errors (bootstrap standard errors),
+ * val_tokens_by_residue, the same by phase; n, B, seed, F, df and p as val_* attributes
+ * (docs/spec.md §4.8). Returns 0, or -1 with err. */
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
-                         int decode, const ProbeResult *pr, char *err);
+                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, char *err);
+
+/* Stores the validation loss of a plain ./train --eval without a probe (evaluate_validation of the
+ * data.val glob val_glob) as a new /val_NNN group, the same datasets and attributes as the val part
+ * of a probe group (above; signal val_loss_by_residue). Returns 0, or -1 with err. */
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
+                       char *err);
 #endif

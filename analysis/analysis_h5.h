@@ -10,7 +10,8 @@
  *     axis datasets        (int64 or float64, 1-D) marked as HDF5 dimension scales and attached
  *                          to the matching dimension of every signal dataset that names them
  *     data datasets        float64, each dimension labelled
- * Kinds: probe (a probe evaluation: lookup or needle), gate_cycle, knockout, filler_sweep.
+ * Kinds: probe (a probe evaluation: lookup or needle), val (the validation loss of ./train --eval with
+ * its standard errors, docs/spec.md §4.8), gate_cycle, knockout, filler_sweep.
  *
  * Provenance of every group, written by ah5_begin: phaselab_version (git describe of the code
  * that wrote it, PHASELAB_VERSION), created (UTC, ISO 8601), checkpoint (as given),

@@ -189,10 +189,88 @@ static int bench_probe_eval(const Backend *be, int compressed, const char *label
     return 0;
 }
 
-int run_bench(int threads, int steps, int profile) {
+/* One case: its training steps timed as above, one line printed. step_peak <= 0: no step-GEMM
+ * reference for this shape (the real vocabulary's would need a V x V weight). */
+static int bench_case(const Backend *be, const ModelConfig *mc, int B, int T, int steps, double lambda, const char *label,
+                      double peak, double step_peak, int profile, const SquareSgemm *square) {
+    Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    char err[ERR_LEN];
+    /* --profile: the model on the timing wrapper, not recording until bench_profile */
+    const Backend *prof = profile ? backend_profiled(be) : NULL;
+    if (profile && !prof) { fprintf(stderr, "phaselab: --bench --profile: out of memory\n"); return 1; }
+    if (prof) backend_profile_enable(prof, 0);
+    const Backend *mbe = prof ? prof : be;
+    Model *m = model_create(mc, mbe, B, T, err);
+    if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    if (model_set_gate_coverage(m, lambda, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
+    model_init_params(m, 1);
+    Optimizer opt;
+    if (optimizer_init(&opt, mbe, &comm, model_tensors(m), 0.9, 0.95, 1e-8, 0.1, 1.0, err)) {
+        fprintf(stderr, "phaselab: %s\n", err);
+        return 1;
+    }
+    int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
+    double t0 = 0, best_step = 1e30, busy = 0;
+    double *paired = malloc(sizeof(double) * steps);   /* [steps] step / sgemm beside it (steps >= 1) */
+    if (!tok || !tgt || !paired) {
+        fprintf(stderr, "phaselab: --bench: out of memory: %zu bytes for the step's tokens and timings\n",
+                sizeof(int32_t) * 2 * B * T + sizeof(double) * steps);
+        return 1;
+    }
+    for (int i = 0; i < B * T; i++) { tok[i] = (i * 7 + 3) % mc->vocab_size; tgt[i] = (i * 11 + 5) % mc->vocab_size; }
+    for (int s = 0; s < steps + 2; s++) {
+        if (s == 2) t0 = clock_seconds();    /* two warm-up steps */
+        double ts = clock_seconds();
+        bench_step(m, &opt, tok, tgt, B, T, lambda);
+        double step_s = clock_seconds() - ts;
+        if (s >= 2) {
+            if (step_s < best_step) best_step = step_s;
+            /* the ceiling timed right after this step: a shared machine's speed drifts over
+             * a run, and a ratio of two timings taken together cancels the drift */
+            double ta = clock_seconds(), sg = square_sgemm_once(square);
+            busy += clock_seconds() - ta;
+            paired[s - 2] = (double)B * T / step_s * model_flops_per_token(mc, T) / 1e9 / sg;
+        }
+    }
+    double dt = clock_seconds() - t0 - busy;
+    qsort(paired, steps, sizeof(double), cmp_double);
+    const double paired_median = steps % 2 ? paired[steps / 2] : 0.5 * (paired[steps / 2 - 1] + paired[steps / 2]);
+    free(paired);
+    double tps = (double)steps * B * T / dt;
+    double gf = tps * model_flops_per_token(mc, T) / 1e9;
+    /* the best step is measured the way the references are (the best of several timings: a busy
+     * machine only slows some); the mean over the timed steps comes first */
+    double gf_best = (double)B * T / best_step * model_flops_per_token(mc, T) / 1e9;
+    char vs_step[64] = "";
+    if (step_peak > 0) snprintf(vs_step, sizeof vs_step, ", %.1f%% of the step GEMMs", 100 * gf / step_peak);
+    printf("%-26s %8.0f tokens/s  %6.1f GFLOP/s  (%.1f%% of sgemm%s)  %.1f ms/step;"
+           "  best step %.1f ms (%.1f%% of sgemm);  %.1f%% of the sgemm timed beside each step (median)\n",
+           label, tps, gf, 100 * gf / peak, vs_step, 1000 * dt / steps, 1000 * best_step, 100 * gf_best / peak,
+           100 * paired_median);
+    fflush(stdout);
+    if (prof) bench_profile(prof, m, &opt, tok, tgt, B, T, lambda, label);
+    free(tok); free(tgt);
+    optimizer_free(&opt);
+    model_free(m);
+    backend_profile_free(prof);
+    return 0;
+}
+
+/* The real-vocabulary tiny shape of a new user's first real-text run (issue 40): d_model 128,
+ * 2 layers, 4 heads, 2 KV heads, head_dim 32, d_ff 384, the Qwen3 vocabulary 151,936, W8/S8;
+ * its step is ~99% classifier (6 V D FLOPs a token). */
+static ModelConfig vocab_shape(void) {
+    ModelConfig m = demo_shape(1);
+    m.d_model = 128; m.n_layers = 2; m.n_heads = 4; m.n_kv_heads = 2; m.head_dim = 32; m.d_ff = 384;
+    m.vocab_size = 151936;
+    return m;
+}
+
+int run_bench(int threads, int steps, int profile, const char *cases) {
     const Backend *be = backend_cpu(threads);
     const int B = 16, T = 256;
-    Comm comm = {.rank = 0, .world = 1, .local_rank = 0, .local_world = 1};
+    const int all = !strcmp(cases, "all"), demo = all || !strcmp(cases, "demo"), vocab = all || !strcmp(cases, "vocab"),
+              probe = all || !strcmp(cases, "probe");
     cpu_set_blas_threads(threads);       /* the references run on the cores the model runs on */
     SquareSgemm square;
     if (square_sgemm_init(&square)) {
@@ -204,78 +282,28 @@ int run_bench(int threads, int steps, int profile) {
     /* the BLAS's own count, not the request: a BLAS that ignored it shows here */
     printf("%s sgemm 1024x1024x1024: %.1f GFLOP/s (%d threads)\n", cpu_blas_name(), peak, cpu_blas_thread_count());
     const ModelConfig shape = demo_shape(0);
-    double step_peak = step_gemm_gflops(&shape, B * T, 3);
+    double step_peak = demo ? step_gemm_gflops(&shape, B * T, 3) : 1;
     if (!(step_peak > 0)) { fprintf(stderr, "phaselab: --bench: out of memory for the step GEMMs' buffers\n"); return 1; }
-    printf("%s sgemm at the step's matmul shapes (M %d, K %d/%d): %.1f GFLOP/s (%.1f%% of sgemm)\n", cpu_blas_name(), B * T,
-           shape.d_model, shape.d_ff, step_peak, 100 * step_peak / peak);
+    if (demo)
+        printf("%s sgemm at the step's matmul shapes (M %d, K %d/%d): %.1f GFLOP/s (%.1f%% of sgemm)\n", cpu_blas_name(),
+               B * T, shape.d_model, shape.d_ff, step_peak, 100 * step_peak / peak);
     static const char *const labels[] = {"full attention:", "compressed W8/S8 scalar:", "  + compressor shared:",
                                          "  + grid staggered:", "  + gate_coverage 0.1:", "  + all three:"};
-    for (int variant = 0; variant < 6; variant++) {
+    for (int variant = 0; demo && variant < 6; variant++) {
         const int compressed = variant > 0;
         ModelConfig mc = demo_shape(compressed);
         if (variant == 2 || variant == 5) mc.compressor = COMPRESSOR_SHARED;
         if (variant == 3 || variant == 5) mc.grid = GRID_STAGGERED;
         double lambda = variant == 4 || variant == 5 ? 0.1 : 0.0;
-        char err[ERR_LEN];
-        /* --profile: the model on the timing wrapper, not recording until bench_profile */
-        const Backend *prof = profile ? backend_profiled(be) : NULL;
-        if (profile && !prof) { fprintf(stderr, "phaselab: --bench --profile: out of memory\n"); return 1; }
-        if (prof) backend_profile_enable(prof, 0);
-        const Backend *mbe = prof ? prof : be;
-        Model *m = model_create(&mc, mbe, B, T, err);
-        if (!m) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-        if (model_set_gate_coverage(m, lambda, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
-        model_init_params(m, 1);
-        Optimizer opt;
-        if (optimizer_init(&opt, mbe, &comm, model_tensors(m), 0.9, 0.95, 1e-8, 0.1, 1.0, err)) {
-            fprintf(stderr, "phaselab: %s\n", err);
-            return 1;
-        }
-        int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
-        double t0 = 0, best_step = 1e30, busy = 0;
-        double *paired = malloc(sizeof(double) * steps);   /* [steps] step / sgemm beside it (steps >= 1) */
-        if (!tok || !tgt || !paired) {
-            fprintf(stderr, "phaselab: --bench: out of memory: %zu bytes for the step's tokens and timings\n",
-                    sizeof(int32_t) * 2 * B * T + sizeof(double) * steps);
-            return 1;
-        }
-        for (int i = 0; i < B * T; i++) { tok[i] = (i * 7 + 3) % mc.vocab_size; tgt[i] = (i * 11 + 5) % mc.vocab_size; }
-        for (int s = 0; s < steps + 2; s++) {
-            if (s == 2) t0 = clock_seconds();    /* two warm-up steps */
-            double ts = clock_seconds();
-            bench_step(m, &opt, tok, tgt, B, T, lambda);
-            double step_s = clock_seconds() - ts;
-            if (s >= 2) {
-                if (step_s < best_step) best_step = step_s;
-                /* the ceiling timed right after this step: a shared machine's speed drifts over
-                 * a run, and a ratio of two timings taken together cancels the drift */
-                double ta = clock_seconds(), sg = square_sgemm_once(&square);
-                busy += clock_seconds() - ta;
-                paired[s - 2] = (double)B * T / step_s * model_flops_per_token(&mc, T) / 1e9 / sg;
-            }
-        }
-        double dt = clock_seconds() - t0 - busy;
-        qsort(paired, steps, sizeof(double), cmp_double);
-        const double paired_median = steps % 2 ? paired[steps / 2] : 0.5 * (paired[steps / 2 - 1] + paired[steps / 2]);
-        free(paired);
-        double tps = (double)steps * B * T / dt;
-        double gf = tps * model_flops_per_token(&mc, T) / 1e9;
-        /* the best step is measured the way the references are (the best of several timings: a busy
-         * machine only slows some); the mean over the timed steps comes first */
-        double gf_best = (double)B * T / best_step * model_flops_per_token(&mc, T) / 1e9;
-        printf("%-26s %8.0f tokens/s  %6.1f GFLOP/s  (%.1f%% of sgemm, %.1f%% of the step GEMMs)  %.1f ms/step;"
-               "  best step %.1f ms (%.1f%% of sgemm);  %.1f%% of the sgemm timed beside each step (median)\n",
-               labels[variant], tps, gf, 100 * gf / peak, 100 * gf / step_peak, 1000 * dt / steps, 1000 * best_step,
-               100 * gf_best / peak, 100 * paired_median);
-        fflush(stdout);
-        if (prof) bench_profile(prof, m, &opt, tok, tgt, B, T, lambda, labels[variant]);
-        free(tok); free(tgt);
-        optimizer_free(&opt);
-        model_free(m);
-        backend_profile_free(prof);
+        if (bench_case(be, &mc, B, T, steps, lambda, labels[variant], peak, step_peak, profile, &square)) return 1;
     }
-    printf("probe evaluation (lookup prompts of 256 tokens, model T 1024, batches of 16):\n");
+    if (vocab) {   /* 4 x 256 tokens a step; no step-GEMM reference (it would need a V x V weight) */
+        const ModelConfig mv = vocab_shape();
+        if (bench_case(be, &mv, 4, T, steps, 0.0, "vocab 151936 d128 W8/S8:", peak, 0, profile, &square)) return 1;
+    }
     square_sgemm_free(&square);
+    if (!probe) return 0;
+    printf("probe evaluation (lookup prompts of 256 tokens, model T 1024, batches of 16):\n");
     if (bench_probe_eval(be, 0, "  full attention:") || bench_probe_eval(be, 1, "  compressed W8/S8 scalar:")) return 1;
     return 0;
 }

@@ -49,11 +49,33 @@ static void human(double bytes, char *out, int len) {
 typedef struct { char label[80]; long calls; double flops, bytes; int order; } WorkRow;
 enum { WORK_ROWS = 64 };
 
-static void work_row_print(FILE *f, const WorkRow *r, double total_flops) {
-    char ai[32] = "-", pct[32] = "-";
+/* The step's predicted time on an H200, op by op (the model the first device run confirms or
+ * refutes; docs/performance.md): t_op = max(FLOP / (PRED_FLOP_EFF x peak), bytes /
+ * (PRED_BW_EFF x bandwidth)): a roofline at the efficiencies a tuned kernel reaches (cuBLASLt
+ * GEMMs ~70% of the dense bf16 peak at these shapes, memory-bound kernels ~80% of HBM bandwidth).
+ * Predicted MFU = model FLOPs / (sum of t_op x peak). Ops above PRED_FUSE_PCT of the step's time
+ * are marked: the ones where fusing glue would pay (issue: fusion only above 5%). */
+#define PRED_PEAK_FLOPS 989e12   /* H200 SXM dense bf16 (kernels/gpu_peaks.c) */
+#define PRED_BW 4.8e12           /* H200 HBM3e bytes/s */
+#define PRED_FLOP_EFF 0.70
+#define PRED_BW_EFF 0.80
+#define PRED_FUSE_PCT 5.0
+
+static double predicted_s(const WorkRow *r) {
+    const double tf = r->flops / (PRED_FLOP_EFF * PRED_PEAK_FLOPS), tb = r->bytes / (PRED_BW_EFF * PRED_BW);
+    return tf > tb ? tf : tb;
+}
+
+/* t_sum > 0: the row is a total, whose time is the sum of its rows' (t_sum), not its own roofline */
+static void work_row_print(FILE *f, const WorkRow *r, double total_flops, double total_s, double t_sum) {
+    char ai[32] = "-", pct[32] = "-", ms[32] = "-", tpct[32] = "-";
     if (r->flops > 0 && r->bytes > 0) snprintf(ai, sizeof ai, "%.1f", r->flops / r->bytes);
     if (r->flops > 0 && total_flops > 0) snprintf(pct, sizeof pct, "%.1f", 100 * r->flops / total_flops);
-    fprintf(f, "  %-44s %7ld %12.2f %10.3f %9s %7s\n", r->label, r->calls, r->flops / 1e9, r->bytes / 1e9, ai, pct);
+    const double t = t_sum > 0 ? t_sum : predicted_s(r);
+    if (t > 0) snprintf(ms, sizeof ms, "%.3f", 1e3 * t);
+    if (t > 0 && total_s > 0) snprintf(tpct, sizeof tpct, "%.1f%s", 100 * t / total_s, 100 * t / total_s > PRED_FUSE_PCT ? "*" : "");
+    fprintf(f, "  %-44s %7ld %12.2f %10.3f %9s %7s %10s %7s\n", r->label, r->calls, r->flops / 1e9, r->bytes / 1e9, ai, pct,
+            ms, tpct);
 }
 
 /* the rows of the ops in `ops` (NULL-terminated {label, op} pairs) that were called */
@@ -167,15 +189,26 @@ int print_step_work(FILE *f, const Config *cfg, int world, char *err) {
                "  each tensor moved once (the CUDA backend's least traffic); compare FLOP/byte with a GPU's ridge point\n"
                "  (peak FLOP/s / memory bandwidth, e.g. 989e12 / 4.8e12 = 206 on an H200) and each op's time in a device\n"
                "  run's per-op table (bench_cuda with BENCH_PROFILE=1) with max(GFLOP / peak, GB / bandwidth)\n", B, T);
-    fprintf(f, "  %-44s %7s %12s %10s %9s %7s\n", "per micro-batch (forward + backward)", "calls", "GFLOP", "GB", "FLOP/byte",
-            "% FLOP");
-    for (int i = 0; i < n_micro; i++) work_row_print(f, &rows[i], micro_flops);
+    double micro_s = 0;
+    for (int i = 0; i < n_micro; i++) micro_s += predicted_s(&rows[i]);
+    fprintf(f, "  H200 ms: the predicted time, max(GFLOP / (%.0f%% of %.0f TFLOP/s), GB / (%.0f%% of %.1f TB/s)); %% time of the\n"
+               "  micro-batch, * above %.0f%% (where fusing an op's glue would pay)\n", 100 * PRED_FLOP_EFF,
+            PRED_PEAK_FLOPS / 1e12, 100 * PRED_BW_EFF, PRED_BW / 1e12, PRED_FUSE_PCT);
+    fprintf(f, "  %-44s %7s %12s %10s %9s %7s %10s %7s\n", "per micro-batch (forward + backward)", "calls", "GFLOP", "GB", "FLOP/byte",
+            "% FLOP", "H200 ms", "% time");
+    for (int i = 0; i < n_micro; i++) work_row_print(f, &rows[i], micro_flops, micro_s, 0);
     WorkRow total = {.label = "micro-batch total", .flops = micro_flops, .bytes = micro_bytes};
     for (int i = 0; i < n_micro; i++) total.calls += rows[i].calls;
-    work_row_print(f, &total, micro_flops);
+    work_row_print(f, &total, micro_flops, 0, micro_s);
     fprintf(f, "  %-44s\n", "per optimizer step (one rank, all parameters)");
-    for (int i = n_micro; i < n; i++) work_row_print(f, &rows[i], 0);
+    for (int i = n_micro; i < n; i++) work_row_print(f, &rows[i], 0, 0, 0);
     const double mfu_flops = model_flops_per_token(mc, T) * B * T;
+    double opt_s = 0;
+    for (int i = n_micro; i < n; i++) opt_s += predicted_s(&rows[i]);
+    const double step_s = accum * micro_s + opt_s;
+    fprintf(f, "  predicted on one H200 (the roofline above: an upper bound, no overlap, no launch gaps): %.1f ms a micro-batch, %.2f s a step; "
+               "MFU %.1f%% (the MFU count / (time x %.0f TFLOP/s))\n", 1e3 * micro_s, step_s,
+            step_s > 0 ? 100 * accum * mfu_flops / (step_s * PRED_PEAK_FLOPS) : 0.0, PRED_PEAK_FLOPS / 1e12);
     fprintf(f, "  a step: %ld micro-batches x %.2f GFLOP + the optimizer = %.2f TFLOP, %.2f GB moved at the least; "
                "matmuls %.1f%% of the micro-batch FLOPs; the MFU count (model_flops_per_token x tokens: 3 x forward) "
                "gives %.2f GFLOP per micro-batch\n", accum, micro_flops / 1e9, (accum * micro_flops + step_flops) / 1e12,
@@ -236,6 +269,8 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
         fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, dims_head_windows(&dims, m->n_kv_heads - 1),
                 dims_head_windows(&dims, 0));
     }
+    if (m->token_shift && dims.compressed)   /* docs/spec.md §6.3 */
+        fprintf(f, "\n  token shift: the compressor reads a_t + M a_{t-1} (M [%d, %d] per layer, 0 at init)", m->d_model, m->d_model);
     if (cfg->train.phase_jitter && dims.compressed)   /* docs/spec.md §6.2 */
         fprintf(f, "\n  phase jitter: in training, sequence g's grids are shifted by u = splitmix64(seed + phi (g + 1)) mod %d "
                 "(offsets o_g + u); evaluation, decoding and the phase fold use u = 0", m->stride);

@@ -8,14 +8,17 @@
  *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (analysis/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [...]
+ *   ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX] [--micro-batch B]
+ *                                                       per-token log-probabilities and their phase fold (analysis/score.h)
  *   (CHECKPOINT_DIR: a checkpoint, or weights only: config.json + model.safetensors; trainer/ckpt_source.h)
  *   ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
- *   ./train --bench [--threads N] [--steps N] [--profile]   CPU training-step benchmark (--profile: the
+ *   ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]   CPU training-step benchmark (--profile: the
  *                                                       per-op time table of each case, kernels/backend_profile.h)
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +43,7 @@
 #include "analysis/cache_report.h"
 #include "trainer/evaluate.h"
 #include "analysis/generate.h"
+#include "analysis/score.h"
 #include "trainer/probe_eval.h"
 #include "cli/summary.h"
 #include "trainer/trainer.h"
@@ -67,10 +71,18 @@ static void usage(FILE *f) {
             "               [--max-new N] [--temperature T] [--top-k K] [--seed S] [--context N] [--ignore-eot]\n"
             "               [--stepwise-prefill]\n"
             "                                                         generate through the KV cache (streamed)\n"
+            "       ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX]\n"
+            "               [--micro-batch B] [overrides]\n"
+            "                                                         per-token log-probabilities of FILE (text with the\n"
+            "                                                         checkpoint's tokenizer, --ids: decimal ids, or a token\n"
+            "                                                         shard) and their fold by phase t mod P (default S, or 8\n"
+            "                                                         for full attention) with standard errors; a score_NNN\n"
+            "                                                         group in FILE.h5 (default CHECKPOINT_DIR/score.h5) and\n"
+            "                                                         PREFIX.phase.csv, PREFIX.tokens.csv\n"
             "       ./train --make-synthetic DIR [--seq-len T] [--train-rows N] [--val-rows N] [--seed S]\n"
             "               [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]\n"
             "                                                         write the synthetic key/value corpus (row mix: data/synth.h)\n"
-            "       ./train --bench [--threads N] [--steps N] [--profile]\n"
+            "       ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]\n"
             "                                                         CPU training-step benchmark (--profile: each\n"
             "                                                         case's per-op time table after its timed steps)\n"
             "       ./train --help                                    this text and every config key\n");
@@ -160,6 +172,33 @@ static int cmd_make_synthetic(int argc, char **argv) {
     return 0;
 }
 
+/* The validation table of ./train --eval: the loss and, by residue and by phase, the mean with its
+ * bootstrap standard error and token count, and the homogeneity tests (docs/spec.md §4.8). */
+static void print_loss_rows(const LossStats *st, const char *label) {
+    for (int k = 0; k < st->K; k++)
+        printf("  %s=%2d  %.4f +- %.4f  (n = %.0f tokens)\n", label, k, st->mean[k], st->se[k], st->tokens[k]);
+}
+
+static void print_test(const LossStats *st, const char *what) {
+    if (isnan(st->p))
+        printf("  %s: undefined (%d groups with tokens in 2 or more windows, n = %ld windows)\n", what, st->tested, st->units);
+    else
+        printf("  %s: F = %.4g on (%d, %d) df, p = %.3g\n", what, st->F, st->df1, st->df2, st->p);
+}
+
+static void print_val_stats(const EvalResult *r) {
+    printf("validation loss %.4f over %ld windows (n), %ld scored tokens, standard error %.4f; +- below: the bootstrap "
+           "standard error over the windows (B = %d replicates, seed %llu)\n",
+           r->loss, r->windows, r->tokens, r->by_residue.overall_se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
+    printf("by residue t mod %d:\n", r->residues);
+    print_loss_rows(&r->by_residue, "r");
+    printf("by phase t mod %d:\n", r->phases);
+    print_loss_rows(&r->by_phase, "phase");
+    printf("homogeneity of the loss (Hotelling T^2 on the bootstrap covariance of the contrasts, F test):\n");
+    print_test(&r->by_residue, "across residues");
+    print_test(&r->by_phase, "across phases");
+}
+
 /* ./train --eval CKPT: every input (the checkpoint or weights-only directory, data.val, the probe
  * set) is opened and checked against the others (trainer/ckpt_source.h: tokenizer fingerprint,
  * vocabulary, prompt length) before the model is built or anything evaluated; a mismatch is one
@@ -197,6 +236,8 @@ static int cmd_eval(int argc, char **argv) {
     ValSet *val = NULL;
     ProbeSet *ps = NULL;
     Model *m = NULL;
+    EvalResult vr;                                       /* the validation result, kept for the probe's group */
+    int have_vr = 0;
     rc = 2;                                              /* bad input until every input is checked */
     if (ckpt_source_val(&cs, &val_glob, stdout, err) || ckpt_source_probe_path(&cs, probe_arg, &probe_file, stdout, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
@@ -217,6 +258,8 @@ static int cmd_eval(int argc, char **argv) {
             fprintf(stderr, "phaselab: %s\n", err);
             goto done;
         }
+    }
+    {   /* the analysis file: the validation group and the probe group go there */
         store = out_path ? strdup(out_path) : malloc(strlen(ckpt) + sizeof "/analysis.h5");
         if (!store) { fprintf(stderr, "phaselab: --eval: out of memory\n"); rc = 1; goto done; }
         if (!out_path) sprintf(store, "%s/analysis.h5", ckpt);
@@ -255,9 +298,15 @@ static int cmd_eval(int argc, char **argv) {
             eval_result_free(&r);
             goto done;
         }
-        printf("validation loss %.4f over %ld windows; by residue t mod %d:\n", r.loss, r.windows, r.residues);
-        for (int i = 0; i < r.residues; i++) printf("  r=%2d  %.4f\n", i, r.loss_by_residue[i]);
-        eval_result_free(&r);
+        print_val_stats(&r);
+        if (ps) {
+            vr = r;                                      /* stored with the probe's group, below */
+            have_vr = 1;
+        } else {
+            int stored = analysis_store_val(store, ckpt, cs.st.step, val_glob, &r, err);
+            eval_result_free(&r);
+            if (stored) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
+        }
     }
     if (ps) {
         ProbeResult pr;
@@ -272,13 +321,14 @@ static int cmd_eval(int argc, char **argv) {
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
         else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
-        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, err)) {
+        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;
         }
     }
     rc = 0;
 done:
+    if (have_vr) eval_result_free(&vr);
     if (m) model_free(m);
     if (val) val_set_close(val);
     if (ps) probe_set_free(ps);
@@ -299,18 +349,29 @@ int main(int argc, char **argv) {
         return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
     }
     if (!strcmp(cmd, "--generate")) return cmd_generate(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--score")) {  /* SIGINT/SIGTERM stop it between batches, nothing written */
+        interrupt_install();
+        int rc = cmd_score(argc - 2, argv + 2);
+        return rc && interrupt_signal() ? 128 + interrupt_signal() : rc;
+    }
     if (!strcmp(cmd, "--bench")) {
         long threads = 2, steps = 10;
         int profile = 0;
+        const char *cases = "all";
         for (int i = 2; i < argc; i += 2) {
             if (!strcmp(argv[i], "--profile")) { profile = 1; i--; continue; }   /* a flag: no value */
             if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", argv[i]); return 2; }
             int rc = !strcmp(argv[i], "--threads") ? parse_long(argv[i], argv[i + 1], 1, 4096, &threads)
                    : !strcmp(argv[i], "--steps") ? parse_long(argv[i], argv[i + 1], 1, 1L << 30, &steps)
+                   : !strcmp(argv[i], "--case") ? (cases = argv[i + 1], 0)
                    : (fprintf(stderr, "phaselab: unknown option %s\n", argv[i]), 2);
             if (rc) return rc;
         }
-        return run_bench((int)threads, (int)steps, profile);
+        if (strcmp(cases, "all") && strcmp(cases, "demo") && strcmp(cases, "vocab") && strcmp(cases, "probe")) {
+            fprintf(stderr, "phaselab: --bench --case: '%s', expected all, demo, vocab or probe\n", cases);
+            return 2;
+        }
+        return run_bench((int)threads, (int)steps, profile, cases);
     }
     if (!strcmp(cmd, "--dry-run") || !strcmp(cmd, "--summary")) {
         if (argc < 3) { usage(stderr); return 2; }

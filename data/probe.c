@@ -48,6 +48,41 @@ void probe_set_free(ProbeSet *ps) {
     free(ps);
 }
 
+int probe_builder_max_residues(int layout, long T, int K) {
+    long positions;                                  /* target positions 0..hi: hi + 1 of them */
+    if (layout == PROBE_LAYOUT_NEEDLE) {
+        if (K < 2 || T < K) return 0;
+        long R = 3 * (T - K + 1) / (4L * K), F = T - R * K - (K - 1);
+        if (R < 2 || F < 1) return 0;
+        positions = F + K * (R - 1) + 1;
+    } else {
+        long R = 64, D = 8;                          /* 2R + 2D + 1 = 145 tokens besides the fillers */
+        if (T < 146) {
+            D = T / 16 < 1 ? 1 : T / 16 > 8 ? 8 : T / 16;
+            R = (T - 2 * D - 1) / 3 < 64 ? (T - 2 * D - 1) / 3 : 64;
+        }
+        long F = T - 2 * R - 2 * D - 1;
+        if (R < 2 || D > R - 1 || F < 1) return 0;
+        positions = F + 2 * R - 1;
+    }
+    long P = positions / 3;
+    return P > PROBE_MAX_RESIDUES ? PROBE_MAX_RESIDUES : (int)P;
+}
+
+void probe_builder_advice(int layout, int P, int K, long T, char *out, size_t n) {
+    const int fit = probe_builder_max_residues(layout, T, K);
+    char how[64] = "";
+    if (layout == PROBE_LAYOUT_NEEDLE) snprintf(how, sizeof how, " --layout needle --record-tokens %d", K);
+    if (fit >= P)
+        snprintf(out, n, "rebuild it with tools/make-probe%s --max-len %ld --residues %d", how, T, P);
+    else if (fit >= 1)
+        snprintf(out, n, "tools/make-probe balances at most %d residues in %ld tokens: rebuild it with tools/make-probe%s "
+                 "--max-len %ld --residues %d and set eval.residues=%d", fit, T, how, T, fit, fit);
+    else
+        snprintf(out, n, "no %s probe fits %ld tokens; evaluate with a longer data.seq_len",
+                 layout == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup", T);
+}
+
 int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int max_len, char *err) {
     *out = NULL;
     size_t size = 0;
@@ -77,7 +112,7 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
         goto done;
     }
     ps->builder = (ProbeBuilder){(int)layout, rd_u32(buf + 120), rd_u32(buf + 124), rd_u32(buf + 128), nk, nv, (int)maxlen_f,
-                                 rd_u32(buf + 108)};
+                                 rd_u32(buf + 108), rd_u32(buf + 112)};
     if (header != PROBE_HEADER_BYTES) { set_err(err, "%s@8: header size %u, expected %d", path, header, PROBE_HEADER_BYTES); goto done; }
     if (recsize != PROBE_RECORD_BYTES) { set_err(err, "%s@12: prompt record size %u, expected %d", path, recsize, PROBE_RECORD_BYTES); goto done; }
     if (n == 0 || n > 0x7fffffffu) { set_err(err, "%s@16: n_prompts %u, expected 1..2^31-1", path, n); goto done; }
@@ -89,8 +124,10 @@ int probe_set_load(ProbeSet **out, const char *path, uint32_t vocab_limit, int m
     }
     if (maxlen_f == 0 || maxlen_f > 0x7fffffffu) { set_err(err, "%s@28: longest prompt %u, expected >= 1", path, maxlen_f); goto done; }
     if (max_len > 0 && maxlen_f > (uint32_t)max_len) {
-        set_err(err, "%s@28: prompts of up to %u tokens do not fit the evaluation length %d (rebuild with --max-len %d)",
-                path, maxlen_f, max_len, max_len);
+        char advice[320];
+        probe_builder_advice((int)layout, (int)P, (int)(nk + nv), max_len, advice, sizeof advice);
+        set_err(err, "%s@28: prompts of up to %u tokens do not fit the evaluation length %d (%s)", path, maxlen_f, max_len,
+                advice);
         goto done;
     }
     /* 64-bit sums: q (and t_K below) near 2^32 must not wrap past the bounds */

@@ -2,7 +2,8 @@
  * tools/make-probe and read here.
  *
  * A prompt: 64 records "key value" (one token each, distinct keys), 8 demonstration records
- * repeated from the list (never the target), then the target key again as the prompt's last
+ * repeated from the list (never the target; prompts shorter than 146 tokens have fewer of both,
+ * docs/spec.md §3.5), then the target key again as the prompt's last
  * token (the query). The answer is the target record's value; a model scores when the argmax
  * of the logit at the query position (length - 1) is the answer. Prompts are grouped by
  * protocol (pp = prefix padding, ip = in-sequence padding) and by the residue
@@ -21,8 +22,8 @@
  *     40-103  tokenizer fingerprint, printable ASCII, NUL-padded (as in token shards: sha256 hex of
  *             tokenizer.json, or "synthetic")
  *     104-107 u32 query position q: every prompt has length q + 1 (the query is its last token)
- *     108-111 u32 records per prompt (64)
- *     112-115 u32 demonstration records per prompt (8; needle: 0)
+ *     108-111 u32 records per prompt (64; lookup prompts under 146 tokens: fewer)
+ *     112-115 u32 demonstration records per prompt (8, fewer under 146 tokens; needle: 0)
  *     116-119 u32 layout: 0 = lookup (above), 1 = needle (below)
  *     120-123 u32 builder seed (low 32 bits; files from older builders: 0 here and below)
  *     124-127 u32 builder prompts per residue and protocol (0 = unknown)
@@ -58,6 +59,7 @@
  * within 0.024 positions, variances within 0.04%; the builder prints the figures). */
 #ifndef PHASELAB_PROBE_H
 #define PHASELAB_PROBE_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define PROBE_MAGIC "PHLPRBv1"
@@ -79,7 +81,20 @@ typedef struct {
     int max_len;                 /* longest prompt */
     uint32_t records;            /* records per prompt (header 108-111, >= 1): the candidate values a
                                   * prompt offers, so chance accuracy is 1 / records */
+    uint32_t demos;              /* demonstration records per prompt (header 112-115; needle 0) */
 } ProbeBuilder;
+
+/* The most residues tools/make-probe can balance in prompts of max_len tokens with its default
+ * fit (lookup: 64 records and 8 demonstrations from 146 tokens on, fewer below; needle: records
+ * of record_tokens tokens filling 3/4 of the prompt): P <= (target positions) / 3, the
+ * B-spline design's need. 0 when no prompt of that layout fits. Mirrors the builder's rule
+ * (tools/make-probe lookup_fit, main_needle; tests/test_probe_builder.py checks they agree), so
+ * an error can recommend a build that works. */
+int probe_builder_max_residues(int layout, long max_len, int record_tokens);
+/* One recommendation for a probe set of this layout, P residues and record_tokens (needle) at
+ * evaluation length T: "tools/make-probe ... --max-len T --residues P" when that works, else the
+ * most residues that fit (with eval.residues), else that none fits. Writes into out[n]. */
+void probe_builder_advice(int layout, int P, int record_tokens, long T, char *out, size_t n);
 
 /* One prompt, as stored (tokens point into the set's memory). */
 typedef struct {

@@ -334,8 +334,8 @@ static void begin(BackendCtx *P) {
 static BackendCtx *inner_ctx(BackendCtx *ctx) { return ctx->inner->ctx; }
 static const BackendCollectives *inner_coll(BackendCtx *ctx) { return ctx->inner->collectives; }
 static int coll_make_id(BackendCtx *ctx, void *id, char *err) { return inner_coll(ctx)->make_id(inner_ctx(ctx), id, err); }
-static int coll_init(BackendCtx *ctx, const void *id, int world, int rank, char *err) {
-    return inner_coll(ctx)->init(inner_ctx(ctx), id, world, rank, err);
+static int coll_init(BackendCtx *ctx, const void *id, int world, int rank, const volatile int *abort_flag, char *err) {
+    return inner_coll(ctx)->init(inner_ctx(ctx), id, world, rank, abort_flag, err);
 }
 static void coll_destroy(BackendCtx *ctx) { inner_coll(ctx)->destroy(inner_ctx(ctx)); }
 static int coll_reduce_scatter_sum(BackendCtx *ctx, const float *send, float *recv, size_t shard, char *err) {

@@ -130,7 +130,10 @@ typedef struct BackendCtx BackendCtx;
 typedef struct BackendCollectives {
     size_t id_bytes;   /* size of the communicator's unique id (rank 0 makes it, MPI broadcasts it) */
     int (*make_id)(BackendCtx *ctx, void *id, char *err);
-    int (*init)(BackendCtx *ctx, const void *id, int world, int rank, char *err);
+    /* abort_flag: set (non-zero) by the caller's watchdog thread when a collective ran past its
+     * timeout; a collective waiting for its completion then aborts the communicator and returns
+     * -1 (the caller ends the job from its own thread) */
+    int (*init)(BackendCtx *ctx, const void *id, int world, int rank, const volatile int *abort_flag, char *err);
     void (*destroy)(BackendCtx *ctx);
     /* send [world * shard] -> recv [shard] = sum over ranks of this rank's shard */
     int (*reduce_scatter_sum)(BackendCtx *ctx, const float *send, float *recv, size_t shard, char *err);
@@ -145,6 +148,8 @@ typedef struct Backend {
     size_t act_bytes;                /* sizeof one act_t element */
     double peak_flops;               /* for MFU: fp32 (cpu) or bf16 dense (cuda) FLOP/s */
     int device;                      /* the GPU this backend runs on (-1: host) */
+    unsigned char device_uuid[16];   /* that GPU's UUID (all zero on the host): two ranks that
+                                      * name the same one are refused (trainer/comm.c) */
     BackendCtx *ctx;                 /* first argument of every op */
     const BackendCollectives *collectives;   /* NULL: host memory, MPI does the collectives */
     /* Shape limits of the backend's kernels (0 = none): model_create refuses a config beyond
@@ -163,8 +168,9 @@ typedef struct Backend {
 const Backend *backend_cpu(int threads);
 /* (its BLAS controls, cpu_set_blas_threads and cpu_blas_name: kernels/cpu/cpu_backend.h) */
 #ifdef PHASELAB_CUDA
-/* The CUDA backend on the given device (taken modulo the visible devices: ranks share GPUs
- * round-robin); one per device, made on the first call for it and returned by later ones. NULL
+/* The CUDA backend on the given device (taken modulo the visible devices, so a rank that sees one
+ * GPU through CUDA_VISIBLE_DEVICES takes it; two ranks that land on the same GPU are refused by
+ * comm_attach_backend, which compares Backend.device_uuid); one per device, made on the first call for it and returned by later ones. NULL
  * (and err filled) when no usable GPU exists. The calling thread's current device becomes it. */
 const Backend *backend_cuda(int device, char *err);
 /* (its memory accounting, cuda_backend_peak_bytes ...: kernels/cuda/cuda_backend.h) */

@@ -54,7 +54,7 @@ static void layer_cache_layout(const ModelConfig *c, long context, size_t e, Dec
             if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
         }
         o->value_entries = !dims_of(c, 0).tied_kv;
-        o->input_rows = W;
+        o->input_rows = W + (c->token_shift ? 1 : 0);   /* + a_{t-1} with token shift (docs/spec.md §6.3) */
     }
     o->entry_bytes = (size_t)o->entry_cap * Gd * e * (1 + o->value_entries);
     o->raw_bytes = 2 * (size_t)o->ring_cap * Gd * e;
@@ -89,7 +89,8 @@ void decode_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCac
 typedef struct {               /* the cache of one layer (backend memory) */
     act_t *ck, *cv;            /* [entry_cap, G, d] entries (cv NULL when tied) */
     act_t *k, *v;              /* [ring_cap, G, d] raw keys (after knorm + RoPE) and values */
-    act_t *inputs;             /* [W, D] normalized inputs a, slot p % W */
+    act_t *inputs;             /* [W (+1), D] compressor inputs (a, or a + M a_{p-1} with token shift), slot
+                                  p % W; with token shift row W holds a_{t-1} */
     act_t *ik;                 /* [entry_cap, dI] the lightning indexer's keys (csa layers with one) */
 } LayerCache;
 
@@ -110,6 +111,7 @@ struct Decoder {
     /* scratch, one row each */
     act_t *x, *a, *q_raw, *q, *k_raw, *k, *v, *attn, *x_mid, *mn, *g, *u, *h, *xf, *logits;
     act_t *win;                /* [W, D] the window's inputs in offset order */
+    act_t *tsb;                /* [D] the compressor input a_t + M a_{t-1} (token shift) */
     act_t *entry[2];           /* [G, d] */
     act_t *payload;            /* [G, W, d] */
     float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
@@ -225,6 +227,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
     dec->xf = take(be, D * e, sb, &fail); dec->logits = take(be, V * e, sb, &fail);
     if (W) {
         dec->win = take(be, W * D * e, sb, &fail);
+        if (c->token_shift) dec->tsb = take(be, D * e, sb, &fail);
         dec->entry[0] = take(be, Gd * e, sb, &fail); dec->entry[1] = take(be, Gd * e, sb, &fail);
         dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
         dec->alpha = take(be, G * W * ch * 4, sb, &fail);
@@ -268,7 +271,7 @@ void decoder_free(Decoder *dec) {
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
                  dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->iq, dec->iw, dec->ientry,
-                 dec->ipayload, dec->ialpha, dec->iscore, dec->isel};
+                 dec->ipayload, dec->ialpha, dec->iscore, dec->isel, dec->tsb};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
@@ -394,7 +397,16 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             be->copy(be->ctx, row(lc->v, t % R, Gd, e), dec->v, Gd * e);
         }
         if (compressed) {
-            be->copy(be->ctx, row(lc->inputs, t % W, D, e), dec->a, D * e);
+            const act_t *cin = dec->a;
+            if (x->token_shift >= 0) {   /* docs/spec.md §6.3: b_t = a_t + M a_{t-1}, a_{-1} = 0 */
+                act_t *prev = row(lc->inputs, W, D, e);
+                if (t == 0) be->zero(be->ctx, prev, D * e);
+                be->copy(be->ctx, dec->tsb, dec->a, D * e);
+                be->matmul_fwd(be->ctx, dec->tsb, prev, Wt(dec, x->token_shift), 1, D, D, 1);
+                be->copy(be->ctx, prev, dec->a, D * e);
+                cin = dec->tsb;
+            }
+            be->copy(be->ctx, row(lc->inputs, t % W, D, e), cin, D * e);
             write_completed(dec, L, t);
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
@@ -501,8 +513,10 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     float *i_rstd = has_ind && nW_rows ? take(be, nW_rows * 4, &scratch, &fail) : NULL;
     float *i_score = has_ind && nW_rows ? take(be, N * nW_rows * 4, &scratch, &fail) : NULL;
     uint8_t *i_sel = has_ind && nW_rows ? take(be, N * nW_rows, &scratch, &fail) : NULL;
+    const int tshift = c->attention == ATTN_COMPRESSED && !c->layer_attention[0] && c->token_shift;   /* docs/spec.md §6.3 */
+    act_t *cin = tshift ? take(be, N * D * e, &scratch, &fail) : NULL, *tsh = tshift ? take(be, N * D * e, &scratch, &fail) : NULL;
     void *all[] = {x, a, x_mid, mn, q_raw, q, attn, k_raw, k, v, g, u, h, rstd, lse, tok, entry0, payload, alpha, pn_rstd, crope,
-                   i_q, i_w, i_entry, i_payload, i_alpha, i_rstd, i_score, i_sel};
+                   i_q, i_w, i_entry, i_payload, i_alpha, i_rstd, i_score, i_sel, cin, tsh};
     int rc = 0;
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
@@ -546,11 +560,20 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->rope(be->ctx, q, dec->rope_tab, n, H, d, r, n, 1, 0);
             be->rope(be->ctx, k, dec->rope_tab, n, G, d, r, n, 1, 0);
         }
+        const act_t *ca = a;     /* the compressor's input: a, or a + shift(a) M^T (token shift) */
+        if (tshift) {
+            be->zero(be->ctx, tsh, D * e);
+            if (n > 1) be->copy(be->ctx, row(tsh, 1, D, e), a, (N - 1) * D * e);
+            be->copy(be->ctx, cin, a, N * D * e);
+            be->matmul_fwd(be->ctx, cin, tsh, Wt(dec, ix->token_shift), n, D, D, 1);
+            be->copy(be->ctx, row(lc->inputs, W, D, e), row(a, n - 1, D, e), D * e);   /* a_{t-1} for the next step */
+            ca = cin;
+        }
         if (nW > 0) {   /* entries of the prompt's complete windows, straight into the cache */
-            be->compressor_fwd(be->ctx, &cs, entry0, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
+            be->compressor_fwd(be->ctx, &cs, entry0, alpha, payload, pn_rstd, ca, Wt(dec, ix->gate_w[0]), Wt(dec, ix->gate_b[0]),
                                Wt(dec, ix->payload[0]), Wt(dec, ix->pn[0]));
             if (lc->cv)
-                be->compressor_fwd(be->ctx, &cs, lc->cv, alpha, payload, pn_rstd, a, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
+                be->compressor_fwd(be->ctx, &cs, lc->cv, alpha, payload, pn_rstd, ca, Wt(dec, ix->gate_w[1]), Wt(dec, ix->gate_b[1]),
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
@@ -579,7 +602,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->copy(be->ctx, row(lc->v, p % R, Gd, e), row(v, p, Gd, e), Gd * e);
         }
         if (compressed)
-            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(be->ctx, row(lc->inputs, p % W, D, e), row(a, p, D, e), D * e);
+            for (int p = n - W > 0 ? n - W : 0; p < n; p++) be->copy(be->ctx, row(lc->inputs, p % W, D, e), row((act_t *)ca, p, D, e), D * e);
         be->copy(be->ctx, x_mid, x, N * D * e);
         be->matmul_fwd(be->ctx, x_mid, attn, Wt(dec, ix->o), n, D, H * d, 1);
         be->rmsnorm_fwd(be->ctx, mn, rstd, x_mid, Wt(dec, ix->post_norm), n, D, eps);

@@ -54,6 +54,7 @@ typedef struct {               /* saved activations of one layer */
     act_t *payload[2];         /* [B, nW, G, W, d] */
     float *alpha[2];           /* [B, nW, G, W, c] */
     float *pn_rstd[2];         /* [B, nW, G, W] */
+    act_t *cin;                /* [N, D] compressor input a_t + M a_{t-1} (token_shift only, docs/spec.md §6.3) */
     act_t *ck;                 /* [B, nW, G, d] keys after cknorm + RoPE */
     float *rstd_ck;            /* [B*nW*G] */
     act_t *attn;               /* [N, H*d] */
@@ -108,6 +109,7 @@ struct Model {
     act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
     act_t *dg, *du, *dh;       /* [N, F] */
     act_t *dck, *dcv, *dentry; /* [B, nW, G, d] */
+    act_t *tsh, *dtsh, *dcin;  /* [N, D] token shift (docs/spec.md §6.3): a_{t-1} rows, their gradient, d cin */
     int fused_qkv;             /* 1: every layer's q, k, v weights are adjacent in the parameter arena
                                   (and their gradients): one [H*d + 2*G*d, D] projection (see lay_out) */
     act_t *qkv;                /* [N, H*d + 2*G*d] the fused projection's output (forward) or d of it
@@ -176,6 +178,7 @@ static void lay_out(Model *m, Carver *c) {
                 if (cfg->post_norm) act->pn_rstd[br] = carve(c, slots * 4);
             }
             act->ck = carve(c, E * A);
+            if (cfg->token_shift) act->cin = carve(c, N * D * A);
             act->rstd_ck = carve(c, (size_t)m->max_batch * nW * cfg->n_kv_heads * 4);
         }
         act->attn = carve(c, N * Hd * A); act->lse = carve(c, N * cfg->n_heads * 4);
@@ -206,6 +209,7 @@ static void lay_out(Model *m, Carver *c) {
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
     if (E_max > 0) { m->dck = carve(c, E_max * A); m->dcv = carve(c, E_max * A); m->dentry = carve(c, E_max * A); }
+    if (E_max > 0 && cfg->token_shift) { m->tsh = carve(c, N * D * A); m->dtsh = carve(c, N * D * A); m->dcin = carve(c, N * D * A); }
     if (m->fused_qkv) m->qkv = carve(c, N * (Hd + 2 * Gd) * A);
     m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
     const ModelDims *sd = staggered_dims(m);
@@ -224,6 +228,9 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
     for (int L = 0; L < cfg->n_layers; L++) {
         const ModelConfig lc = layer_config(cfg, L);
         if (lc.attention != ATTN_COMPRESSED || (L > 0 && !cfg->layer_attention[0])) continue;
+        if (dims_of(&lc, 0).grid_base < 0)   /* docs/spec.md §6.1 */
+            return set_err(err, "a negative static grid offset (o_base = %d: partial first windows) is not supported by the "
+                           "compressor kernels yet; o_base must be >= 0", dims_of(&lc, 0).grid_base);
         if (model_shape_check_layer(&lc, err)) return -1;
     }
     return 0;
@@ -615,6 +622,34 @@ double model_indexer_kl(const Model *m, long *count) {
     return m->kl_sum;
 }
 
+/* Token shift (docs/spec.md §6.3): dst row (b, t) = src row (b, t - 1), row (b, 0) = 0. */
+static void shift_rows(const Model *m, act_t *dst, const act_t *src, int B) {
+    const Backend *be = m->be;
+    const size_t D = m->cfg.d_model, T = m->T, e = be->act_bytes;
+    for (int b = 0; b < B; b++) {
+        be->zero(be->ctx, act_at(m, dst, b * T * D), D * e);
+        if (T > 1) be->copy(be->ctx, act_at(m, dst, (b * T + 1) * D), act_at(m, (act_t *)src, b * T * D), (T - 1) * D * e);
+    }
+}
+/* cin = a + shift(a) M^T: the compressor's input with token shift. */
+static void token_shift_fwd(Model *m, act_t *cin, const act_t *a, const act_t *M, int B) {
+    const Backend *be = m->be;
+    const int N = B * m->T, D = m->cfg.d_model;
+    shift_rows(m, m->tsh, a, B);
+    be->copy(be->ctx, cin, a, (size_t)N * D * be->act_bytes);
+    be->matmul_fwd(be->ctx, cin, m->tsh, M, N, D, D, 1);
+}
+/* From dcin: da += dcin + unshift(dcin M), dM += dcin^T shift(a). */
+static void token_shift_bwd(Model *m, act_t *da, float *dM, const act_t *a, const act_t *M, int B) {
+    const Backend *be = m->be;
+    const size_t N = (size_t)B * m->T, D = m->cfg.d_model, T = m->T;
+    be->add(be->ctx, da, m->dcin, N * D);
+    shift_rows(m, m->tsh, a, B);
+    be->matmul_bwd(be->ctx, m->dtsh, dM, m->dcin, m->tsh, M, (int)N, (int)D, (int)D, 0);
+    for (int b = 0; b < B; b++)      /* row (b, t) of shift(a) is a_{b, t-1}: its gradient goes to row t - 1 */
+        if (T > 1) be->add(be->ctx, act_at(m, da, b * T * D), act_at(m, m->dtsh, (b * T + 1) * D), (T - 1) * D);
+}
+
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
@@ -655,8 +690,13 @@ static void forward_layers(Model *m, int B) {
         }
         const act_t *cv = NULL;
         if (nW > 0) {
+            const act_t *comp_in = act->x_norm;
+            if (act->cin) {             /* docs/spec.md §6.3 */
+                token_shift_fwd(m, act->cin, act->x_norm, weight(m, w->token_shift), B);
+                comp_in = act->cin;
+            }
             for (int br = 0; br < dm->branches; br++)
-                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], act->x_norm,
+                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], comp_in,
                                    weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]),
                                    weight(m, w->pn[br]));
             size_t E = (size_t)B * nW * G * d;
@@ -740,17 +780,19 @@ static void backward_layers(Model *m, int B) {
                                 B * nW * G, d, 0);
                 dentry_k = m->dentry;
             }
+            if (act->cin) be->zero(be->ctx, m->dcin, (size_t)N * D * be->act_bytes);   /* the compressor adds into it */
             for (int br = 0; br < dm->branches; br++) {
                 const float *dalpha = NULL;
                 if (m->cov_lambda > 0 && dm->gated) {
                     be->gate_coverage(be->ctx, &cs, act->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
-                be->compressor_bwd(be->ctx, &cs, m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]), grad(m, w->payload[br]),
-                                   grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br], act->payload[br],
-                                   act->pn_rstd[br], act->x_norm, weight(m, w->gate_w[br]), weight(m, w->payload[br]),
-                                   weight(m, w->pn[br]), dalpha);
+                be->compressor_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]),
+                                   grad(m, w->payload[br]), grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br],
+                                   act->payload[br], act->pn_rstd[br], act->cin ? act->cin : act->x_norm,
+                                   weight(m, w->gate_w[br]), weight(m, w->payload[br]), weight(m, w->pn[br]), dalpha);
             }
+            if (act->cin) token_shift_bwd(m, m->dnorm, grad(m, w->token_shift), act->x_norm, weight(m, w->token_shift), B);
         }
         be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->in_norm), m->dnorm, act->x_in, weight(m, w->in_norm), act->rstd_in, N, D, 1);
     }
@@ -866,6 +908,7 @@ double model_layer_flops_per_token(const ModelConfig *c, int T) {
         /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
+        if (c->token_shift) comp += (double)D * D;   /* docs/spec.md §6.3: M a_{t-1}, one [D, D] product per token */
     }
     if (c->indexer_topk > 0) {   /* the lightning indexer (§5.4): q and w projections, its compressor, the scores */
         const double HI = c->indexer_heads, dI = c->indexer_dim;

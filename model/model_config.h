@@ -32,6 +32,7 @@ typedef struct {
     int csa_topk, indexer_heads, indexer_dim;
     int indexer_topk;        /* derived, not a key: layer_config sets it to csa_topk on a csa layer
                                 (the layer has a lightning indexer when > 0); 0 everywhere else */
+    int token_shift;         /* the compressor reads a_t + M a_{t-1} (docs/spec.md §6.3) */
 } ModelConfig;
 
 /* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is

@@ -41,7 +41,7 @@ int tensor_table_find(const TensorTable *tt, const char *name);
  * 1 = V of the compressor); the lookup the forward, the backward and the decoder share. */
 typedef struct {
     int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
-    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink;
+    int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink, token_shift;
     /* the lightning indexer of a csa layer (docs/spec.md §5.4): query and weight projections, its
      * compressor's gate weight, bias and payload, its key norm */
     int iq, iw, igate_w, igate_b, ipayload, iknorm;

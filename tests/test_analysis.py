@@ -19,6 +19,7 @@ loss by residue, which moves with every weight, is what makes the weight-edit co
 able to fail."""
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -83,14 +84,12 @@ def h5_last(path, kind):
 
 
 def printed_val(out):
-    """validation loss by residue printed by plain --eval ('  r= 3  5.5331')."""
+    """validation loss by residue printed by plain --eval ('  r= 3  5.5331 +- 0.0123  (n = 40 tokens)')."""
     vals = []
     for line in out.splitlines():
-        s = line.strip()
-        if s.startswith("r=") and len(s.split()) == 2:
-            vals.append(float(s.split()[1]))
-        elif s.startswith("r=") and len(s.split()) == 3:
-            vals.append(float(s.split()[2]))
+        m = re.match(r"\s*r=\s*(\d+)\s+(\S+)", line)
+        if m:
+            vals.append(float(m.group(2)))
     return np.array(vals)
 
 

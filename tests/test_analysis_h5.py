@@ -102,7 +102,8 @@ def same(a, b):
             if x.shape != y.shape or not (np.array_equal(x, y, equal_nan=True) if x.dtype.kind == "f" else np.array_equal(x, y)):
                 return False
         for n in aa:
-            if not np.array_equal(np.asarray(aa[n]), np.asarray(ba[n])):
+            x, y = np.asarray(aa[n]), np.asarray(ba[n])
+            if not (np.array_equal(x, y, equal_nan=True) if x.dtype.kind == "f" and y.dtype.kind == "f" else np.array_equal(x, y)):
                 return False
     return True
 

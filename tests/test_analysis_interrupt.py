@@ -60,12 +60,13 @@ def snapshot():
     return files, digest
 
 
-def interrupted(name, args, sig, wait_for=None, delay=1.5, code=None):
+def interrupted(name, args, sig, wait_for=None, delay=1.5, code=None, group=False, env=None):
     """Runs ./train ARGS, sends SIG once a stderr line holds wait_for (or after delay s) and checks
-    the exit status, the message and that nothing was written."""
+    the exit status, the message and that nothing was written. group: the signal goes to the
+    whole process group, as Ctrl-C in a terminal does."""
     before = snapshot()
     p = subprocess.Popen([tu.TRAIN] + args + ["run.threads=1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                         text=True, start_new_session=True)
+                         text=True, start_new_session=True, env=env)
     err_lines, seen = [], threading.Event()
 
     def read_err():
@@ -81,7 +82,10 @@ def interrupted(name, args, sig, wait_for=None, delay=1.5, code=None):
         time.sleep(delay)
     still_running = p.poll() is None
     sent = time.time()
-    p.send_signal(sig)
+    if group:
+        os.killpg(p.pid, sig)
+    else:
+        p.send_signal(sig)
     try:
         p.wait(timeout=60)
     except subprocess.TimeoutExpired:
@@ -108,4 +112,14 @@ if rc == 0:
                 signal.SIGTERM, wait_for="knockout: ")
     interrupted("--filler-sweep, SIGTERM", ["--eval", ck, "--filler-sweep", sweep], signal.SIGTERM, wait_for="filler sweep: ")
     interrupted("--eval --probe, SIGINT", ["--eval", ck, "--probe", probe], signal.SIGINT, delay=1.5)
+    # Ctrl-C while --knockout builds its default calibration set with tools/make-probe (a
+    # python3 on PATH that announces itself and sleeps stands in for a slow make-probe)
+    fake = os.path.join(d, "fakebin")
+    os.makedirs(fake, exist_ok=True)
+    with open(os.path.join(fake, "python3"), "w") as f:
+        f.write("#!/bin/sh\necho 'fake make-probe: started' >&2\nexec sleep 60\n")
+    os.chmod(os.path.join(fake, "python3"), 0o755)
+    interrupted("--knockout building its calibration set, Ctrl-C", ["--eval", ck, "--probe", probe, "--knockout", "all"],
+                signal.SIGINT, wait_for="fake make-probe: started", group=True,
+                env=dict(os.environ, PATH=fake + os.pathsep + os.environ.get("PATH", "")))
 finish()

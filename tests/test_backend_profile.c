@@ -40,8 +40,27 @@ static float *host_rand(size_t n) {
     for (size_t i = 0; i < n; i++) h[i] = rnd();
     return h;
 }
+/* backend buffers of the attention and classifier blocks, released together at the end */
+enum { MAX_TRACKED = 256 };
+static struct { const Backend *be; void *p; } g_tracked[MAX_TRACKED];
+static int g_n_tracked;
+static void *talloc(const Backend *be, size_t bytes) {
+    void *p = be->alloc(be->ctx, bytes);
+    if (g_n_tracked < MAX_TRACKED) { g_tracked[g_n_tracked].be = be; g_tracked[g_n_tracked++].p = p; }
+    return p;
+}
+static void free_tracked(void) {
+    for (int i = 0; i < g_n_tracked; i++) g_tracked[i].be->free(g_tracked[i].be->ctx, g_tracked[i].p);
+    g_n_tracked = 0;
+}
 static void *dup_to(const Backend *be, const float *h, size_t n) {
     void *p = be->alloc(be->ctx, n * sizeof(float));
+    be->upload(be->ctx, p, h, n * sizeof(float));
+    return p;
+}
+/* dup_to, released by free_tracked */
+static void *tdup_to(const Backend *be, const float *h, size_t n) {
+    void *p = talloc(be, n * sizeof(float));
     be->upload(be->ctx, p, h, n * sizeof(float));
     return p;
 }
@@ -254,12 +273,12 @@ int main(void) {
         backend_profile_reset(prof);
         for (int b = 0; b < 2; b++) {
             const Backend *be = bes[b];
-            act_t *q = dup_to(be, hq, nq), *k = dup_to(be, hk, nk), *v = dup_to(be, hv, nk);
-            act_t *ck = s->n_windows ? dup_to(be, hck, ne) : NULL, *cv = s->n_windows ? dup_to(be, hcv, ne) : NULL;
-            act_t *dout = dup_to(be, hdo, nq), *out = be->alloc(be->ctx, nq * 4), *dq = be->alloc(be->ctx, nq * 4);
-            act_t *dk = be->alloc(be->ctx, nk * 4), *dv = be->alloc(be->ctx, nk * 4);
-            act_t *dck = s->n_windows ? be->alloc(be->ctx, ne * 4) : NULL, *dcv = s->n_windows ? be->alloc(be->ctx, ne * 4) : NULL;
-            float *lse = be->alloc(be->ctx, nl * 4);
+            act_t *q = tdup_to(be, hq, nq), *k = tdup_to(be, hk, nk), *v = tdup_to(be, hv, nk);
+            act_t *ck = s->n_windows ? tdup_to(be, hck, ne) : NULL, *cv = s->n_windows ? tdup_to(be, hcv, ne) : NULL;
+            act_t *dout = tdup_to(be, hdo, nq), *out = talloc(be, nq * 4), *dq = talloc(be, nq * 4);
+            act_t *dk = talloc(be, nk * 4), *dv = talloc(be, nk * 4);
+            act_t *dck = s->n_windows ? talloc(be, ne * 4) : NULL, *dcv = s->n_windows ? talloc(be, ne * 4) : NULL;
+            float *lse = talloc(be, nl * 4);
             be->attention_fwd(be->ctx, s, out, lse, q, k, v, ck, cv, NULL);
             be->attention_bwd(be->ctx, s, dq, dk, dv, dck, dcv, NULL, dout, out, lse, q, k, v, ck, cv, NULL);
             got[b][0] = (float *)out; got[b][1] = (float *)dq; got[b][2] = (float *)dk; got[b][3] = (float *)dv;
@@ -286,12 +305,12 @@ int main(void) {
         backend_profile_reset(prof);
         for (int b = 0; b < 2; b++) {
             const Backend *be = bes[b];
-            act_t *x = dup_to(be, hx, (size_t)Nr * D), *e = dup_to(be, he, (size_t)V * D);
-            int32_t *t = be->alloc(be->ctx, sizeof tg);
+            act_t *x = tdup_to(be, hx, (size_t)Nr * D), *e = tdup_to(be, he, (size_t)V * D);
+            int32_t *t = talloc(be, sizeof tg);
             be->upload(be->ctx, t, tg, sizeof tg);
-            loss[b] = be->alloc(be->ctx, sizeof(float) * Nr);
-            dxs[b] = be->alloc(be->ctx, sizeof(float) * Nr * D);
-            des[b] = be->alloc(be->ctx, sizeof(float) * V * D);
+            loss[b] = talloc(be, sizeof(float) * Nr);
+            dxs[b] = talloc(be, sizeof(float) * Nr * D);
+            des[b] = talloc(be, sizeof(float) * V * D);
             be->classifier(be->ctx, x, e, t, Nr, D, V, loss[b], (act_t *)dxs[b], des[b], 0.5f);
             be->classifier(be->ctx, x, e, t, Nr, D, V, loss[b], NULL, NULL, 0.5f);
         }
@@ -338,6 +357,7 @@ int main(void) {
         free(yy); free(xx);
     }
     test_step_work(cpu);
+    free_tracked();
     backend_profile_free(prof);
     free(h_in); free(h_w); free(h_dout); free(h_x); free(h_y);
     return check_exit_code();

@@ -216,6 +216,39 @@ static int failure_mode(const char *mode, int victim) {
     return 1;
 }
 
+/* One GPU per rank: the rule over identities, then (with several ranks) comm_attach_backend on a
+ * device-like backend (the CPU backend's ops, device 0, a UUID) where every rank names the same
+ * GPU (refused, naming two ranks) or each its own (passes that check; this build's fake device
+ * has no collectives, so it is then refused for that). */
+static void test_shared_device(void) {
+    unsigned char ids[4][16];
+    memset(ids, 0, sizeof ids);
+    int a = 0, b = 0;
+    report("shared device: all-zero identities never match", comm_first_shared_device(&ids[0][0], 16, 4, &a, &b) == 0 &&
+           a == -1 && b == -1, "got %d %d", a, b);
+    for (int r = 0; r < 4; r++) ids[r][0] = (unsigned char)(r + 1);
+    report("shared device: distinct identities pass", comm_first_shared_device(&ids[0][0], 16, 4, &a, &b) == 0, "got %d %d", a, b);
+    ids[3][0] = ids[1][0];
+    report("shared device: ranks 1 and 3 share one", comm_first_shared_device(&ids[0][0], 16, 4, &a, &b) == 1 && a == 1 && b == 3,
+           "got %d %d", a, b);
+    if (C.world < 2) return;
+    static Backend fake;
+    fake = *backend_cpu(1);
+    fake.name = "fake-device";
+    fake.device = 0;
+    fake.collectives = NULL;
+    memcpy(fake.device_uuid, "same-gpu-0000000", 16);
+    char err[ERR_LEN] = "";
+    int rc = comm_attach_backend(&C, &fake, err);
+    report("shared device: ranks naming one GPU are refused", rc != 0 && strstr(err, "same GPU") && strstr(err, "ranks 0 and 1"),
+           "rc %d: %s", rc, err);
+    fake.device_uuid[15] = (unsigned char)('A' + C.rank);
+    err[0] = '\0';
+    rc = comm_attach_backend(&C, &fake, err);
+    report("shared device: one GPU each passes the check", rc != 0 && !strstr(err, "same GPU") && strstr(err, "no NCCL"),
+           "rc %d: %s", rc, err);
+}
+
 int main(int argc, char **argv) {
     setenv("PHASELAB_COMM_MAX_COUNT", "1000", 0);
     double t0 = clock_seconds();
@@ -242,6 +275,7 @@ int main(int argc, char **argv) {
                "timeout_s %g", C.timeout_s);
     }
     test_setup();
+    test_shared_device();
     test_host_collectives();
     /* W*shard <= 1000: direct MPI calls; larger: chunked (with a remainder piece) */
     test_reduce_scatter(100, 0);

@@ -256,6 +256,7 @@ static const ErrCase err_cases[] = {
     {"phase_jitter_stride1", "[model]\nattention = compressed\nstride = 1\n[train]\nphase_jitter = true\n", 5,
      "phase_jitter", "stride = 1"},
     {"phase_jitter_word", "[train]\nphase_jitter = maybe\n", 2, "phase_jitter", "true"},
+    {"token_shift_full", "[model]\ntoken_shift = true\n", 2, "token_shift", "attention = compressed"},
     {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},
     {"coverage_negative", "[model]\nattention = compressed\n[train]\ngate_coverage = -0.1\n", 4, "gate_coverage", ">= 0"},
     {"coverage_inf", "[model]\nattention = compressed\n[train]\ngate_coverage = inf\n", 4, "gate_coverage", "finite"},
@@ -435,7 +436,7 @@ static void test_key_table(void) {
             bad++;
         while (sec < 6 && strcmp(keys[k].section, sections[sec])) sec++;
     }
-    check(n == 73 && bad == 0, "--help table: 73 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
+    check(n == 74 && bad == 0, "--help table: 74 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, token_shift, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
     check(sec < 6, "--help table: grouped by section in file order", "sections out of order");
     const char *expect[] = {"model.d_model", "model.rope_dims", "model.attn_sink", "data.seq_len", "train.max_bad_steps",
                             "eval.probe", "checkpoint.keep", "run.log_every", "run.device"};

@@ -79,6 +79,12 @@ static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca
 /* the lightning indexer (docs/spec.md §5.4): its key cache and per-step top-k against the forward's */
 static void v_sched_indexer(ModelConfig *c) { v_sched_mix(c); c->csa_topk = 2; c->indexer_heads = 2; c->indexer_dim = 4; }
 static void v_sched_indexer3(ModelConfig *c) { tu_schedule(c, 2, "csa,csa"); c->csa_topk = 3; c->indexer_heads = 3; c->indexer_dim = 8; }
+/* docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (the decoder keeps a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek_sink_tail(ModelConfig *c) { v_deepseek_sink_tail(c); c->token_shift = 1; }
+static void v_ts_stag_g4_tail(ModelConfig *c) { v_stag_g4_tail(c); c->token_shift = 1; }
+static void v_ts_w1s1_tail(ModelConfig *c) { v_w1s1_tail(c); c->token_shift = 1; }
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
@@ -98,6 +104,9 @@ static const Variant variants[] = {
     {"schedule_window_csa_hca", v_sched_mix}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base},
     {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag},
     {"schedule_window_csa_hca_indexer_top2", v_sched_indexer}, {"schedule_csa_csa_indexer_top3", v_sched_indexer3},
+    {"token_shift", v_ts}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec},
+    {"token_shift_deepseek_sink_tail", v_ts_deepseek_sink_tail}, {"token_shift_staggered_g4_tail", v_ts_stag_g4_tail},
+    {"token_shift_w1s1_tail", v_ts_w1s1_tail},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

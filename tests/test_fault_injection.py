@@ -150,7 +150,7 @@ def same_group(a, b):
     (aa, ad), (ba, bd) = a, b
     return set(aa) == set(ba) and set(ad) == set(bd) and \
         all(np.array_equal(np.asarray(ad[n]), np.asarray(bd[n]), equal_nan=np.asarray(ad[n]).dtype.kind == "f") for n in ad) and \
-        all(np.array_equal(aa[n], ba[n]) for n in aa)
+        all(np.array_equal(aa[n], ba[n], equal_nan=aa[n].dtype.kind == "f" and ba[n].dtype.kind == "f") for n in aa)
 
 
 def complete(name, group):

@@ -62,6 +62,11 @@ static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_ti
 static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
 static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
 static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+/* docs/spec.md §6.3: token shift (M random: its gradient and the one it sends to a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek(ModelConfig *c) { v_deepseek(c); c->token_shift = 1; }
+static void v_ts_stag_shared(ModelConfig *c) { v_stag_shared(c); c->token_shift = 1; }
 
 static const Variant variants[] = {
     {"full", v_full, 0, NULL}, {"full_untied_kv1", v_full_untied_g1, 0, NULL}, {"full_sink", v_sink_full, 0, NULL},
@@ -83,6 +88,9 @@ static const Variant variants[] = {
     {"jitter_overlap_tail_vector_postnorm", v_overlap_tail_vec, 0, SHIFT_S2}, {"jitter_deepseek", v_deepseek, 0, SHIFT_S2},
     {"jitter_attn_sink", v_sink, 0, SHIFT_S4B}, {"jitter_rope4", v_rope4, 0, SHIFT_S4}, {"jitter_kv_tied", v_tied, 0, SHIFT_S4},
     {"jitter_staggered_kv4_tail", v_stag_tail, 0, SHIFT_S4}, {"jitter_staggered_shared_tail", v_stag_shared, 0, SHIFT_S4B},
+    {"token_shift", v_ts, 0, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, 0, NULL},
+    {"token_shift_deepseek", v_ts_deepseek, 0, NULL}, {"token_shift_staggered_shared_tail", v_ts_stag_shared, 0, NULL},
+    {"token_shift_coverage_jitter", v_ts, 0.5, SHIFT_S4},
     {"jitter_coverage_vector", v_cov_vec, 0.5, SHIFT_S4}, {"jitter_coverage_staggered_overlap_all", v_cov_all, 0.5, SHIFT_S2},
     {"schedule_window", v_sched_window, 0, NULL}, {"schedule_hca_tied_sink", v_sched_hca, 0, NULL},
     {"schedule_window_csa_hca", v_sched_mix, 0, NULL}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base, 0, NULL},

@@ -106,8 +106,10 @@ VARIANTS = paper_variants()
 VARIANTS["full_kv4_rope16"] = dict(n_kv_heads="4", attention="full", rope_dims="16")
 VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="false")
 VARIANTS["w8s8_kv2_sink"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", attn_sink="true")
+# docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (M trained away from its zero init)
+VARIANTS["w8s8_kv2_token_shift"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", token_shift="true")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 16, f"{len(VARIANTS) - 3} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink",
+check(len(VARIANTS) >= 17, f"{len(VARIANTS) - 4} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, +1 token shift",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")

@@ -34,6 +34,9 @@
 
 /* P = 4 residues, L = 2 layers, G = 3 KV heads, W = 5 offsets */
 static const MetricsShape SHAPE = {.n_layers = 2, .n_kv_heads = 3, .window = 5, .residues = 4, .has_gates = 1};
+/* the SWMR writer of tests/test_metrics_nexus.py also writes /val_stats: S = 2 phases */
+static const MetricsShape WRITER_SHAPE = {.n_layers = 2, .n_kv_heads = 3, .window = 5, .residues = 4, .has_gates = 1,
+                                          .phases = 2};
 enum { P = 4, L = 2, G = 3, W = 5, GATE_ROW = L * G * 2, PROFILE_ROW = L * G * 2 * W };
 
 /* ---- reading back with plain HDF5 ----------------------------------------------------- */
@@ -518,7 +521,7 @@ static void test_bad_paths(void) {
 
 static int run_writer(const char *path) {
     char err[ERR_LEN] = "", line[64];
-    Metrics *m = metrics_open(path, &SHAPE, "[model]\nname = swmr\n", "swmr-writer", -1, err);
+    Metrics *m = metrics_open(path, &WRITER_SHAPE, "[model]\nname = swmr\n", "swmr-writer", -1, err);
     if (!m) {
         printf("error %s\n", err);
         return 1;
@@ -536,9 +539,15 @@ static int run_writer(const char *path) {
         float es[GATE_ROW], ew[GATE_ROW], pr[PROFILE_ROW];
         for (int i = 0; i < GATE_ROW; i++) es[i] = (float)(i + k), ew[i] = 1;
         for (int i = 0; i < PROFILE_ROW; i++) pr[i] = 1;
+        /* val_stats: means as /val, standard errors 0.1, 100 tokens each, p = 0.5 */
+        double se[P] = {0.1, 0.1, 0.1, 0.1}, tok[P] = {100, 100, 100, 100}, ph_mean[2] = {2.0 + k, 3.0 + k};
+        LossStats by_r = {.K = P, .units = 8, .B = 10, .mean = by_residue, .se = se, .tokens = tok, .overall_se = 0.05,
+                          .F = 1, .df1 = 3, .df2 = 5, .p = 0.5};
+        LossStats by_p = {.K = 2, .units = 8, .B = 10, .mean = ph_mean, .se = se, .tokens = tok, .F = 1, .df1 = 1, .df2 = 7,
+                          .p = 0.5};
         if (metrics_log_train(m, 10 * k, 1000 * k, 1.0 / (k + 1), 1e-3, 1, 100, 0.5, err) ||
-            metrics_log_val(m, 10 * k, 2.0 + k, by_residue, err) || metrics_log_probe(m, 10 * k, acc, NULL, err) ||
-            metrics_log_gates(m, 10 * k, es, ew, pr, err)) {
+            metrics_log_val(m, 10 * k, 2.0 + k, by_residue, err) || metrics_log_val_stats(m, 10 * k, &by_r, &by_p, err) ||
+            metrics_log_probe(m, 10 * k, acc, NULL, err) || metrics_log_gates(m, 10 * k, es, ew, pr, err)) {
             printf("error %s\n", err);
             return 1;
         }

@@ -100,6 +100,10 @@ def check_nxdata(name, g):
             bad.append(f"auxiliary signal {aux} missing or shaped unlike the signal")
     if "title" not in g or not text(g["title"][()]):
         bad.append("no title")
+    if signal + "_errors" in g:   # NXdata: SIGNAL_errors, the signal's uncertainties, same shape and units
+        e = g[signal + "_errors"]
+        if e.shape != sig.shape or text(e.attrs.get("units", "")) != text(sig.attrs.get("units", "")):
+            bad.append(f"{signal}_errors shaped {e.shape} or in units {text(e.attrs.get('units', ''))!r}, unlike the signal")
     if not text(sig.attrs.get("long_name", "")):
         bad.append("signal has no long_name")
     units = sig.attrs.get("units")
@@ -157,8 +161,9 @@ def check_old_file_resume():
 PLOTTED_UNITS = {"loss": "nats", "loss_by_residue": "nats", "acc_pp": "%", "acc_ip": "%", "mean_pp": "%", "worst_pp": "%",
                  "best_pp": "%", "mean_ip": "%", "worst_ip": "%", "best_ip": "%", "gap_pp": "percentage points",
                  "gap_ip": "percentage points", "tokens_per_sec": "tokens/s", "eff_static": "offsets",
-                 "eff_window": "offsets", "lr": None, "grad_norm": None, "mfu": None, "profile": None}
-INDEX_AXES = {"step", "residue", "layer", "kv_head", "branch", "window_offset"}
+                 "eff_window": "offsets", "lr": None, "grad_norm": None, "mfu": None, "profile": None,
+                 "loss_by_phase": "nats", "p_residue": None, "p_phase": None}
+INDEX_AXES = {"step", "residue", "layer", "kv_head", "branch", "window_offset", "phase"}
 # the raw datasets tools/report reads and plots: each must be a signal or an axis of an NXdata plot
 REPORT_READS = ["train/step", "train/loss", "val/step", "val/loss", "val/loss_by_residue", "probe/step", "probe/acc_pp",
                 "probe/acc_ip", "probe/mean_pp", "probe/gap_pp", "gates/profile"]
@@ -225,6 +230,13 @@ def check_real_run_plotted():
                     bad.append(f"{name}/{a}: an axis the test does not know")
         check(not bad and len(groups) >= 10, "real run: every NXdata has @signal, @axes, long_name and its units",
               "; ".join(bad)[:1500])
+        vs = f.get("val_stats")
+        ok = (vs is not None and vs["loss_by_residue"].shape[0] == 2 and np.all(np.isfinite(vs["loss_se_by_residue"][...]))
+              and np.all(vs["loss_se_by_residue"][...] > 0) and np.allclose(vs["loss_by_residue"][...], f["val/loss_by_residue"][...],
+                                                                           rtol=1e-5)
+              and int(vs["windows"][-1]) == 3 and vs["loss_by_phase"].shape[1] == 4)
+        check(ok, "real run: /val_stats has per-residue means equal to /val's, positive bootstrap SEs, n = 3 windows (4 rows of 160 tokens: floor(639/160)), "
+              "4 phases (tiny.ini: stride 4)", f"{dict((k, vs[k][...]) for k in vs) if vs is not None else 'absent'}")
         missing = [k for k in REPORT_READS if k in f and f[k].id not in plotted]
         absent = [k for k in REPORT_READS if k not in f]
         check(not missing and not absent, "real run: every dataset tools/report plots is a NeXus signal or axis",
@@ -298,13 +310,19 @@ def main():
         # every NXdata
         groups = nxdata_groups(entry)
         want = {"val_loss", "val_loss_by_residue", "train_loss", "learning_rate", "throughput",
-                "probe_pp_by_residue", "probe_ip_by_residue", "gate_profile"}
+                "probe_pp_by_residue", "probe_ip_by_residue", "gate_profile", "val_loss_by_residue_se",
+                "val_loss_by_phase", "val_loss_homogeneity"}
         check(want <= set(groups), "one NXdata per plot (train loss, lr, throughput, val loss, by residue, "
               "probe pp/ip, gate profile)", f"missing {sorted(want - set(groups))}")
         for name, g in sorted(groups.items()):
             bad = check_nxdata(name, g)
             check(not bad, f"/entry/{name}: signal, axes of equal lengths, indices, title, long_name with units",
                   "; ".join(bad))
+        ph = groups.get("val_loss_by_phase")
+        check(ph is not None and ph["loss_by_phase_errors"].shape == (ROWS, 2) and list(ph["phase"][...]) == [0, 1]
+              and np.allclose(ph["loss_by_phase_errors"][...], 0.1) and ph["loss_by_phase_errors"] == f["val_stats/loss_se_by_phase"],
+              "val_loss_by_phase: the bootstrap standard errors linked as loss_by_phase_errors, a phase axis 0..S-1",
+              f"{list(ph.keys()) if ph is not None else None}")
         tl = groups.get("train_loss")
         check(tl is not None and text(tl.attrs["signal"]) == "loss" and "auxiliary_signals" not in tl.attrs,
               "training loss is plotted alone", f"{dict(tl.attrs) if tl is not None else None}")

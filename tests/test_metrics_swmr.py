@@ -153,7 +153,8 @@ def main():
               and "name = swmr" in as_str(f.attrs["config"]), "root NX_class, code_version, config via h5py",
               f"{dict(f.attrs)}")
         groups = sorted(f.keys())
-        check(groups == ["entry", "gates", "probe", "train", "val"], "groups entry train val probe gates", f"{groups}")
+        check(groups == ["entry", "gates", "probe", "train", "val", "val_stats"], "groups entry train val val_stats probe gates",
+              f"{groups}")
         want = {"train": {"step", "tokens", "loss", "lr", "grad_norm", "tokens_per_sec", "mfu"},
                 "val": {"step", "loss", "loss_by_residue"},
                 "probe": {"step", "acc_pp", "acc_ip", "mean_pp", "worst_pp", "best_pp", "gap_pp",

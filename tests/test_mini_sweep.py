@@ -75,6 +75,7 @@ import configparser  # noqa: E402
 # A config may carry a control-specific recipe (the 1-KV control): it says so in its header, the
 # README has a section on it, and it is left out of the shared recipe (checked below, and its own
 # data reaches its runs: the dry-run check further down).
+REMEDY_TRAIN_KEYS = {("train", "gate_coverage"), ("train", "phase_jitter")}   # docs/spec.md §2b.3, §6.2
 recipes = {}
 own_recipe = []
 for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
@@ -83,8 +84,7 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
         continue
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(p)
-    own_keys = (("train", "gate_coverage"), ("train", "phase_jitter"))   # a remedy's own train key
-    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in own_keys)))
+    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in REMEDY_TRAIN_KEYS)))
                    for sec in ("data", "train", "eval", "checkpoint"))
     recipes.setdefault(recipe, []).append(os.path.basename(p))
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None

@@ -40,6 +40,49 @@ void model_argmax_at(struct Model *m, const int *tokens, int B, const int *posit
     for (int b = 0; b < B; b++) out[b] = 0;
 }
 
+
+/* ---- the small-count permutation test, against exact enumeration ---------------------------
+ * The exact conditional p of a K x 2 table: every vector k of correct counts with sum C and
+ * 0 <= k_g <= n_g has probability prod_g C(n_g, k_g) / C(N, C) (multivariate hypergeometric);
+ * p = the sum over the tables whose X^2 (computed here, not by trainer/phase_test.c) is at least
+ * the observed one. */
+static double log_choose(long n, long k) { return lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0); }
+
+static double x2_of(const long *k, const long *n, int K, double N, double C) {
+    double I = N - C, x = 0;
+    for (int g = 0; g < K; g++) {
+        double ec = n[g] * C / N, ei = n[g] * I / N;
+        x += (k[g] - ec) * (k[g] - ec) / ec + ((n[g] - k[g]) - ei) * ((n[g] - k[g]) - ei) / ei;
+    }
+    return x;
+}
+
+static void exact_walk(int g, long left, long *k, const long *n, int K, double N, double C, double x2obs, double *p) {
+    if (g == K - 1) {
+        if (left > n[g]) return;
+        k[g] = left;
+        if (x2_of(k, n, K, N, C) >= x2obs * (1 - 1e-12)) {
+            double lp = -log_choose((long)N, (long)C);
+            for (int i = 0; i < K; i++) lp += log_choose(n[i], k[i]);
+            *p += exp(lp);
+        }
+        return;
+    }
+    for (long v = 0; v <= n[g] && v <= left; v++) {
+        k[g] = v;
+        exact_walk(g + 1, left - v, k, n, K, N, C, x2obs, p);
+    }
+}
+
+static double exact_p(const long *correct, const long *total, int K) {
+    double N = 0, C = 0;
+    for (int g = 0; g < K; g++) N += total[g], C += correct[g];
+    long k[16];
+    double p = 0;
+    exact_walk(0, (long)C, k, total, K, N, C, x2_of(correct, total, K, N, C), &p);
+    return p;
+}
+
 int main(void) {
     /* --- p-values against closed forms over a grid of (df, x), both sides of a + 1 --- */
     {
@@ -192,19 +235,55 @@ int main(void) {
         probe_result_finalize(&pr);
         nr = probe_not_retrieving(&pr, 0, line, sizeof line);
         check(nr && strstr(line, "is below chance 1/64"), "probe below chance: 'not retrieving ... is below chance'", "%d %s", nr, line);
-        /* retrieving (40 of 48 per phase group pattern) but 2 prompts per residue: expected counts < 5 warn */
+        /* retrieving (40 of 48 per phase group pattern) but 2 prompts per residue: expected counts < 5, permutation p */
         for (int r = 0; r < 24; r++) pr.total[0][r] = 2, pr.correct[0][r] = r % 8 < 4 ? 2 : 1;
         probe_result_finalize(&pr);
         nr = probe_not_retrieving(&pr, 0, line, sizeof line);
         f = fmemopen(buf, sizeof buf, "w");
         probe_print_table(f, &pr);
         fclose(f);
-        check(!nr && strstr(buf, "warning: smallest expected count") && strstr(buf, "< 5"),
-              "probe table: a retrieving probe with 2 prompts per residue warns that chi-square is approximate", "%s", buf);
+        check(!nr && strstr(buf, "smallest expected count") && strstr(buf, "< 5") && strstr(buf, "permuted tables") &&
+                  pr.test_residue[0].permutations == PHASE_PERMUTATIONS && pr.test_phase[0].permutations == PHASE_PERMUTATIONS,
+              "probe table: a retrieving probe with 2 prompts per residue reports permutation p-values and says so", "%s", buf);
+        /* every residue 1 or 2 of 2: the most homogeneous table there is, so no permuted table is less extreme */
+        check(pr.test_residue[0].p == 1.0, "... the most homogeneous 2-prompt table has permutation p = 1", "p %g", pr.test_residue[0].p);
         pr.candidates = 0;
         for (int r = 0; r < 24; r++) pr.correct[0][r] = 0;
         probe_result_finalize(&pr);
         check(!probe_not_retrieving(&pr, 0, line, sizeof line), "unknown candidates: no chance judgement", "");
+    }
+    /* --- small counts: the Monte Carlo permutation p against the exact conditional p --- */
+    {
+        struct { long c[6], n[6]; int K; } T[] = {
+            {{5, 0}, {5, 5}, 2},                         /* exact p = 2 / C(10, 5) = 0.00794; chi-square 0.00157 */
+            {{3, 0, 0}, {3, 3, 3}, 3},
+            {{2, 1, 0, 4, 1, 0}, {4, 4, 4, 4, 4, 4}, 6},
+            {{1, 0, 0, 0, 1, 0}, {8, 8, 8, 8, 8, 8}, 6},  /* 2 correct of 48: every expected count < 5 */
+        };
+        for (int i = 0; i < (int)(sizeof T / sizeof T[0]); i++) {
+            double want = exact_p(T[i].c, T[i].n, T[i].K);
+            ChiSquare mc = chi2_permutation(T[i].c, T[i].n, T[i].K, PHASE_PERMUTATIONS, PHASE_PERMUTATION_SEED);
+            ChiSquare used = phase_homogeneity_test(T[i].c, T[i].n, T[i].K);
+            double sd = sqrt(want * (1 - want) / PHASE_PERMUTATIONS) + 1.0 / PHASE_PERMUTATIONS;
+            char name[96];
+            snprintf(name, sizeof name, "permutation p equals the exact conditional p within 4 sd (table %d)", i);
+            check(fabs(mc.p - want) < 4 * sd && mc.permutations == PHASE_PERMUTATIONS, name, "mc %g exact %g (chi-square %g)",
+                  mc.p, want, chi2_homogeneity(T[i].c, T[i].n, T[i].K).p);
+            snprintf(name, sizeof name, "small expected counts: the reported p is the permutation p (table %d)", i);
+            check(used.permutations == PHASE_PERMUTATIONS && used.p == mc.p && used.chi2 == mc.chi2, name, "p %g perms %d",
+                  used.p, used.permutations);
+        }
+        double want = 2.0 / 252.0;
+        check(fabs(exact_p(T[0].c, T[0].n, 2) - want) < 1e-12, "the enumeration itself: 5/5 vs 0/5 has p = 2/C(10,5)", "%g",
+              exact_p(T[0].c, T[0].n, 2));
+        long c[3] = {40, 60, 50}, n[3] = {100, 100, 100};    /* every expected count 50: chi-square as before */
+        ChiSquare big = phase_homogeneity_test(c, n, 3), plain = chi2_homogeneity(c, n, 3);
+        check(big.permutations == 0 && big.p == plain.p, "large counts keep the chi-square p", "perms %d", big.permutations);
+        ChiSquare again = chi2_permutation(T[2].c, T[2].n, 6, 2000, 7), again2 = chi2_permutation(T[2].c, T[2].n, 6, 2000, 7);
+        check(again.p == again2.p, "the permutation p is deterministic for a seed", "%g %g", again.p, again2.p);
+        long one[2] = {0, 0}, tot[2] = {5, 5};
+        ChiSquare flat = chi2_permutation(one, tot, 2, 100, 1);
+        check(flat.p == 1 && flat.chi2 == 0, "a one-column table stays X^2 = 0, p = 1", "%g", flat.p);
     }
     return check_exit_code();
 }

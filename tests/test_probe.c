@@ -247,5 +247,24 @@ int main(void) {
     if (rc == 0) probe_set_free(ps);
     rc = probe_set_load(&ps, "build/scratch/test_probe/missing.probe", 64, 16, err);
     check(rc != 0 && strstr(err, "missing.probe"), "reader_missing_file", "%s", err);
+    /* --- the builder's fit, by hand (tools/make-probe: lookup_fit, max_residues; docs/spec.md §3.5) --- */
+    {
+        /* lookup T = 64: D = 4, R = (64 - 9) / 3 = 18, F = 64 - 36 - 8 - 1 = 19, positions F + 2R - 1 = 54 -> 18;
+         * T = 146: R = 64, D = 8, F = 1, positions 128 -> 42; T = 256: F = 111, positions 238 -> 79;
+         * T = 32: D = 2, R = 9, F = 9, positions 26 -> 8; T = 8: D = 1, R = 1 < 2 -> none;
+         * needle K = 4, T = 64: R = floor(3 * 61 / 16) = 11, F = 64 - 44 - 3 = 17, positions 17 + 40 + 1 = 58 -> 19 */
+        int got[6] = {probe_builder_max_residues(PROBE_LAYOUT_LOOKUP, 64, 2), probe_builder_max_residues(PROBE_LAYOUT_LOOKUP, 146, 2),
+                      probe_builder_max_residues(PROBE_LAYOUT_LOOKUP, 256, 2), probe_builder_max_residues(PROBE_LAYOUT_LOOKUP, 32, 2),
+                      probe_builder_max_residues(PROBE_LAYOUT_LOOKUP, 8, 2), probe_builder_max_residues(PROBE_LAYOUT_NEEDLE, 64, 4)};
+        check(got[0] == 18 && got[1] == 42 && got[2] == 79 && got[3] == 8 && got[4] == 0 && got[5] == 19, "builder_max_residues_by_hand",
+              "%d %d %d %d %d %d", got[0], got[1], got[2], got[3], got[4], got[5]);
+        char a[320], b[320], c[320];
+        probe_builder_advice(PROBE_LAYOUT_LOOKUP, 8, 2, 64, a, sizeof a);
+        probe_builder_advice(PROBE_LAYOUT_LOOKUP, 24, 2, 64, b, sizeof b);
+        probe_builder_advice(PROBE_LAYOUT_NEEDLE, 8, 4, 6, c, sizeof c);
+        check(strstr(a, "--max-len 64 --residues 8") && strstr(b, "at most 18 residues") && strstr(b, "eval.residues=18")
+              && !strstr(b, "--residues 24") && strstr(c, "no needle probe fits 6 tokens"), "builder_advice_only_what_works",
+              "%s | %s | %s", a, b, c);
+    }
     return check_exit_code();
 }

@@ -41,30 +41,31 @@ def parse(path):
                 prompts=prompts, raw=b)
 
 
-def structure_errors(pr, q, is_filler, is_key, is_value):
-    """Returns a list of what is wrong with one prompt (empty when it is well formed)."""
+def structure_errors(pr, q, is_filler, is_key, is_value, R=64, D=8):
+    """Returns a list of what is wrong with one prompt of R records and D demonstrations (empty
+    when it is well formed)."""
     t, tk = pr["tokens"], pr["t_key"]
     errs = []
     if len(t) != q + 1:
         errs.append(f"length {len(t)} != {q + 1}")
         return errs
     nonfill = [i for i in range(len(t)) if not is_filler(t[i])]
-    if len(nonfill) != 2 * 64 + 2 * 8 + 1:
+    if len(nonfill) != 2 * R + 2 * D + 1:
         errs.append(f"{len(nonfill)} non-filler tokens")
         return errs
-    pairs = [(nonfill[2 * i], nonfill[2 * i + 1]) for i in range(72)]
+    pairs = [(nonfill[2 * i], nonfill[2 * i + 1]) for i in range(R + D)]
     if any(b != a + 1 for a, b in pairs):
         errs.append("a key is not directly followed by its value")
     if not all(is_key(t[a]) and is_value(t[b]) for a, b in pairs):
         errs.append("key/value token ranges")
-    recs = [(int(t[a]), int(t[b])) for a, b in pairs[:64]]
+    recs = [(int(t[a]), int(t[b])) for a, b in pairs[:R]]
     table = dict(recs)
-    if len(table) != 64:
+    if len(table) != R:
         errs.append("keys not distinct")
-    demos = [(int(t[a]), int(t[b])) for a, b in pairs[64:]]
+    demos = [(int(t[a]), int(t[b])) for a, b in pairs[R:]]
     if any(table.get(k) != v for k, v in demos):
         errs.append("a demo is not a record of the list")
-    if len({k for k, _ in demos}) != 8:
+    if len({k for k, _ in demos}) != D:
         errs.append("demos repeat")
     query = int(t[nonfill[-1]])
     if nonfill[-1] != q or query not in table:
@@ -75,7 +76,7 @@ def structure_errors(pr, q, is_filler, is_key, is_value):
         errs.append(f"answer {pr['answer']} != the target's value {table[query]}")
     if pairs[pr["target_index"]][0] != tk or int(t[tk]) != query:
         errs.append(f"t_K {tk} is not the target key's position in the list")
-    if pr["protocol"] == 0 and pairs[63][0] - pairs[0][0] != 126:
+    if pr["protocol"] == 0 and pairs[R - 1][0] - pairs[0][0] != 2 * R - 2:
         errs.append("pp list is not contiguous")
     return errs
 
@@ -150,8 +151,35 @@ if ok:
     ms = [np.mean([p["t_key"] for p in d3["prompts"] if p["residue"] == r]) for r in range(P)]
     ok = ok and max(ms) - min(ms) <= 0.05   # N = 24: exactly equal means
 check(ok, "max_len_200_fits_and_balances", r3.stderr.strip())
-r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "100")
-check(r4.returncode == 2 and "max-len" in r4.stderr, "rejects_too_short_max_len", f"rc {r4.returncode}: {r4.stderr.strip()}")
+# ---- short contexts (docs/spec.md §3.5): fewer records and demonstrations ---------------------
+# By hand from the fit rule: T = 64: D = 64 // 16 = 4, R = (64 - 9) // 3 = 18, F = 64 - 36 - 8 - 1 = 19,
+# target positions F + 2R - 1 = 54, so at most 54 // 3 = 18 residues; T = 100: D = 6, R = 29, F = 29;
+# T = 32: D = 2, R = 9, F = 9.
+for T, R, D, F, Pp in ((64, 18, 4, 19, 8), (100, 29, 6, 29, 24), (32, 9, 2, 9, 8)):
+    o = os.path.join(SCRATCH, f"t{T}.probe")
+    rr = run("--synthetic", "--out", o, "--per-residue", "12", "--max-len", str(T), "--residues", str(Pp), "--quiet")
+    ok, why = rr.returncode == 0, rr.stderr.strip()
+    if ok:
+        dd = parse(o)
+        errs = [e for p in dd["prompts"] for e in structure_errors(p, dd["q"], is_filler, is_key, is_value, R, D)]
+        ok = (dd["q"] == T - 1 and dd["records"] == R and dd["demos"] == D and not errs
+              and all(p["residue"] == p["t_key"] % Pp for p in dd["prompts"]) and len(dd["prompts"]) == 2 * 12 * Pp)
+        why = f"q {dd['q']} records {dd['records']} demos {dd['demos']}: {errs[:2]}"
+    check(ok, f"max_len_{T}_fits_{R}_records_{D}_demos", why)
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "64")
+check(r4.returncode == 2 and "too few for 24 residues" in r4.stderr and "--residues 18 or fewer" in r4.stderr
+      and r4.stderr.count("\n") == 1, "short_max_len_names_the_residues_that_fit", f"rc {r4.returncode}: {r4.stderr.strip()}")
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "64", "--residues", "18", "--per-residue", "3")
+check(r4.returncode == 0, "the_recommended_residues_build", r4.stderr.strip())
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--layout", "needle", "--max-len", "64", "--residues", "20")
+check(r4.returncode == 2 and "--residues 19 or fewer" in r4.stderr, "needle_short_names_the_residues_that_fit", r4.stderr.strip())
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--layout", "needle", "--max-len", "64", "--residues", "19",
+         "--per-residue", "3")
+check(r4.returncode == 0, "needle_64_builds_with_19_residues", r4.stderr.strip())
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "64", "--records", "3", "--demos", "3")
+check(r4.returncode == 2 and "demos <= records - 1" in r4.stderr, "rejects_more_demos_than_records", r4.stderr.strip())
+r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "8")
+check(r4.returncode == 2 and r4.stderr.startswith("make-probe:"), "rejects_a_prompt_too_short_for_two_records", r4.stderr.strip())
 
 # ---- a real tokenizer --------------------------------------------------------------------------
 tokjson = next((p for p in (os.path.join(ROOT, "data", "qwen3-tokenizer", "tokenizer.json"),

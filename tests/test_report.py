@@ -65,7 +65,17 @@ def write_run(name, attention, seed, sweep="sweep", kv=None, acc_fn=None):
                 g[f"gap_{p}"] = np.max(acc, axis=1) - np.min(acc, axis=1)
             for s in ("chi2", "p", "chi2_phase", "p_phase"):
                 g[f"{s}_{p}"] = r.random(2) * (30 if s.startswith("chi2") else 1)
-        if attention == "compressed":
+        if attention == "compressed":   # the uncertainty group of docs/spec.md §4.8 (only this run has it)
+            g = f.create_group("val_stats")
+            g["step"] = vs
+            g["windows"] = np.array([128, 128], dtype=np.int64)
+            g["loss_se"] = np.array([0.0123, 0.0234])
+            g["loss_se_by_residue"] = r.random((2, P)) * 0.1
+            g["loss_by_phase"] = np.array([np.arange(8) * 0.1 + 3.0] * 2)
+            g["loss_se_by_phase"] = np.full((2, 8), 0.05)
+            for k, v in (("F_residue", 1.5), ("df1_residue", 23), ("df2_residue", 105), ("p_residue", 0.0812),
+                         ("F_phase", 9.25), ("df1_phase", 7), ("df2_phase", 121), ("p_phase", 3e-9)):
+                g[k] = np.array([v, v], dtype=float)
             g = f.create_group("gates")
             g["step"] = vs
             g["eff_static"] = r.random((2, L, G, 2)).astype(np.float32)
@@ -93,6 +103,14 @@ for fn in ("report.md", "report.csv", "probe_by_residue.png", "val_loss_by_resid
     p = os.path.join(out, fn)
     check(os.path.exists(p) and os.path.getsize(p) > 0, f"writes_{fn}", "missing or empty")
 check(not os.path.exists(os.path.join(out, "gates_b_full.png")), "no_gate_plot_for_full_attention")
+check(os.path.exists(os.path.join(out, "val_loss_by_phase.png")), "writes_val_loss_by_phase.png (a run with /val_stats)",
+      "missing")
+md_text = open(os.path.join(out, "report.md")).read()
+vrow = [ln for ln in md_text.splitlines() if ln.startswith("| a_w8s8 | 100 | 128 |")]
+check(len(vrow) == 1 and "| 0.0234 |" in vrow[0] and "1.5 (23, 105)" in vrow[0] and "9.25 (7, 121)" in vrow[0]
+      and "3.000±0.050" in vrow[0] and not any(ln.startswith("| b_full | 100 | 128 |") for ln in md_text.splitlines()),
+      "markdown_val_stats: loss SE, n windows, both F tests (df) and the loss by phase +- SE of the last /val_stats row; "
+      "a run without /val_stats has no row", f"{vrow}")
 
 same = lambda a, b: (math.isnan(a) and math.isnan(b)) or a == b
 rows = {}

@@ -85,7 +85,7 @@ cases = [
     ("probe_too_many_prompts", ["--out", "p.bin", "--synthetic", "--per-residue", "2000000000"], 2, "prompts"),
     ("probe_residues_over_256", ["--out", "p.bin", "--residues", "257"] + probe_ok, 2, "--residues"),
     ("probe_max_len_zero", ["--out", "p.bin", "--max-len", "0"] + probe_ok, 2, "--max-len"),
-    ("probe_max_len_too_short", ["--out", "p.bin", "--max-len", "100"] + probe_ok, 2, "--max-len"),
+    ("probe_max_len_too_short", ["--out", "p.bin", "--max-len", "40"] + probe_ok, 2, "--max-len"),
     ("probe_record_tokens_out_of_range", ["--out", "p.bin", "--layout", "needle", "--record-tokens", "500"] + probe_ok, 2,
      "--record-tokens"),
     ("probe_tokenizer_missing", ["--out", "p.bin", "--tokenizer", "tok/none.json", "--per-residue", "1"], 2, "tok/none.json"),

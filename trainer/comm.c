@@ -11,7 +11,8 @@
  *   comm_init fails instead of running N copies that each believe they are rank 0.
  *   A plain run is a world of one and makes no MPI call at all.
  *
- * MPI: MPI_Init_thread(MPI_THREAD_FUNNELED); the collectives run on a private duplicate of
+ * MPI: MPI_Init_thread asks for MPI_THREAD_MULTIPLE (only so that the watchdog thread may call
+ * MPI_Abort; every other MPI call is on the main thread); the collectives run on a private duplicate of
  * MPI_COMM_WORLD with MPI_ERRORS_RETURN, and any error prints one line naming the rank and the
  * collective, then aborts the job. local_rank / local_world come from an
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) communicator.
@@ -19,7 +20,16 @@
  * Watchdog: a thread wakes once a second; each collective records its name and start time and
  * reads c->timeout_s when it starts. One that runs longer than the timeout (> 0) prints
  *   phaselab: rank R: collective OP did not complete within N s (a rank died or hangs); aborting
- * and calls MPI_Abort; alarm(30) ends the process should MPI_Abort itself hang.
+ * and then ends the job by the first of these that applies:
+ *   - a device collective (NCCL): the watchdog sets the abort flag the backend's wait polls
+ *     (Backend.collectives init); the main thread aborts the communicator (ncclCommAbort), returns
+ *     from the collective and calls MPI_Abort itself. The watchdog waits DEVICE_ABORT_GRACE_S for
+ *     that, then goes on below;
+ *   - MPI granted MPI_THREAD_MULTIPLE: the watchdog calls MPI_Abort;
+ *   - otherwise (a lower thread level, where MPI_Abort from this thread is not allowed): _exit(1)
+ *     of this rank; the launcher (mpirun; srun with --kill-on-bad-exit) ends the others, or their
+ *     own watchdogs do when their collectives time out.
+ * alarm(30) ends the process should MPI_Abort itself hang.
  * Default timeout 300 s; PHASELAB_COMM_TIMEOUT overrides (0 disables).
  *
  * Step control (comm_step_control): one MPI_Allreduce of 4 doubles with a user op (sums and maxima).
@@ -62,6 +72,7 @@
 
 #define COMM_DEFAULT_TIMEOUT_S 300.0
 #define COMM_ABORT_GRACE_S 30 /* alarm() after the watchdog calls MPI_Abort */
+#define DEVICE_ABORT_GRACE_S 10.0 /* the main thread's time to abort a timed-out device collective */
 
 typedef struct CommImpl {
     const Backend *be;     /* set by comm_attach_backend */
@@ -80,6 +91,9 @@ typedef struct CommImpl {
     pthread_cond_t cv;
     int stop;
     const char *op;        /* current collective, NULL when none */
+    int op_on_device;      /* it is a device collective (its wait polls abort_flag) */
+    volatile int abort_flag; /* set by the watchdog: the device collective must abort */
+    int thread_multiple;   /* MPI granted MPI_THREAD_MULTIPLE: MPI_Abort is allowed on any thread */
     double op_start;       /* monotonic seconds */
     double op_timeout;     /* timeout_s read when the collective started */
     int rank;
@@ -141,19 +155,23 @@ static void mpi_check(CommImpl *m, int rc, const char *op) {
     abort_job(1);
 }
 
-static void op_begin(Comm *c, const char *op) {
+static void op_begin_kind(Comm *c, const char *op, int on_device) {
     CommImpl *m = c->impl;
     pthread_mutex_lock(&m->mu);
     m->op = op;
+    m->op_on_device = on_device;
     m->op_start = clock_seconds();
     m->op_timeout = c->timeout_s;
     pthread_mutex_unlock(&m->mu);
 }
 
+static void op_begin(Comm *c, const char *op) { op_begin_kind(c, op, 0); }
+
 static void op_end(Comm *c) {
     CommImpl *m = c->impl;
     pthread_mutex_lock(&m->mu);
     m->op = NULL;
+    pthread_cond_signal(&m->cv);
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -169,8 +187,24 @@ static void *watchdog_main(void *arg) {
         if (m->op && m->op_timeout > 0 && clock_seconds() - m->op_start > m->op_timeout) {
             fprintf(stderr, "phaselab: rank %d: collective %s did not complete within %g s (a rank died or hangs); aborting\n",
                     m->rank, m->op, m->op_timeout);
+            if (m->op_on_device) {
+                /* the main thread's wait sees the flag, aborts the communicator and the job */
+                m->abort_flag = 1;
+                const double t0 = clock_seconds();
+                while (m->op && clock_seconds() - t0 < DEVICE_ABORT_GRACE_S) {
+                    struct timespec w;
+                    clock_gettime(CLOCK_MONOTONIC, &w);
+                    w.tv_sec += 1;
+                    pthread_cond_timedwait(&m->cv, &m->mu, &w);
+                }
+                if (!m->op) continue;   /* it returned: the main thread ends the job */
+            }
             pthread_mutex_unlock(&m->mu);
-            abort_job(1);
+            if (m->thread_multiple) abort_job(1);
+            fprintf(stderr, "phaselab: rank %d: MPI's thread level does not allow MPI_Abort from the watchdog: "
+                    "this rank exits; the launcher or the other ranks' watchdogs end the job\n", m->rank);
+            fflush(stderr);
+            _exit(1);
         }
     }
     pthread_mutex_unlock(&m->mu);
@@ -271,12 +305,15 @@ int comm_init(Comm *c, int *argc, char ***argv, char *err) {
     MPI_Initialized(&inited);
     if (!inited) {
         int provided = 0;
-        if (MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
+        if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS) {
             free_impl(c);
             return set_err(err, "comm: MPI_Init_thread failed");
         }
         m->inited_mpi = 1;
     }
+    int level = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&level);
+    m->thread_multiple = level >= MPI_THREAD_MULTIPLE;
     int world = 1, rank = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -315,6 +352,18 @@ int comm_init(Comm *c, int *argc, char ***argv, char *err) {
     return 0;
 }
 
+int comm_first_shared_device(const unsigned char *ids, size_t id_bytes, int world, int *r1, int *r2) {
+    static const unsigned char zero[64];
+    *r1 = *r2 = -1;
+    for (int a = 0; a < world; a++) {
+        const unsigned char *ia = ids + (size_t)a * id_bytes;
+        if (id_bytes <= sizeof zero && memcmp(ia, zero, id_bytes) == 0) continue;   /* no identity */
+        for (int b = a + 1; b < world; b++)
+            if (memcmp(ia, ids + (size_t)b * id_bytes, id_bytes) == 0) { *r1 = a; *r2 = b; return 1; }
+    }
+    return 0;
+}
+
 /* Collectives talk to other ranks only when MPI is up with more than one rank. */
 static int active(const Comm *c) { return c->impl && c->using_mpi && c->world > 1; }
 
@@ -334,6 +383,20 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
         return set_err(err, "comm: rank %d: the ranks chose different backends (some cpu, some cuda; this rank %s): "
                        "set run.device to the same value on every rank", c->rank, be->name);
     if (!m->on_device) return 0;
+    /* one GPU per rank: two ranks driving one GPU would time-share it (and NCCL refuses it) */
+    unsigned char *ids = malloc((size_t)c->world * sizeof be->device_uuid);
+    if (!ids) return set_err(err, "comm: rank %d: out of memory", c->rank);
+    op_begin(c, "attach_backend");
+    mpi_check(m, MPI_Allgather(be->device_uuid, (int)sizeof be->device_uuid, MPI_BYTE, ids, (int)sizeof be->device_uuid,
+                               MPI_BYTE, m->comm), "attach_backend");
+    op_end(c);
+    int r1 = -1, r2 = -1;
+    comm_first_shared_device(ids, sizeof be->device_uuid, c->world, &r1, &r2);
+    free(ids);
+    if (r1 >= 0)
+        return set_err(err, "comm: ranks %d and %d run on the same GPU (its UUID is the same): one GPU per rank; "
+                       "start at most as many ranks per node as it has GPUs (mpirun -np, srun --gpus-per-task=1, or "
+                       "CUDA_VISIBLE_DEVICES per rank)", r1, r2);
     const BackendCollectives *co = be->collectives;
     if (!co)
         return set_err(err, "comm: rank %d: this build has no NCCL (tools/configure found none), so a %s run is "
@@ -353,7 +416,7 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
                        c->rank == 0 ? ": " : "", c->rank == 0 ? cerr : "");
     }
     mpi_check(m, MPI_Bcast(id, (int)co->id_bytes, MPI_BYTE, 0, m->comm), "nccl_init");
-    int rc = co->init(be->ctx, id, c->world, c->rank, cerr);
+    int rc = co->init(be->ctx, id, c->world, c->rank, &m->abort_flag, cerr);
     op_end(c);
     if (rc) return set_err(err, "comm: rank %d: %s", c->rank, cerr);
     m->have_device_comm = 1;
@@ -476,7 +539,7 @@ static void device_check(Comm *c, int rc, const char *op, const char *why) {
     do { \
         CommImpl *m_ = (c)->impl; \
         char why_[ERR_LEN] = ""; \
-        op_begin(c, name); \
+        op_begin_kind(c, name, 1); \
         device_check(c, m_->be->collectives->fn(m_->be->ctx, __VA_ARGS__, why_), name, why_); \
         op_end(c); \
     } while (0)

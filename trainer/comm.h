@@ -39,6 +39,10 @@ int comm_init(Comm *c, int *argc, char ***argv, char *err);
 /* After the backend is chosen: on CUDA creates the NCCL communicator (unique id over MPI). */
 int comm_attach_backend(Comm *c, const struct Backend *be, char *err);
 void comm_finalize(Comm *c);
+/* The first two ranks a < b whose device identities (ids [world, id_bytes], e.g. GPU UUIDs; an
+ * all-zero identity is "none" and never matches) are equal: returns 1 with *r1 = a, *r2 = b, or 0
+ * with both -1. comm_attach_backend refuses a world where two ranks share a GPU. */
+int comm_first_shared_device(const unsigned char *ids, size_t id_bytes, int world, int *r1, int *r2);
 /* Aborts every rank (exit code), e.g. after a fatal error on one rank. */
 void comm_abort(Comm *c, int code);
 

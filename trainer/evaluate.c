@@ -12,6 +12,7 @@
 #include "model/model.h"
 #include "model/dims.h"
 #include "data/targets.h"
+#include "trainer/probe_eval.h"   /* probe_phase_fold: the fold period S */
 
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
     gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
@@ -60,6 +61,8 @@ void eval_result_free(EvalResult *r) {
     free(r->eff_static);
     free(r->eff_window);
     free(r->profile);
+    loss_stats_free(&r->by_residue);
+    loss_stats_free(&r->by_phase);
     memset(r, 0, sizeof *r);
 }
 
@@ -73,21 +76,28 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     const int gates = dims.compressed && !layer_schedule_mixed(mc);   /* a mixed schedule (docs/spec.md §5): none yet */
     const int nW = dims.n_windows;
     long n_val = val_set_n_windows(val);
+    const int S = probe_phase_fold(mc);
     /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,
-     * G windows per KV head (grid = staggered: each head's own window count, docs/spec.md §2b)] */
+     * G windows per KV head (grid = staggered: each head's own window count, docs/spec.md §2b),
+     * then per window: [n_val, P] sums and counts, [n_val, S] sums and counts (each window is one
+     * rank's: the others add zeros)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
-    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G;
+    size_t n_win = (size_t)n_val * (2 * (size_t)P + 2 * (size_t)S);
+    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G + n_win;
     int *head_windows = malloc(sizeof(int) * (G > 0 ? G : 1));
     double *acc = calloc(n_acc, sizeof(double));
     double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
     double *gate_windows = sum_eff + n_eff;
+    double *win_rsum = gate_windows + G, *win_rcnt = win_rsum + (size_t)n_val * P;     /* [n_val, P] */
+    double *win_psum = win_rcnt + (size_t)n_val * P, *win_pcnt = win_psum + (size_t)n_val * S;   /* [n_val, S] */
+    long *win_of = malloc(sizeof(long) * (micro_batch > 0 ? micro_batch : 1));   /* [micro_batch] window index */
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1) * micro_batch);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)T * micro_batch), *tgt = malloc(sizeof(int32_t) * (size_t)T * micro_batch);
     float *losses = malloc(sizeof(float) * (size_t)T * micro_batch);
     const size_t alpha_floats = (size_t)micro_batch * nW * G * W * c;
     float *alpha = gates ? malloc(sizeof(float) * (alpha_floats ? alpha_floats : 1)) : NULL;
     int rc = 0;
-    if (!head_windows || !acc || !buf || !tok || !tgt || !losses || (gates && !alpha))
+    if (!head_windows || !acc || !win_of || !buf || !tok || !tgt || !losses || (gates && !alpha))
         rc = set_err(err, "out of memory: %zu bytes for the validation buffers (micro-batch %d x %d)",
                      sizeof(int) * G + sizeof(double) * n_acc + sizeof(int32_t) * ((size_t)T + 1 + 2 * (size_t)T) * micro_batch +
                          sizeof(float) * ((size_t)T * micro_batch + (gates ? alpha_floats : 0)),
@@ -106,6 +116,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         }
         int B = 0;
         for (; B < micro_batch && k < n_val; B++, k += comm->world) {
+            win_of[B] = k;
             if (val_set_window(val, k, buf + (size_t)B * (T + 1), err)) { rc = -1; break; }
             memcpy(tok + (size_t)B * T, buf + (size_t)B * (T + 1), sizeof(int32_t) * T);
             window_targets(buf + (size_t)B * (T + 1), T, loss_targets, tgt + (size_t)B * T);
@@ -117,6 +128,9 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                 if (tgt[(size_t)b * T + t] < 0) continue;    /* not a counted target */
                 loss_sum[t % P] += losses[(size_t)b * T + t];
                 count[t % P] += 1;
+                size_t wr = (size_t)win_of[b] * P + t % P, wp = (size_t)win_of[b] * S + t % S;
+                win_rsum[wr] += losses[(size_t)b * T + t], win_rcnt[wr] += 1;
+                win_psum[wp] += losses[(size_t)b * T + t], win_pcnt[wp] += 1;
             }
         if (gates) {
             for (int l = 0; l < L; l++)
@@ -166,6 +180,15 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         res->windows = n_val;                 /* every window is scored, each on its counted targets */
         res->has_gates = gates;
         res->L = L; res->G = G; res->W = W;
+        res->phases = S;
+        if (loss_stats_compute(win_rsum, win_rcnt, n_val, P, LOSS_STATS_B, LOSS_STATS_SEED, &res->by_residue, err) ||
+            loss_stats_compute(win_psum, win_pcnt, n_val, S, LOSS_STATS_B, LOSS_STATS_SEED, &res->by_phase, err)) {
+            free(es);
+            free(pr);
+            eval_result_free(res);
+            rc = -1;
+            goto done;
+        }
         if (gates) {
             for (int l = 0; l < L; l++)
                 for (int br = 0; br < 2; br++) {
@@ -187,6 +210,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     }
 done:
     free(head_windows);
+    free(win_of);
     free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
     return rc;
 }

@@ -12,12 +12,18 @@
  * the same result.
  * The scored tokens are those window_targets keeps (data.loss_targets, the training loss's own
  * rule): every token with loss_targets = all, only the answers of the synthetic corpus with
- * answers (the mean and each residue's mean are then over those tokens). */
+ * answers (the mean and each residue's mean are then over those tokens).
+ * Uncertainty (docs/spec.md §4.8, trainer/loss_stats.h): the same token losses summed per
+ * validation window and residue, and per window and phase t mod S (S = probe_phase_fold: the
+ * stride, 8 for full attention; head 0's grid, o_0 = 0, with grid = staggered), give per-residue
+ * and per-phase means with bootstrap standard errors over the windows (LOSS_STATS_B replicates,
+ * LOSS_STATS_SEED) and the homogeneity test across residues and across phases. */
 #ifndef PHASELAB_EVALUATE_H
 #define PHASELAB_EVALUATE_H
 #include "trainer/run_config.h"
 #include "data/loader.h"
 #include "data/targets.h"   /* window_targets: the scored tokens */
+#include "trainer/loss_stats.h"
 
 struct Model;
 struct Comm;
@@ -32,6 +38,9 @@ typedef struct {
     float *eff_static;          /* [L, G, 2] */
     float *eff_window;          /* [L, G, 2] */
     float *profile;             /* [L, G, 2, W] */
+    int phases;                 /* S of the fold by phase */
+    LossStats by_residue;       /* K = P: means, bootstrap SEs over the windows, homogeneity test */
+    LossStats by_phase;         /* K = S: the same by phase t mod S */
 } EvalResult;
 
 int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch,

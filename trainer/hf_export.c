@@ -208,6 +208,8 @@ char *hf_config_json(const ModelConfig *m, int T) {
             cJSON_AddNumberToObject(p, "indexer_heads", m->indexer_heads);
             cJSON_AddNumberToObject(p, "indexer_dim", m->indexer_dim);
         }
+        /* docs/spec.md §6.3: written only when on, so older readers see no change */
+        if (m->attention == ATTN_COMPRESSED && m->token_shift) cJSON_AddBoolToObject(p, "token_shift", 1);
     }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

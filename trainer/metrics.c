@@ -42,8 +42,8 @@
 
 #define NO_HID ((hid_t)-1)
 
-enum { MAX_RANK = 5, MAX_COLUMNS = 19, N_TABLES = 4, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
-enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES };
+enum { MAX_RANK = 5, MAX_COLUMNS = 19, N_TABLES = 5, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
+enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES, TABLE_VAL_STATS };
 
 typedef enum { KIND_INT64, KIND_FLOAT64, KIND_FLOAT32 } ColumnKind;
 
@@ -208,6 +208,39 @@ static void build_schema(Metrics *m) {
                    "validation cross-entropy by residue of the predicting position (t mod P)",
                    "nats");
     add_dim(c, s->residues, "residue");
+
+    /* docs/spec.md §4.8: a group of its own, so that a run resumed on an older file gains it */
+    t = &m->tables[TABLE_VAL_STATS];
+    t->name = "val_stats", t->description = "uncertainty of the validation loss (docs/spec.md §4.8): per-residue and "
+        "per-phase means, bootstrap standard errors over the validation windows, homogeneity tests; one row per "
+        "evaluation (the plots of it are in /entry)", t->enabled = s->phases >= 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    add_column(t, "windows", KIND_INT64, "validation windows (the bootstrap's units, n)", "windows");
+    add_column(t, "loss_se", KIND_FLOAT64, "bootstrap standard error of the validation loss", "nats");
+    c = add_column(t, "loss_by_residue", KIND_FLOAT64,
+                   "validation cross-entropy by residue of the predicting position (t mod P)", "nats");
+    add_dim(c, s->residues, "residue");
+    c = add_column(t, "loss_se_by_residue", KIND_FLOAT64,
+                   "bootstrap standard error of the validation cross-entropy by residue (t mod P)", "nats");
+    add_dim(c, s->residues, "residue");
+    c = add_column(t, "tokens_by_residue", KIND_INT64, "scored tokens by residue (t mod P)", "tokens");
+    add_dim(c, s->residues, "residue");
+    add_column(t, "F_residue", KIND_FLOAT64, "homogeneity across residues: Hotelling F of the loss contrasts", NULL);
+    add_column(t, "df1_residue", KIND_FLOAT64, "homogeneity across residues: numerator degrees of freedom (K'-1)", NULL);
+    add_column(t, "df2_residue", KIND_FLOAT64, "homogeneity across residues: denominator degrees of freedom (n-K'+1)", NULL);
+    add_column(t, "p_residue", KIND_FLOAT64, "homogeneity of the validation loss across residues: p-value", NULL);
+    c = add_column(t, "loss_by_phase", KIND_FLOAT64,
+                   "validation cross-entropy by phase of the predicting position (t mod S)", "nats");
+    add_dim(c, s->phases, "phase");
+    c = add_column(t, "loss_se_by_phase", KIND_FLOAT64,
+                   "bootstrap standard error of the validation cross-entropy by phase (t mod S)", "nats");
+    add_dim(c, s->phases, "phase");
+    c = add_column(t, "tokens_by_phase", KIND_INT64, "scored tokens by phase (t mod S)", "tokens");
+    add_dim(c, s->phases, "phase");
+    add_column(t, "F_phase", KIND_FLOAT64, "homogeneity across phases: Hotelling F of the loss contrasts", NULL);
+    add_column(t, "df1_phase", KIND_FLOAT64, "homogeneity across phases: numerator degrees of freedom (K'-1)", NULL);
+    add_column(t, "df2_phase", KIND_FLOAT64, "homogeneity across phases: denominator degrees of freedom (n-K'+1)", NULL);
+    add_column(t, "p_phase", KIND_FLOAT64, "homogeneity of the validation loss across phases: p-value", NULL);
 
     t = &m->tables[TABLE_PROBE];
     t->name = "probe", t->description = "lookup-probe accuracy, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
@@ -424,7 +457,7 @@ static int create_table(Metrics *m, Table *t, char *err) {
  * H5Fstart_swmr_write; on resume only missing parts are created. The offset axis is called
  * window_offset in /entry (NXdata reserves the field name "offset"). */
 typedef enum { AXIS_NONE, AXIS_VAL_RESIDUE, AXIS_PROBE_RESIDUE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH,
-               AXIS_OFFSET, N_AXES } AxisKind;
+               AXIS_OFFSET, AXIS_VAL_PHASE, N_AXES } AxisKind;
 
 typedef struct {
     const char *name;      /* dataset name inside an NXdata group */
@@ -439,6 +472,7 @@ static const AxisInfo AXES[N_AXES] = {
     [AXIS_KV_HEAD] = {"kv_head", "KV head", "gate_profile"},
     [AXIS_BRANCH] = {"branch", "compressor branch (0 key, 1 value)", "gate_profile"},
     [AXIS_OFFSET] = {"window_offset", "offset i inside the compression window", "gate_profile"},
+    [AXIS_VAL_PHASE] = {"phase", "phase t mod %d of the predicting position t", "val_loss_by_phase"},
 };
 
 typedef struct {
@@ -448,34 +482,42 @@ typedef struct {
     const char *signal;          /* a column of the table */
     const char *auxiliary[3];    /* columns plotted with the signal (same shape and units) */
     AxisKind axes[MAX_RANK];     /* dims 1.. of the signal; dim 0 is step */
+    const char *errors;          /* a column of the same shape: the signal's standard errors, linked as
+                                    SIGNAL_errors (the NXdata convention); NULL: none */
 } Plot;
 
 #define GATE_AXES {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH, AXIS_OFFSET}
 static const Plot PLOTS[] = {
-    {"val_loss", "validation loss", TABLE_VAL, "loss", {NULL}, {AXIS_NONE}},
+    {"val_loss", "validation loss", TABLE_VAL, "loss", {NULL}, {AXIS_NONE}, NULL},
     {"val_loss_by_residue", "validation loss by residue of the predicting position", TABLE_VAL,
-     "loss_by_residue", {NULL}, {AXIS_NONE, AXIS_VAL_RESIDUE}},
-    {"train_loss", "training loss", TABLE_TRAIN, "loss", {NULL}, {AXIS_NONE}},
-    {"learning_rate", "learning rate", TABLE_TRAIN, "lr", {NULL}, {AXIS_NONE}},
-    {"grad_norm", "global gradient norm (before clipping)", TABLE_TRAIN, "grad_norm", {NULL}, {AXIS_NONE}},
-    {"throughput", "training throughput", TABLE_TRAIN, "tokens_per_sec", {NULL}, {AXIS_NONE}},
-    {"mfu", "model FLOPs utilization", TABLE_TRAIN, "mfu", {NULL}, {AXIS_NONE}},
+     "loss_by_residue", {NULL}, {AXIS_NONE, AXIS_VAL_RESIDUE}, NULL},
+    {"train_loss", "training loss", TABLE_TRAIN, "loss", {NULL}, {AXIS_NONE}, NULL},
+    {"learning_rate", "learning rate", TABLE_TRAIN, "lr", {NULL}, {AXIS_NONE}, NULL},
+    {"grad_norm", "global gradient norm (before clipping)", TABLE_TRAIN, "grad_norm", {NULL}, {AXIS_NONE}, NULL},
+    {"throughput", "training throughput", TABLE_TRAIN, "tokens_per_sec", {NULL}, {AXIS_NONE}, NULL},
+    {"mfu", "model FLOPs utilization", TABLE_TRAIN, "mfu", {NULL}, {AXIS_NONE}, NULL},
     {"probe_accuracy", "lookup-probe accuracy, prefix padding: mean, worst and best residue", TABLE_PROBE,
-     "mean_pp", {"worst_pp", "best_pp"}, {AXIS_NONE}},
+     "mean_pp", {"worst_pp", "best_pp"}, {AXIS_NONE}, NULL},
     {"probe_accuracy_ip", "lookup-probe accuracy, in-sequence padding: mean, worst and best residue",
-     TABLE_PROBE, "mean_ip", {"worst_ip", "best_ip"}, {AXIS_NONE}},
+     TABLE_PROBE, "mean_ip", {"worst_ip", "best_ip"}, {AXIS_NONE}, NULL},
     {"probe_gap", "lookup-probe gap best - worst residue (prefix padding; in-sequence padding)", TABLE_PROBE,
-     "gap_pp", {"gap_ip"}, {AXIS_NONE}},
+     "gap_pp", {"gap_ip"}, {AXIS_NONE}, NULL},
     {"probe_pp_by_residue", "lookup-probe accuracy by residue of the target key, prefix padding",
-     TABLE_PROBE, "acc_pp", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}},
+     TABLE_PROBE, "acc_pp", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}, NULL},
     {"probe_ip_by_residue", "lookup-probe accuracy by residue of the target key, in-sequence padding",
-     TABLE_PROBE, "acc_ip", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}},
+     TABLE_PROBE, "acc_ip", {NULL}, {AXIS_NONE, AXIS_PROBE_RESIDUE}, NULL},
     {"gate_profile", "gate profile g(i) = E[alpha_i] * W by layer, KV head, branch and offset", TABLE_GATES,
-     "profile", {NULL}, GATE_AXES},
+     "profile", {NULL}, GATE_AXES, NULL},
     {"gate_eff_static", "static effective number of offsets exp(H(E[alpha]))", TABLE_GATES, "eff_static",
-     {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}},
+     {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}, NULL},
     {"gate_eff_window", "per-window effective number of offsets E[exp(H(alpha))]", TABLE_GATES,
-     "eff_window", {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}},
+     "eff_window", {NULL}, {AXIS_NONE, AXIS_LAYER, AXIS_KV_HEAD, AXIS_BRANCH}, NULL},
+    {"val_loss_by_residue_se", "validation loss by residue with bootstrap standard errors over the windows",
+     TABLE_VAL_STATS, "loss_by_residue", {NULL}, {AXIS_NONE, AXIS_VAL_RESIDUE}, "loss_se_by_residue"},
+    {"val_loss_by_phase", "validation loss by phase t mod S with bootstrap standard errors over the windows",
+     TABLE_VAL_STATS, "loss_by_phase", {NULL}, {AXIS_NONE, AXIS_VAL_PHASE}, "loss_se_by_phase"},
+    {"val_loss_homogeneity", "homogeneity of the validation loss: p-value across residues (and across phases)",
+     TABLE_VAL_STATS, "p_residue", {"p_phase"}, {AXIS_NONE}, NULL},
 };
 #define N_PLOTS ((int)(sizeof PLOTS / sizeof PLOTS[0]))
 #define DEFAULT_PLOT "val_loss"
@@ -520,6 +562,13 @@ static int create_plot(Metrics *m, hid_t entry, const Plot *p, char *err) {
     for (int i = 0; i < 5 && rc == 0 && links[i]; i++) {
         snprintf(source, sizeof source, "/%s/%s", t->name, links[i]);
         if (H5Lcreate_hard(m->file, source, group, links[i], H5P_DEFAULT, H5P_DEFAULT) < 0)
+            rc = fail(m->path, err, "cannot link %s into /entry/%s", source, p->name);
+    }
+    if (rc == 0 && p->errors) {
+        char name[96];
+        snprintf(source, sizeof source, "/%s/%s", t->name, p->errors);
+        snprintf(name, sizeof name, "%s_errors", p->signal);
+        if (H5Lcreate_hard(m->file, source, group, name, H5P_DEFAULT, H5P_DEFAULT) < 0)
             rc = fail(m->path, err, "cannot link %s into /entry/%s", source, p->name);
     }
     /* the other axes: created in their home plot, linked elsewhere, attached to the signal */
@@ -1029,6 +1078,27 @@ int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_re
     if (!loss_by_residue) return set_err(err, "%s: /val step %ld: expected loss_by_residue[%d]", m->path, step, m->shape.residues);
     const void *values[] = {&loss, loss_by_residue};
     return append_row(m, &m->tables[TABLE_VAL], step, values, err);
+}
+
+int metrics_log_val_stats(Metrics *m, long step, const LossStats *by_residue, const LossStats *by_phase, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    int P = m->shape.residues, S = m->shape.phases;
+    if (!by_residue || !by_phase || by_residue->K != P || by_phase->K != S)
+        return set_err(err, "%s: /val_stats step %ld: expected statistics of %d residues and %d phases (got %d, %d)", m->path,
+                       step, P, S, by_residue ? by_residue->K : -1, by_phase ? by_phase->K : -1);
+    int64_t *tok = malloc(sizeof(int64_t) * (size_t)(P + S));
+    if (!tok) return set_err(err, "%s: out of memory logging /val_stats", m->path);
+    for (int r = 0; r < P; r++) tok[r] = (int64_t)by_residue->tokens[r];
+    for (int f = 0; f < S; f++) tok[P + f] = (int64_t)by_phase->tokens[f];
+    int64_t windows = by_residue->units;
+    double d[4] = {by_residue->df1, by_residue->df2, by_phase->df1, by_phase->df2};
+    for (int i = 0; i < 4; i++) if (d[i] == 0) d[i] = NAN;     /* an undefined test */
+    const void *values[] = {&windows, &by_residue->overall_se, by_residue->mean, by_residue->se, tok,
+                            &by_residue->F, &d[0], &d[1], &by_residue->p,
+                            by_phase->mean, by_phase->se, tok + P, &by_phase->F, &d[2], &d[3], &by_phase->p};
+    int rc = append_row(m, &m->tables[TABLE_VAL_STATS], step, values, err);
+    free(tok);
+    return rc;
 }
 
 /* Summary of one protocol: mean, worst, best over the finite residues; gap = best - worst. */

@@ -10,6 +10,11 @@
  *          (+ gate_coverage [n] with train.gate_coverage > 0: the penalty lambda * mean over the
  *          step's sequences, never part of loss; set by metrics_set_gate_coverage before the row)
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
+ *   /val_stats/{step, windows, loss_se, loss_by_residue [n,P], loss_se_by_residue [n,P],
+ *          tokens_by_residue [n,P], F_residue, df1_residue, df2_residue, p_residue,
+ *          loss_by_phase [n,S], loss_se_by_phase [n,S], tokens_by_phase [n,S], F_phase, df1_phase,
+ *          df2_phase, p_phase}   (docs/spec.md §4.8; S = shape.phases; absent when phases = 0;
+ *          created when a run resumes on a file without it)
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
  *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip,
  *           chi2_pp, p_pp, chi2_phase_pp, p_phase_pp, chi2_ip, p_ip, chi2_phase_ip, p_phase_ip}  [n]
@@ -27,6 +32,8 @@
  *     val_loss_by_residue, probe_pp_by_residue, probe_ip_by_residue            [step, residue]
  *     gate_profile [step, layer, kv_head, branch, window_offset], gate_eff_static,
  *     gate_eff_window [step, layer, kv_head, branch]                  (compressed models)
+ *     val_loss_by_residue_se [step, residue], val_loss_by_phase [step, phase] (with SIGNAL_errors:
+ *     the bootstrap standard errors), val_loss_homogeneity (p_residue + p_phase) [step]
  *   Signals and step are hard links to the raw datasets (the same objects: SWMR appends show
  *   there); residue/layer/kv_head/branch/window_offset are int32 0..n-1 axis datasets.
  * Datasets carry long_name with the units in parentheses ("training cross-entropy (nats)")
@@ -45,6 +52,7 @@
  * line in err (ERR_LEN bytes, common/errors.h) naming the file. */
 #ifndef PHASELAB_TRAIN_METRICS_H
 #define PHASELAB_TRAIN_METRICS_H
+#include "trainer/loss_stats.h"
 
 typedef struct Metrics Metrics;
 
@@ -56,6 +64,7 @@ typedef struct {
     int has_gates;  /* the model has compressed attention: create and fill /gates */
     int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (docs/spec.md §2b) */
     int has_indexer_kl;    /* a lightning indexer: /train/indexer_kl exists (docs/spec.md §5.4) */
+    int phases;     /* S of the validation loss's fold by phase (probe_phase_fold); 0: no /val_stats */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
@@ -80,6 +89,9 @@ void metrics_set_indexer_kl(Metrics *m, double kl);
 /* loss_by_residue: [P] */
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,
                     char *err);
+
+/* One /val_stats row: by_residue (K = P) and by_phase (K = shape.phases) of evaluate_validation. */
+int metrics_log_val_stats(Metrics *m, long step, const LossStats *by_residue, const LossStats *by_phase, char *err);
 
 /* acc_pp, acc_ip: [P] in percent (0..100); either may be NULL -> a NaN row for that
  * protocol (its accuracies and its mean/worst/best/gap). */

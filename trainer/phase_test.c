@@ -11,6 +11,8 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 enum { GAMMA_MAX_ITER = 100000 };
 #define GAMMA_EPS 1e-15
@@ -65,7 +67,7 @@ int chi2_small_expected(const ChiSquare *t) {
 }
 
 ChiSquare chi2_homogeneity(const long *correct, const long *total, int K) {
-    ChiSquare r = {NAN, NAN, 0, NAN};
+    ChiSquare r = {NAN, NAN, 0, NAN, 0};
     double N = 0, C = 0;
     int groups = 0;
     for (int g = 0; g < K; g++) {
@@ -93,6 +95,75 @@ ChiSquare chi2_homogeneity(const long *correct, const long *total, int K) {
     }
     r.chi2 = x2;
     r.p = chi2_sf(x2, r.df);
+    return r;
+}
+
+/* X^2 of a table with these correct counts, the group sizes n_g and C, I fixed (all n_g > 0). */
+static double chi2_statistic(const long *correct, const long *total, int K, double N, double C) {
+    double I = N - C, x2 = 0.0;
+    for (int g = 0; g < K; g++) {
+        double n = (double)total[g], k = (double)correct[g];
+        double ec = n * C / N, ei = n * I / N;
+        x2 += (k - ec) * (k - ec) / ec + ((n - k) - ei) * ((n - k) - ei) / ei;
+    }
+    return x2;
+}
+
+static uint64_t perm_next(uint64_t *state) {   /* splitmix64 */
+    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+ChiSquare chi2_permutation(const long *correct, const long *total, int K, int R, unsigned long long seed) {
+    ChiSquare r = chi2_homogeneity(correct, total, K);
+    if (r.df < 1 || !(r.chi2 > 0) || R < 1) return r;   /* undefined, or X^2 = 0: p = 1 either way */
+    /* the non-empty groups, their labels per prompt */
+    long N = 0, C = 0;
+    int G = 0;
+    for (int g = 0; g < K; g++) if (total[g] > 0) N += total[g], C += correct[g], G++;
+    long *tot = malloc(sizeof(long) * G), *cnt = malloc(sizeof(long) * G), *obs = malloc(sizeof(long) * G);
+    int *label = malloc(sizeof(int) * (size_t)N);
+    if (!tot || !cnt || !obs || !label) {
+        free(tot), free(cnt), free(obs), free(label);
+        return r;                                        /* out of memory: the chi-square p stays */
+    }
+    G = 0;
+    long at = 0;
+    for (int g = 0; g < K; g++) {
+        if (total[g] <= 0) continue;
+        tot[G] = total[g], obs[G] = correct[g];
+        for (long i = 0; i < total[g]; i++) label[at++] = G;
+        G++;
+    }
+    double x2 = chi2_statistic(obs, tot, G, (double)N, (double)C);
+    /* draw the smaller of the two classes: m prompts, counted as correct (or as wrong) */
+    int draw_correct = C <= N - C;
+    long m = draw_correct ? C : N - C;
+    uint64_t state = seed;
+    long extreme = 0;
+    for (int b = 0; b < R; b++) {
+        for (int g = 0; g < G; g++) cnt[g] = 0;
+        for (long i = 0; i < m; i++) {
+            long j = i + (long)(perm_next(&state) % (uint64_t)(N - i));
+            int t = label[i];
+            label[i] = label[j], label[j] = t;
+            cnt[label[i]]++;
+        }
+        if (!draw_correct)
+            for (int g = 0; g < G; g++) cnt[g] = tot[g] - cnt[g];
+        if (chi2_statistic(cnt, tot, G, (double)N, (double)C) >= x2 * (1 - 1e-12)) extreme++;
+    }
+    r.p = (1.0 + (double)extreme) / (1.0 + R);
+    r.permutations = R;
+    free(tot), free(cnt), free(obs), free(label);
+    return r;
+}
+
+ChiSquare phase_homogeneity_test(const long *correct, const long *total, int K) {
+    ChiSquare r = chi2_homogeneity(correct, total, K);
+    if (chi2_small_expected(&r)) r = chi2_permutation(correct, total, K, PHASE_PERMUTATIONS, PHASE_PERMUTATION_SEED);
     return r;
 }
 

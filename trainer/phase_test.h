@@ -12,9 +12,15 @@
  * wrong (C = 0 or I = 0) the table has one column, homogeneity holds trivially: X^2 = 0,
  * p = 1; with fewer than 2 non-empty groups the test is undefined: NaN, df 0.
  * The chi-square distribution of X^2 is an approximation that needs every expected count
- * E_g^c, E_g^i to be about 5 or more (Cochran's rule); min_expected reports the smallest, and
- * PHASE_MIN_EXPECTED is the threshold below which the printed tests warn (the exact or
- * permutation test is for small counts). */
+ * E_g^c, E_g^i to be about 5 or more (Cochran's rule); min_expected reports the smallest.
+ * Small counts (docs/spec.md §3.7): when an expected count is below PHASE_MIN_EXPECTED,
+ * phase_homogeneity_test replaces the chi-square p by a Monte Carlo permutation p: under H0 the C
+ * correct prompts are a uniformly random C-subset of the N prompts (the group sizes and C fixed:
+ * the exact conditional null of the table), R = PHASE_PERMUTATIONS such tables are drawn
+ * (partial Fisher-Yates over the N prompt labels with a splitmix64 stream from
+ * PHASE_PERMUTATION_SEED, index i + next() mod (N - i)), and
+ *     p = (1 + #{draws with X^2* >= X^2 (1 - 1e-12)}) / (R + 1),
+ * which is never below 1 / (R + 1) and is exact in expectation at any count. */
 #ifndef PHASELAB_PHASE_TEST_H
 #define PHASELAB_PHASE_TEST_H
 
@@ -23,9 +29,12 @@ typedef struct {
     double p;       /* p-value, NaN when undefined */
     int df;         /* degrees of freedom (0 when undefined) */
     double min_expected;   /* the smallest expected count of the table (NaN when undefined) */
+    int permutations;      /* 0: p from the chi-square distribution; R > 0: p from R permuted tables */
 } ChiSquare;
 
 #define PHASE_MIN_EXPECTED 5.0
+#define PHASE_PERMUTATIONS 10000
+#define PHASE_PERMUTATION_SEED 20260438u
 /* 1 when the test is defined but an expected count is below PHASE_MIN_EXPECTED. */
 int chi2_small_expected(const ChiSquare *t);
 
@@ -39,6 +48,13 @@ double chi2_sf(double x, int df);
 
 /* The homogeneity test over K groups (correct[g] <= total[g]). */
 ChiSquare chi2_homogeneity(const long *correct, const long *total, int K);
+
+/* The same statistic with the Monte Carlo permutation p over R tables drawn from seed (above);
+ * undefined or one-column tables as chi2_homogeneity. */
+ChiSquare chi2_permutation(const long *correct, const long *total, int K, int R, unsigned long long seed);
+/* The test every probe table reports: chi2_homogeneity, or chi2_permutation (PHASE_PERMUTATIONS,
+ * PHASE_PERMUTATION_SEED) when an expected count is below PHASE_MIN_EXPECTED. */
+ChiSquare phase_homogeneity_test(const long *correct, const long *total, int K);
 
 /* Folds P residue counts into S phase groups (phase = r mod S); requires S | P (otherwise
  * returns -1 and leaves the outputs untouched). correct_out, total_out: [S]. */

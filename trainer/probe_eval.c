@@ -62,12 +62,12 @@ void probe_result_finalize(ProbeResult *res) {
         res->gap[p] = n ? best - worst : NAN;
         res->worst_residue[p] = wr;
         res->best_residue[p] = br;
-        res->test_residue[p] = chi2_homogeneity(res->correct[p], res->total[p], res->residues);
+        res->test_residue[p] = phase_homogeneity_test(res->correct[p], res->total[p], res->residues);
         long fc[PROBE_MAX_RESIDUES], ft[PROBE_MAX_RESIDUES];
         if (res->fold >= 1 && fold_by_phase(res->correct[p], res->total[p], res->residues, res->fold, fc, ft) == 0)
-            res->test_phase[p] = chi2_homogeneity(fc, ft, res->fold);
+            res->test_phase[p] = phase_homogeneity_test(fc, ft, res->fold);
         else
-            res->test_phase[p] = (ChiSquare){NAN, NAN, 0, NAN};
+            res->test_phase[p] = (ChiSquare){NAN, NAN, 0, NAN, 0};
     }
 }
 
@@ -251,11 +251,13 @@ void probe_print_table(FILE *f, const ProbeResult *res) {
         fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g  -> %s\n",
                 probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, b->chi2, b->df, b->p,
                 at_chance ? chance : (b->p < 0.05 || a->p < 0.05) ? "not flat (p < 0.05)" : "homogeneity not rejected");
-        if (!at_chance && (chi2_small_expected(a) || chi2_small_expected(b)))
-            fprintf(f, "%s phase-effect test: warning: smallest expected count %.2g < %g (%s): the chi-square p-values are only "
-                    "approximate; more prompts per residue (tools/make-probe --per-residue) make them reliable\n",
-                    probe_protocol_name(p), chi2_small_expected(a) ? a->min_expected : b->min_expected, PHASE_MIN_EXPECTED,
-                    chi2_small_expected(a) ? "across residues" : "by phase");
+        if (a->permutations || b->permutations)
+            fprintf(f, "%s phase-effect test: smallest expected count %.2g < %g (%s%s%s): p from %d permuted tables "
+                    "(Monte Carlo permutation test, seed %u; docs/spec.md 3.7), not from the chi-square distribution; "
+                    "p >= 1/%d\n",
+                    probe_protocol_name(p), a->permutations ? a->min_expected : b->min_expected, PHASE_MIN_EXPECTED,
+                    a->permutations ? "across residues" : "", a->permutations && b->permutations ? ", " : "",
+                    b->permutations ? "by phase" : "", PHASE_PERMUTATIONS, PHASE_PERMUTATION_SEED, PHASE_PERMUTATIONS + 1);
     }
 }
 

@@ -116,6 +116,8 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "entries the lightning indexer keeps per query in the csa layers (0 = no indexer: every visible entry)") \
     X(model, indexer_heads, T_INT, "4", 1, 1024, 0, NULL, "lightning indexer heads (csa layers with csa_topk > 0)") \
     X(model, indexer_dim, T_INT, "16", 1, 4096, 0, NULL, "dimension of one lightning indexer head and of its keys") \
+    X(model, token_shift, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                               \
+      "the compressor reads a_t + M a_{t-1}, a learned mix of the previous token (docs/spec.md §6.3; true|false; compressed only)") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -725,10 +727,16 @@ static int validate(const LoadCtx *c) {
                          "attention = compressed with gate = scalar | vector, else gate_coverage = 0", v,
                          compressed ? "gate = uniform" : "attention = full");
     }
+    if (!compressed && m->token_shift)
+        return key_error(c, KEY_INDEX(model, token_shift), "token_shift = true with attention = full; the token shift "
+                         "feeds the compressor, which needs attention = compressed, else token_shift = false");
+    if (m->token_shift && m->layer_attention[0])
+        return key_error(c, KEY_INDEX(model, token_shift), "token_shift = true with a layer_attention schedule is not "
+                         "implemented (docs/spec.md §5); use token_shift = false or model.layer_attention = (empty)");
     if (cfg->train.phase_jitter && layer_schedule_mixed(m))
         return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with a mixed layer_attention schedule is "
                          "not implemented (docs/spec.md §5); use phase_jitter = false or a one-kind schedule");
-    if (cfg->train.phase_jitter && (m->attention != ATTN_COMPRESSED || m->stride < 2))
+    if (cfg->train.phase_jitter && (!compressed || m->stride < 2))
         return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with %s would do nothing; it needs "
                          "attention = compressed with stride >= 2 (a grid to shift), else phase_jitter = false",
                          compressed ? "stride = 1 (one phase)" : "attention = full (no grid)");

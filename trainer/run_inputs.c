@@ -86,10 +86,16 @@ int run_inputs_open(RunInputs *in, const Config *cfg, int world, char *err) {
             goto fail;
         }
         if (probe_set_residues(in->probe) != cfg->eval.residues) {
+            /* the rebuild is offered only when tools/make-probe can balance eval.residues in T tokens */
+            const ProbeBuilder b = probe_set_builder(in->probe);
+            const int K = (int)(b.key_tokens + b.value_tokens);
+            char alt[160] = "";
+            if (probe_builder_max_residues(b.layout, T, K) >= cfg->eval.residues)
+                snprintf(alt, sizeof alt, ", or tools/make-probe --max-len %d --residues %d", T, cfg->eval.residues);
             set_err(err, "%s: eval.probe: %d residues, but eval.residues = %d (%s); expected the same count "
-                    "(eval.residues=%d, or tools/make-probe --residues %d)", cfg->eval.probe,
+                    "(eval.residues=%d%s)", cfg->eval.probe,
                     probe_set_residues(in->probe), cfg->eval.residues, cfg->source[0] ? cfg->source : "default",
-                    probe_set_residues(in->probe), cfg->eval.residues);
+                    probe_set_residues(in->probe), alt);
             goto fail;
         }
     }

@@ -314,9 +314,14 @@ static int run_evaluation(Trainer *tr, char *err) {
         }
         log_printf("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
               tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, clock_seconds() - t0);
+        log_printf("eval step %ld | val loss homogeneity (n = %ld windows): across residues F = %.3g (%d, %d), p = %.3g; "
+                   "across phases t mod %d F = %.3g (%d, %d), p = %.3g\n",
+                   tr->st.step, r.by_residue.units, r.by_residue.F, r.by_residue.df1, r.by_residue.df2, r.by_residue.p,
+                   r.phases, r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p);
         int rc = 0;
         if (tr->metrics) {
             rc = metrics_log_val(tr->metrics, tr->st.step, r.loss, r.loss_by_residue, err);
+            if (!rc) rc = metrics_log_val_stats(tr->metrics, tr->st.step, &r.by_residue, &r.by_phase, err);
             if (!rc && r.has_gates)
                 rc = metrics_log_gates(tr->metrics, tr->st.step, r.eff_static, r.eff_window, r.profile, err);
         }
@@ -438,7 +443,8 @@ static int setup(Trainer *tr, char *err) {
         snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
                               cfg->model.attention == ATTN_COMPRESSED && !layer_schedule_mixed(&cfg->model),
-                              cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model)};
+                              cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model),
+                              probe_phase_fold(&cfg->model)};
         char *cfg_text = config_to_string(cfg);
         if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);

@@ -6,15 +6,32 @@
  * One pass of exps per row (row_exp_sum): e_v = exp(l_v - max) in 8 float lanes (cpu_expf8,
  * within 2 ulp), kept in place, their sum accumulated in double (lse = max + log sum); the
  * softmax is then e_v * (g / sum). Until 2026-12-03 each logit took two libm double exps (one
- * for the sum, one for the gradient), about half of this op's time on the bench model. */
+ * for the sum, one for the gradient), about half of this op's time on the bench model.
+ *
+ * Large vocabularies (V > CLASSIFIER_ROW_PATH_MAX_V): chunks of the VOCABULARY, not of rows. A row
+ * chunk of a 151,936-wide vocabulary is ~6 rows, so each chunk's dE += dlogits^T x streamed the
+ * whole V x D gradient through memory for 6 rows (the step ran at ~5% of the sgemm rate). Here,
+ * for column chunks c = [v0, v0 + Vc) with N x Vc logits in cache (CLASSIFIER_THREAD_ELEMS a thread):
+ *   pass 1  L = x E_c^T [N, Vc]; per row the online logsumexp: m' = max(m, max_c L),
+ *           s' = s e^(m - m') + sum_c e^(L - m')  (chunk sum in 8 lanes as above, s in double);
+ *           the target's logit picked up in its chunk; loss_n = m + log s - L[target]
+ *   pass 2  (gradients) L recomputed, dlogits = g (e^(L - lse_n) - onehot) in place, then
+ *           dx += dlogits E_c and dE_c += dlogits^T x: each row of dE written once per call.
+ * The recomputed logits cost one more N x V x D GEMM (4 instead of 3), all of them at shapes the
+ * BLAS runs near its peak (M = N, K = D or Vc), with nothing vocabulary-sized leaving the cache.
+ * Threads take whole chunks (classifier_vocab_chunks).
+ * Vocabularies up to the limit keep the row path and its exact bits (every existing small-vocab
+ * run); above it the rounding differs from the row path within float accuracy. */
 #include <cblas.h>
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/cpu/cpu_expf.h"
 
 #define CLASSIFIER_CHUNK_ELEMS (1 << 20)   /* logits held at once: 4 MiB */
+#define CLASSIFIER_ROW_PATH_MAX_V 4096      /* above: vocabulary chunks (row chunks under 256 rows) */
 
 /* Rows per chunk so that chunk x V logits fit the budget. */
 static int chunk_rows(int N, int V) {
@@ -68,10 +85,110 @@ static void chunk_logits(float *logits, const float *x, const float *emb, int r0
                 logits, V);
 }
 
+/* Columns per vocabulary chunk: one thread's N x Vc logits within CLASSIFIER_THREAD_ELEMS (its
+ * share of the L2), a multiple of 64 in [256, 8192]. */
+#define CLASSIFIER_THREAD_ELEMS (1 << 18)   /* 1 MiB of logits per thread */
+static int vocab_chunk(int N, int V) {
+    int c = CLASSIFIER_THREAD_ELEMS / (N > 0 ? N : 1) / 64 * 64;
+    c = c < 256 ? 256 : c > 8192 ? 8192 : c;
+    return c > V ? V : c;
+}
+
+/* l [n] <- g e^(l - lse) (the softmax scaled by g) */
+static void row_softmax_scaled(float *l, int n, float lse, float g) {
+    for (int i = 0; i < n; i += 8) cpu_v8_store(l + i, cpu_expf8(cpu_v8_load(l + i, n - i) - lse) * g, n - i);
+}
+
+/* The online logsumexp state of a row, (m, s) <- (m, s) (+) (cm, cs) */
+static void lse_merge(float *m, double *s, float cm, double cs) {
+    if (cm > *m) {
+        *s = *s * exp((double)*m - cm) + cs;
+        *m = cm;
+    } else if (cs > 0) {
+        *s += cs * exp((double)cm - *m);
+    }
+}
+
+/* Threads split the vocabulary chunks (chunk k to thread k mod nt), each with its own logits
+ * buffer, row state and dx partial, and single-threaded GEMMs (OpenBLAS's OpenMP build runs one
+ * thread inside a parallel region): two parallel regions a call, no barrier per chunk, which a
+ * shared machine's descheduled thread would stall. The partials are merged in thread order: the
+ * same bits on every run at a given thread count. */
+static void classifier_vocab_chunks(BackendCtx *ctx, const float *x, const float *emb, const int32_t *targets, int N,
+                                    int D, int V, float *losses, float *dx, float *demb, float grad_scale) {
+    const int Vc = vocab_chunk(N, V), n_chunks = (V + Vc - 1) / Vc;
+    const int nt = ctx->threads < n_chunks ? ctx->threads : n_chunks;
+    float *logits = cpu_scratch(sizeof(float) * (size_t)nt * N * Vc, "classifier logits");        /* [nt, N, Vc] */
+    float *row_max = cpu_scratch(sizeof(float) * ((size_t)nt + 1) * N, "classifier row state");   /* [nt, N] + [N] */
+    float *tgt_logit = row_max + (size_t)nt * N;
+    double *row_sum = cpu_scratch(sizeof(double) * (size_t)nt * N, "classifier row sums");         /* [nt, N] */
+    float *dx_part = dx && nt > 1 ? cpu_scratch(sizeof(float) * (size_t)(nt - 1) * N * D, "classifier dx partials") : NULL;
+    for (size_t i = 0; i < (size_t)nt * N; i++) row_max[i] = -INFINITY, row_sum[i] = 0.0;
+    for (int r = 0; r < N; r++) tgt_logit[r] = 0.0f;
+    #pragma omp parallel num_threads(nt)
+    {                                                    /* pass 1: the online logsumexp */
+        const int tid = omp_get_thread_num();
+        float *L = logits + (size_t)tid * N * Vc, *m = row_max + (size_t)tid * N;
+        double *s = row_sum + (size_t)tid * N;
+        for (int k = tid; k < n_chunks; k += nt) {
+            const int v0 = k * Vc, vc = V - v0 < Vc ? V - v0 : Vc;
+            chunk_logits(L, x, emb + (size_t)v0 * D, 0, N, D, vc);
+            for (int r = 0; r < N; r++) {
+                float *l = L + (size_t)r * vc;
+                const int t = targets[r] - v0;
+                if (t >= 0 && t < vc) tgt_logit[r] = l[t];      /* one chunk holds it: one writer */
+                double cs;
+                const float cm = row_exp_sum(l, vc, &cs);
+                lse_merge(m + r, s + r, cm, cs);
+            }
+        }
+    }
+    for (int r = 0; r < N; r++) {
+        for (int t = 1; t < nt; t++) lse_merge(row_max + r, row_sum + r, row_max[(size_t)t * N + r], row_sum[(size_t)t * N + r]);
+        row_max[r] = (float)(row_max[r] + log(row_sum[r]));   /* now lse */
+        losses[r] = targets[r] >= 0 ? row_max[r] - tgt_logit[r] : 0.0f;
+    }
+    if (dx) {                                            /* pass 2: the gradients, chunk by chunk */
+        #pragma omp parallel num_threads(nt)
+        {
+            const int tid = omp_get_thread_num();
+            float *L = logits + (size_t)tid * N * Vc, *dxt = tid ? dx_part + (size_t)(tid - 1) * N * D : dx;
+            for (int k = tid; k < n_chunks; k += nt) {
+                const int v0 = k * Vc, vc = V - v0 < Vc ? V - v0 : Vc;
+                const float *e_c = emb + (size_t)v0 * D;    /* [vc, D] */
+                chunk_logits(L, x, e_c, 0, N, D, vc);
+                for (int r = 0; r < N; r++) {
+                    float *l = L + (size_t)r * vc;
+                    if (targets[r] < 0) { memset(l, 0, sizeof(float) * vc); continue; }
+                    row_softmax_scaled(l, vc, row_max[r], grad_scale);
+                    const int t = targets[r] - v0;
+                    if (t >= 0 && t < vc) l[t] -= grad_scale;
+                }
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, D, vc, 1.0f, L, vc, e_c, D, k == tid ? 0.0f : 1.0f,
+                            dxt, D);
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, vc, D, N, 1.0f, L, vc, x, D, 1.0f,
+                            demb + (size_t)v0 * D, D);
+            }
+        }
+        for (int t = 1; t < nt; t++) {                   /* dx = sum of the partials, in thread order */
+            const float *p = dx_part + (size_t)(t - 1) * N * D;
+            for (size_t i = 0; i < (size_t)N * D; i++) dx[i] += p[i];
+        }
+    }
+    free(logits);
+    free(row_max);
+    free(row_sum);
+    free(dx_part);
+}
+
 void cpu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const int32_t *targets, int N, int D, int V,
                     float *losses, act_t *dx_, float *demb, float grad_scale) {
     const float *x = CF(x_), *emb = CF(emb_);
     float *dx = F(dx_);
+    if (V > CLASSIFIER_ROW_PATH_MAX_V) {
+        classifier_vocab_chunks(ctx, x, emb, targets, N, D, V, losses, dx, demb, grad_scale);
+        return;
+    }
     const int chunk = chunk_rows(N, V);
     float *logits = cpu_scratch(sizeof(float) * (size_t)chunk * V, "classifier logits");
     for (int r0 = 0; r0 < N; r0 += chunk) {
@@ -104,6 +221,22 @@ void cpu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const i
 
 void cpu_logits_argmax(BackendCtx *ctx, const act_t *x_, const act_t *emb_, int N, int D, int V, int32_t *out) {
     const float *x = CF(x_), *emb = CF(emb_);
+    if (V > CLASSIFIER_ROW_PATH_MAX_V) {                 /* vocabulary chunks: the first maximum over all of them */
+        const int Vc = vocab_chunk(N, V);
+        float *logits = cpu_scratch(sizeof(float) * (size_t)N * Vc, "argmax logits"), *best = cpu_scratch(sizeof(float) * (size_t)N, "argmax best");
+        for (int v0 = 0; v0 < V; v0 += Vc) {
+            const int vc = V - v0 < Vc ? V - v0 : Vc;
+            chunk_logits(logits, x, emb + (size_t)v0 * D, 0, N, D, vc);
+            for (int r = 0; r < N; r++) {
+                const float *l = logits + (size_t)r * vc;
+                for (int v = 0; v < vc; v++)
+                    if ((v0 == 0 && v == 0) || l[v] > best[r]) best[r] = l[v], out[r] = v0 + v;
+            }
+        }
+        free(logits);
+        free(best);
+        return;
+    }
     const int chunk = chunk_rows(N, V);
     float *logits = cpu_scratch(sizeof(float) * (size_t)chunk * V, "argmax logits");
     for (int r0 = 0; r0 < N; r0 += chunk) {

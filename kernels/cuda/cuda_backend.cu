@@ -476,6 +476,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->act_bytes = sizeof(bf16);
     b->peak_flops = peak_for(&prop, device);
     b->device = device;
+    memcpy(b->device_uuid, prop.uuid.bytes, sizeof b->device_uuid);
     b->ctx = ctx;
     b->collectives = cu_collectives;
     b->max_head_dim = 128;           /* padded_dim (cuda_attention.cu); the compressor takes 256 */

@@ -62,6 +62,7 @@ struct BackendCtx {
     size_t ws_cap[WS_N];
     long long mem_now, mem_peak;   /* device bytes through this backend (benchmarks) */
     void *nccl;                    /* ncclComm_t once collectives->init ran */
+    const volatile int *nccl_abort; /* the watchdog's flag (collectives->init): non-zero = abort */
     int deterministic;             /* run.deterministic (set_deterministic): bitwise reruns requested */
 };
 void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes);

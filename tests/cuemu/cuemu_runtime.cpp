@@ -32,6 +32,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
     if (d != 0) return g_last_error = cudaErrorInvalidDevice;
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "cuemu (CPU emulation)");
+    memcpy(p->uuid.bytes, "cuemu-device-000", 16);
     p->totalGlobalMem = (size_t)8 << 30;
     p->sharedMemPerBlock = 48 * 1024;
     p->sharedMemPerBlockOptin = 227 * 1024;

@@ -43,6 +43,10 @@ static void v_stag_g4_w4s2_tail_vec_tied(ModelConfig *c) {                      
 }
 static void v_stag_g4(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; c->n_kv_heads = 4; }   /* o = 0, 1, 2, 3 */
 
+/* docs/spec.md §6.3: token shift (the decoder's compressor input a_t + M a_{t-1}) */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+
 static const Variant variants[] = {
     {"full", v_full}, {"full_kv1_sink_untied", v_full_kv1_sink}, {"scalar", v_comp},
     {"vector_postnorm", v_vector_post}, {"uniform", v_uniform}, {"nobias_kvtied", v_nobias_tied},
@@ -50,6 +54,7 @@ static const Variant variants[] = {
     {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"w5s3", v_w5s3}, {"kv1_untied", v_kv1},
     {"staggered_g2_tail_sink", v_stag_tail_sink}, {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_w4s2_tail_vec_tied},
     {"staggered_g4", v_stag_g4},
+    {"token_shift", v_ts}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 

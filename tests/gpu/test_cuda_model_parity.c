@@ -44,21 +44,28 @@ static double variant_lambda;   /* train.gate_coverage of the variant being buil
 static void v_coverage(ModelConfig *c) { v_comp(c); variant_lambda = 0.5; }
 static void v_coverage_vector_shared(ModelConfig *c) { v_vector_post(c); c->compressor = COMPRESSOR_SHARED; variant_lambda = 0.5; }
 
+/* docs/spec.md §6.3, token shift: the compressor reads a_t + M a_{t-1} */
+static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
+static void v_ts_deepseek(ModelConfig *c) { v_deepseek(c); c->token_shift = 1; }
+
 /* docs/spec.md §6.2, phase jitter: per-sequence grid shifts u_b (B = 2; T = 40) */
 static const int32_t SHIFT_S4[] = {3, 1}, SHIFT_S2[] = {1, 0};
 
 static const Variant variants[] = {
-    {"full", v_full}, {"full_kv1_sink_untied", v_full_kv1_sink}, {"scalar", v_comp},
-    {"vector_postnorm", v_vector_post}, {"uniform", v_uniform}, {"nobias_kvtied", v_nobias_tied},
-    {"no_qk_norm_rope4", v_noqk_rope4}, {"tail_sink", v_tail_sink}, {"deepseek", v_deepseek},
-    {"overlap_tail_vector_postnorm", v_overlap_tail_vec}, {"kv1_untied", v_kv1}, {"scalar_28_layers", v_deep},
-    {"shared", v_shared}, {"shared_overlap_tail_vector_postnorm_nobias", v_shared_overlap_tail_vec},
-    {"staggered_kv1", v_staggered_kv1}, {"gate_coverage", v_coverage},
-    {"gate_coverage_vector_postnorm_shared", v_coverage_vector_shared},
+    {"full", v_full, NULL}, {"full_kv1_sink_untied", v_full_kv1_sink, NULL}, {"scalar", v_comp, NULL},
+    {"vector_postnorm", v_vector_post, NULL}, {"uniform", v_uniform, NULL}, {"nobias_kvtied", v_nobias_tied, NULL},
+    {"no_qk_norm_rope4", v_noqk_rope4, NULL}, {"tail_sink", v_tail_sink, NULL}, {"deepseek", v_deepseek, NULL},
+    {"overlap_tail_vector_postnorm", v_overlap_tail_vec, NULL}, {"kv1_untied", v_kv1, NULL}, {"scalar_28_layers", v_deep, NULL},
+    {"shared", v_shared, NULL}, {"shared_overlap_tail_vector_postnorm_nobias", v_shared_overlap_tail_vec, NULL},
+    {"staggered_kv1", v_staggered_kv1, NULL}, {"gate_coverage", v_coverage, NULL},
+    {"gate_coverage_vector_postnorm_shared", v_coverage_vector_shared, NULL},
     {"jitter_scalar", v_comp, SHIFT_S4}, {"jitter_tail_sink", v_tail_sink, SHIFT_S4},
     {"jitter_overlap_tail_vector_postnorm", v_overlap_tail_vec, SHIFT_S2}, {"jitter_deepseek", v_deepseek, SHIFT_S2},
     {"jitter_gate_coverage_vector_postnorm_shared", v_coverage_vector_shared, SHIFT_S4},
     {"jitter_kv1_untied", v_kv1, SHIFT_S4},
+    {"token_shift", v_ts, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, NULL},
+    {"token_shift_deepseek_jitter", v_ts_deepseek, SHIFT_S2},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 

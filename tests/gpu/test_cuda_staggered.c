@@ -231,12 +231,12 @@ static void v_g4_tail_overlap_sink_tied(ModelConfig *c) {
 }
 
 static const Variant VARIANTS[] = {
-    {"G2 window W4 S4 + coverage", v_g2_window, 0.5},
-    {"G2 tail W4 S2 + coverage", v_g2_tail_overlap, 0.5},
-    {"G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5},
-    {"G4 window shared W6 S3 + coverage", v_g4_window_overlap_shared, 0.5},
-    {"G2 tail shared vector no-bias W4 S4 + coverage", v_g2_tail_shared_vec_nobias, 0.5},
-    {"G4 tail W4 S2 sink kv-tied", v_g4_tail_overlap_sink_tied, 0.0},
+    {"G2 window W4 S4 + coverage", v_g2_window, 0.5, NULL},
+    {"G2 tail W4 S2 + coverage", v_g2_tail_overlap, 0.5, NULL},
+    {"G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5, NULL},
+    {"G4 window shared W6 S3 + coverage", v_g4_window_overlap_shared, 0.5, NULL},
+    {"G2 tail shared vector no-bias W4 S4 + coverage", v_g2_tail_shared_vec_nobias, 0.5, NULL},
+    {"G4 tail W4 S2 sink kv-tied", v_g4_tail_overlap_sink_tied, 0.0, NULL},
     {"jitter G2 window W4 S4 + coverage", v_g2_window, 0.5, SHIFT_A},
     {"jitter G4 tail vector post-norm W4 S4 + coverage", v_g4_tail_vec_post, 0.5, SHIFT_A},
     {"jitter G4 window shared W6 S3", v_g4_window_overlap_shared, 0.0, SHIFT_S3},

@@ -64,6 +64,9 @@ INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", 
             "window", "stride", "rope_dims", "n_local")
 FLOAT_KEYS = ("rope_theta", "norm_eps")
 BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink")
+# [model] keys of variants this reference does not implement (docs/spec.md §5, §6.3): a config
+# that has them at their off value is the plain model and is read; any other value is refused.
+OFF_ONLY_KEYS = dict(token_shift=("false", "0"), layer_attention=("",))
 ENUM_KEYS = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                  local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
                  grid=("aligned", "staggered"))
@@ -117,9 +120,13 @@ def parse_ini(path):
     sec = cp["model"] if cp.has_section("model") else {}
     kw = {}
     for k, v in sec.items():
+        v = v.strip()
+        if k in OFF_ONLY_KEYS:
+            if v.lower() not in OFF_ONLY_KEYS[k]:
+                raise ValueError(f"{path}: [model] {k} = {v}: this reference does not implement it")
+            continue
         if k not in DEFAULTS:
             raise ValueError(f"{path}: [model] unknown key {k}")
-        v = v.strip()
         if k in INT_KEYS:
             kw[k] = int(v)
         elif k in FLOAT_KEYS:

@@ -1,7 +1,7 @@
 """PyTorch / transformers implementation of phaselab's model, written from docs/spec.md §1 and §2
 and 2b: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
 (gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
-window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered).
+window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift).
 
 ./train copies this file and configuration_phaselab.py into every checkpoint whose model is not
 a plain Qwen3 (config.json: model_type "phaselab", auto_map), so that
@@ -98,6 +98,17 @@ class PhaselabCompressor(nn.Module):
         if self.qk_norm:
             self.ck_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
         self.offsets = [(g * S) // G if v["grid"] == "staggered" else 0 for g in range(G)]
+        # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (a_{-1} = 0)
+        self.shift = bool(v.get("token_shift", False))
+        if self.shift:
+            self.token_shift = _Holder(weight=(D, D))
+
+    def compressor_input(self, a):
+        """a [B, T, D], or with token shift a + shift(a) M^T (row t gets M a_{t-1})."""
+        if not self.shift:
+            return a
+        prev = torch.nn.functional.pad(a, (0, 0, 1, 0))[:, :-1]                  # a_{t-1}, 0 at t = 0
+        return a + prev @ self.token_shift.weight.t()
 
     def starts(self, g, T):
         """Window starts o_g + jS of KV head g for windows with o_g + jS + W - 1 <= T - 1."""
@@ -127,6 +138,7 @@ class PhaselabCompressor(nn.Module):
     def entries(self, a, g, rope_dims, theta):
         """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), start), Vhat = E^V or Khat."""
         starts = self.starts(g, a.shape[1])
+        a = self.compressor_input(a)
         ek = self.branch("k", a, g, starts)
         if self.qk_norm:
             ek = self.ck_norm(ek)

@@ -25,8 +25,10 @@ typedef enum { cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrClockRate = 13,
 #define cudaStreamDefault 0x00
 #define cudaStreamNonBlocking 0x01
 
+typedef struct { char bytes[16]; } cudaUUID_t;
 struct cudaDeviceProp {
     char name[256];
+    cudaUUID_t uuid;
     size_t totalGlobalMem, sharedMemPerBlock, sharedMemPerBlockOptin;
     int major, minor, multiProcessorCount, maxThreadsPerBlock, warpSize, clockRate;
 };
