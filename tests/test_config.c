@@ -257,6 +257,11 @@ static const ErrCase err_cases[] = {
      "phase_jitter", "stride = 1"},
     {"phase_jitter_word", "[train]\nphase_jitter = maybe\n", 2, "phase_jitter", "true"},
     {"token_shift_full", "[model]\ntoken_shift = true\n", 2, "token_shift", "attention = compressed"},
+    /* docs/spec.md §5.1: token shift with a layer schedule is not built */
+    {"token_shift_schedule", "[model]\nattention = compressed\nn_layers = 2\nlayer_attention = compressed,hca\ntoken_shift = true\n", 5,
+     "token_shift", "layer_attention"},
+    {"token_shift_schedule_one_kind", "[model]\nattention = compressed\nn_layers = 2\nlayer_attention = compressed*2\ntoken_shift = true\n", 5,
+     "token_shift", "layer_attention"},
     {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},
     {"coverage_negative", "[model]\nattention = compressed\n[train]\ngate_coverage = -0.1\n", 4, "gate_coverage", ">= 0"},
     {"coverage_inf", "[model]\nattention = compressed\n[train]\ngate_coverage = inf\n", 4, "gate_coverage", "finite"},
