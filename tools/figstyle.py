@@ -35,6 +35,9 @@ matplotlib.rcParams.update({
 })
 
 
+# fig.legend(loc="outside ...") exists from matplotlib 3.7 on (legend_outside falls back before)
+OUTSIDE_LOC = tuple(int(x) for x in matplotlib.__version__.split(".")[:2] if x.isdigit()) >= (3, 7)
+
 def style_of(i, control=False):
     """dict(color, linestyle, marker) of the i-th series: Okabe-Ito colours, then the same colours
     with another line style (so more than eight series stay distinct); controls in greys, dashed."""
@@ -80,6 +83,14 @@ def legend_outside(fig, axes=None, handles=None, labels=None, title=None, ncol=1
                     labels.append(l)
     if not handles:
         return None
+    if not OUTSIDE_LOC:
+        # matplotlib < 3.7 (Debian 12 ships 3.6) has no "outside ..." locations: anchor the legend
+        # just outside the axes' area and let save_png's tight bounding box take it in
+        where, _, side = loc.partition("outside ")[2].partition(" ")
+        anchor = {"right": ("center left", (1.0, 0.5)), "left": ("center right", (0.0, 0.5)),
+                  "lower": ("upper center", (0.5, 0.0)), "upper": ("lower center", (0.5, 1.0))}
+        at, box = anchor.get(where, anchor["right"])
+        return fig.legend(handles, labels, loc=at, bbox_to_anchor=box, ncol=ncol, title=title, frameon=False)
     return fig.legend(handles, labels, loc=loc, ncol=ncol, title=title, frameon=False)
 
 
@@ -142,4 +153,4 @@ def missing_handle(label="no data (NaN)"):
 def save_png(fig, fh, dpi):
     """Writes the figure as PNG to the open file fh: fixed dpi, no metadata that changes between
     runs (the Software entry names the matplotlib version)."""
-    fig.savefig(fh, format="png", dpi=dpi, metadata={"Software": None})
+    fig.savefig(fh, format="png", dpi=dpi, metadata={"Software": None}, **({} if OUTSIDE_LOC else {"bbox_inches": "tight"}))

@@ -66,6 +66,7 @@ FLOAT_KEYS = ("rope_theta", "norm_eps")
 BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink")
 # [model] keys of variants this reference does not implement (docs/spec.md §5, §6.3): a config
 # that has them at their off value is the plain model and is read; any other value is refused.
+SCHEDULE_KEY_PREFIXES = ("csa_", "hca_", "indexer_")
 OFF_ONLY_KEYS = dict(token_shift=("false", "0"), layer_attention=("",))
 ENUM_KEYS = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                  local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
@@ -121,6 +122,8 @@ def parse_ini(path):
     kw = {}
     for k, v in sec.items():
         v = v.strip()
+        if k.startswith(SCHEDULE_KEY_PREFIXES) and not sec.get("layer_attention", "").strip():
+            continue   # a layer kind's own keys: unused without a schedule (docs/spec.md §5)
         if k in OFF_ONLY_KEYS:
             if v.lower() not in OFF_ONLY_KEYS[k]:
                 raise ValueError(f"{path}: [model] {k} = {v}: this reference does not implement it")
