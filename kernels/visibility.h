@@ -62,9 +62,10 @@ VIS_FN int vis_window_first_slot(int j, int S, int o) {
     return start < 0 ? -start : 0;
 }
 
-/* Entries of a grid with offset o in a sequence of T tokens: #{j >= 0 : e_j <= T - 1}. */
+/* Entries of a grid with offset o in a sequence of T tokens: #{j >= 0 : e_j <= T - 1}. A shape
+ * with no grid (W or S not positive: full attention, whose shapes may leave both 0) has none. */
 VIS_FN int vis_n_windows(int T, int W, int S, int o) {
-    return T - o >= W ? (T - o - W) / S + 1 : 0;
+    return W > 0 && S > 0 && T - o >= W ? (T - o - W) / S + 1 : 0;
 }
 
 /* Compressed entries visible to query t (of nW the grid has): #{j < nW : e_j <= t}. */

@@ -44,9 +44,11 @@ static inline void tu_schedule(ModelConfig *c, int n_layers, const char *text) {
 }
 
 /* Fills every parameter: matrices N(0, std), norm weights 1 + N(0, 0.2), gate biases and sinks N(0, 1). */
+/* Written into a host array and uploaded: model_params() is backend memory (device memory on
+ * CUDA, where a host write through it crashes; only the CPU backend's is host memory). */
 static inline void tu_random_params(Model *m, uint64_t seed, double std) {
     const TensorTable *tt = model_tensors(m);
-    float *p = model_params(m);
+    float *p = (float *)calloc(tt->n_floats, sizeof(float));
     uint64_t s = seed * 2654435761u + 1;
     for (int i = 0; i < tt->n; i++) {
         const TensorInfo *t = &tt->t[i];
@@ -57,7 +59,8 @@ static inline void tu_random_params(Model *m, uint64_t seed, double std) {
             p[t->offset + j] = (float)(is_norm ? 1.0 + 0.2 * z : is_bias ? z : std * z);
         }
     }
-    model_params_updated(m);
+    model_upload_params(m, p);
+    free(p);
 }
 
 static inline void tu_random_tokens(int32_t *tok, int n, int V, uint64_t seed) {

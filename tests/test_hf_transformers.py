@@ -179,9 +179,15 @@ for name, v in VARIANTS.items():
         refused, why = refuses_without_remote_code(ckpt)
         check(refused and ("trust_remote_code" in why or "custom code" in why),
               f"{name}: plain AutoModelForCausalLM refuses it ({why.split(':')[0]}: contains custom code)", why)
-        model = AutoModelForCausalLM.from_pretrained(ckpt, trust_remote_code=True, dtype=torch.float32)
+        model, info = AutoModelForCausalLM.from_pretrained(ckpt, trust_remote_code=True, dtype=torch.float32,
+                                                           output_loading_info=True)
         check(type(model).__name__ == "PhaselabForCausalLM", f"{name}: trust_remote_code loads PhaselabForCausalLM",
               type(model).__name__)
+        # a checkpoint tensor the remote code has no parameter for is silently dropped by transformers
+        # (a config key it did not read once made it ignore compressor.token_shift.weight)
+        unused = sorted(info.get("unexpected_keys", []))
+        check(not unused, f"{name}: every checkpoint tensor is a parameter of the remote code",
+              f"{len(unused)} unused: {', '.join(unused[:4])}")
     model.eval()
 
     ref = c_logits(ckpt, windows[:, :T])                                             # [N_WIN, T, V]

@@ -91,6 +91,10 @@ static void rule_checks(void) {
     for (int j = 0; j < 8; j++) v4bad += o + j * S != 4 * j - 4 || vis_window_first_slot(j, S, o) != (j == 0 ? 4 : 0);
     check(v4bad == 0 && vis_n_windows(64, W, S, o) == 16, "DeepSeek-V4 CSA geometry through o_base = S - W",
           "%d mismatches, %d windows at T = 64", v4bad, vis_n_windows(64, W, S, o));
+    /* a shape with no grid (full attention may leave W = S = 0): no windows, and no division by
+     * zero (the CUDA dK/dV plan calls this for every shape; an H200 run died of SIGFPE there) */
+    check(vis_n_windows(256, 0, 0, 0) == 0 && vis_n_windows(256, 8, 0, 0) == 0 && vis_n_windows(256, 0, 8, 0) == 0,
+          "vis_n_windows: no grid (W or S = 0) has no windows", "%d", vis_n_windows(256, 8, 0, 0));
     /* the offset is one sum: base + stagger + shift */
     check(vis_entry_offset(GRID_STAGGERED, 3, 8, 4, -2, 5) == -2 + 6 + 5 && vis_entry_offset(GRID_ALIGNED, 3, 8, 4, 0, 0) == 0,
           "vis_entry_offset = o_base + o_g + u_b", "%d", vis_entry_offset(GRID_STAGGERED, 3, 8, 4, -2, 5));

@@ -91,6 +91,11 @@ using namespace nvcuda;
 #define LDP_B 72     /* bf16 probability tiles [64][72] */
 #define DKV_MIN_CHUNK 16        /* dK/dV split: the fewest (head, query tile) items of a split chunk */
 #define DKV_TARGET_BLOCKS 1024  /* dK/dV split: the blocks a large launch aims at (chunk length) */
+/* The largest shared-memory carveout (percent of the SM's unified L1/shared storage): the forward
+ * takes ~110 KiB at d = 128, so two blocks fit an H100/H200 SM (228 KiB) only with the carveout at
+ * its maximum; the first H200 profile (2026-12-04) had these kernels at ~5% of the bf16 peak with
+ * 4 warps per SM. */
+#define ATT_CARVEOUT 100
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> FragBc;
@@ -718,6 +723,7 @@ static void attn_fwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *out, floa
     check_smem(ctx, smem, "attention forward", s->d);
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
         attr_set = true;
     }
     dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
@@ -736,6 +742,8 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
     if (!attr_set) {
         CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
         CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
+        CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
+        CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
         attr_set = true;
     }
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);

@@ -4,8 +4,17 @@
  *   dx = rstd * (gy - x * rstd^2 * mean(gy * x)),   dw += sum_rows dy * x * rstd
  * Parallelisation: one warp per row (rows are D = 1024 wide for block norms, d = 128 for the
  * per-head q/k norms), lanes stride over the row with bf16x2 accesses when C is even.
- * dw is deterministic: a kernel sums fixed chunks of rows per column block (fixed-shape tree),
- * then cu_colsum_add adds the chunk sums in chunk order. */
+ * Backward, fused (C % 8 == 0 and C / 8 a multiple of 32 up to 128, or a power of two up to 32:
+ * C = 1024 block norms, C = 128 per-head norms): a block owns a fixed chunk of rows; a group of
+ * LPR lanes takes one row at a time, loads dy and x once with 16-byte accesses, writes dx and
+ * keeps dy * x * rstd for its 8 V columns in registers over the rows it takes; the block adds
+ * its groups' sums in group order into part[chunk, :]. The first H200 profile (tests/gpu/
+ * check.sh, 2026-12-04) had the unfused pair below at 434 GB/s, 16.7% of a full-attention step:
+ * scalar 2-byte loads, each tensor read twice, and a 32-column dw block that reads 64 bytes per
+ * row. The unfused pair stays for the other shapes.
+ * dw is deterministic either way: fixed chunks of rows (a chunk count from the shape alone), a
+ * fixed order inside each chunk, then cu_colsum_add adds the chunk sums in chunk order. */
+#include <string.h>
 #include "kernels/cuda/cuda_common.h"
 
 template <bool V2>
@@ -72,6 +81,98 @@ __global__ void rmsnorm_bwd_dw_kernel(float *part, const bf16 *dout, const bf16 
     }
 }
 
+
+/* 8 bf16 <-> 8 floats through one 16-byte access (the bytes move with memcpy: reading a uint4
+ * through a bf16x2 pointer breaks strict aliasing, and g++ (the emulator) then reads zeros) */
+__device__ __forceinline__ void load8(float *f, const bf16 *p) {
+    uint4 u = *(const uint4 *)p;
+    __nv_bfloat162 h[4];
+    memcpy(h, &u, sizeof u);
+    for (int i = 0; i < 4; i++) { float2 v = __bfloat1622float2(h[i]); f[2 * i] = v.x; f[2 * i + 1] = v.y; }
+}
+__device__ __forceinline__ void store8(bf16 *p, const float *f) {
+    __nv_bfloat162 h[4];
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    uint4 u;
+    memcpy(&u, h, sizeof u);
+    *(uint4 *)p = u;
+}
+
+/* din [rows, C] (NULL: not wanted), part [gridDim.x, C] chunk sums of dy * x * rstd (NULL: not
+ * wanted); C = LPR * 8 * V; block 256 threads = 256 / LPR row groups; dynamic smem (256 / LPR) * C
+ * floats. Lane l of a group owns the columns 8 (k LPR + l) .. + 7, k < V. */
+template <int LPR, int V>
+__global__ void __launch_bounds__(256) rmsnorm_bwd_fused_kernel(bf16 *din, float *part, const bf16 *dout, const bf16 *in,
+                                                                const bf16 *w, const float *rstd, int rows, int C,
+                                                                int rows_per_chunk, int accumulate) {
+    CU_DYNAMIC_SMEM(smem);
+    float *red = (float *)smem;                            /* [n_groups, C] */
+    const int lane = threadIdx.x % LPR, group = threadIdx.x / LPR, n_groups = blockDim.x / LPR;
+    const int r0 = blockIdx.x * rows_per_chunk, r1 = min(rows, r0 + rows_per_chunk);
+    float wv[V][8], acc[V][8];
+    for (int k = 0; k < V; k++) {
+        load8(wv[k], w + 8 * (k * LPR + lane));
+        for (int i = 0; i < 8; i++) acc[k][i] = 0.0f;
+    }
+    /* every lane runs every round (the group shuffles take the whole warp); rows past r1 add 0 */
+    for (int base = r0; base < r1; base += n_groups) {
+        const int r = base + group;
+        const bool live = r < r1;
+        const bf16 *x = in + (size_t)(live ? r : r0) * C, *dy = dout + (size_t)(live ? r : r0) * C;
+        float xv[V][8], gv[V][8], dot = 0.0f;
+        for (int k = 0; k < V; k++) {
+            load8(xv[k], x + 8 * (k * LPR + lane));
+            load8(gv[k], dy + 8 * (k * LPR + lane));
+            for (int i = 0; i < 8; i++) dot += gv[k][i] * wv[k][i] * xv[k][i];
+        }
+        for (int o = LPR / 2; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o, LPR);
+        if (!live) continue;
+        const float rs = rstd[r], m = dot * rs / C;        /* mean(gy * xhat) */
+        if (din) {
+            bf16 *dx = din + (size_t)r * C;
+            for (int k = 0; k < V; k++) {
+                float v[8], old[8];
+                if (accumulate) load8(old, dx + 8 * (k * LPR + lane));
+                for (int i = 0; i < 8; i++) {
+                    v[i] = rs * (gv[k][i] * wv[k][i] - xv[k][i] * rs * m);
+                    if (accumulate) v[i] += old[i];
+                }
+                store8(dx + 8 * (k * LPR + lane), v);
+            }
+        }
+        for (int k = 0; k < V; k++)
+            for (int i = 0; i < 8; i++) acc[k][i] += gv[k][i] * xv[k][i] * rs;
+    }
+    if (!part) return;
+    for (int k = 0; k < V; k++)
+        for (int i = 0; i < 8; i++) red[(size_t)group * C + 8 * (k * LPR + lane) + i] = acc[k][i];
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+        float sum = 0.0f;
+        for (int g = 0; g < n_groups; g++) sum += red[(size_t)g * C + c];
+        part[(size_t)blockIdx.x * C + c] = sum;
+    }
+}
+
+/* The fused kernel's lanes per row for C (0: C does not fit it) and its V = C / (8 LPR). */
+static int fused_lanes(int C) {
+    if (C % 8) return 0;
+    const int nvec = C / 8;
+    if (nvec % 32 == 0) return nvec / 32 <= 4 ? 32 : 0;
+    return nvec <= 32 && (nvec & (nvec - 1)) == 0 ? nvec : 0;
+}
+
+template <int LPR, int V>
+static void rmsnorm_bwd_fused(BackendCtx *ctx, bf16 *din, float *part, const bf16 *dout, const bf16 *in, const bf16 *w,
+                              const float *rstd, int rows, int C, int n_chunks, int rpc, int accumulate) {
+    const size_t smem = (size_t)(256 / LPR) * C * sizeof(float);   /* at most 8 x 1024 x 4 = 32 KiB */
+    void (*rmsnorm_bwd_fused_kernel_lv)(bf16 *, float *, const bf16 *, const bf16 *, const bf16 *, const float *, int, int, int,
+                                        int) = rmsnorm_bwd_fused_kernel<LPR, V>;
+    CU_KERNEL(rmsnorm_bwd_fused_kernel_lv, (unsigned)n_chunks, 256, smem, ctx->stream)(
+        din, part, dout, in, w, rstd, rows, C, rpc, accumulate);
+    CU_LAUNCH();
+}
+
 void cu_rmsnorm_fwd(BackendCtx *ctx, act_t *out, float *rstd, const act_t *in, const act_t *w, int rows, int C, float eps) {
     if (rows <= 0) return;
     bool v2 = (C % 2 == 0) && !((uintptr_t)in & 3) && !((uintptr_t)out & 3) && !((uintptr_t)w & 3);
@@ -83,7 +184,32 @@ void cu_rmsnorm_fwd(BackendCtx *ctx, act_t *out, float *rstd, const act_t *in, c
 
 void cu_rmsnorm_bwd(BackendCtx *ctx, act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                     const float *rstd, int rows, int C, int accumulate) {
-    if (rows <= 0) return;
+    if (rows <= 0 || (!din && !dw)) return;
+    const int lpr = fused_lanes(C);
+    const bool aligned = !((uintptr_t)din & 15) && !((uintptr_t)dout & 15) && !((uintptr_t)in & 15) && !((uintptr_t)w & 15);
+    if (lpr && aligned) {
+        /* chunks of at least 32 rows, at most 1024 chunks (the count depends on the shape alone) */
+        int n_chunks = (rows + 31) / 32;
+        if (n_chunks > 1024) n_chunks = 1024;
+        const int rpc = (rows + n_chunks - 1) / n_chunks;
+        n_chunks = (rows + rpc - 1) / rpc;
+        float *part = dw ? (float *)cu_workspace(ctx, WS_NORM, (size_t)n_chunks * C * sizeof(float)) : NULL;
+        bf16 *DX = (bf16 *)din;
+        const bf16 *DY = (const bf16 *)dout, *X = (const bf16 *)in, *Wt = (const bf16 *)w;
+        switch (lpr == 32 ? C / 256 : -lpr) {
+        case 1: rmsnorm_bwd_fused<32, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case 2: rmsnorm_bwd_fused<32, 2>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case 3: rmsnorm_bwd_fused<32, 3>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case 4: rmsnorm_bwd_fused<32, 4>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case -16: rmsnorm_bwd_fused<16, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case -8: rmsnorm_bwd_fused<8, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case -4: rmsnorm_bwd_fused<4, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        case -2: rmsnorm_bwd_fused<2, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        default: rmsnorm_bwd_fused<1, 1>(ctx, DX, part, DY, X, Wt, rstd, rows, C, n_chunks, rpc, accumulate); break;
+        }
+        if (dw) cu_colsum_add(ctx, dw, part, n_chunks, C);
+        return;
+    }
     if (din) {
         CU_KERNEL(rmsnorm_bwd_dx_kernel, (unsigned)((rows + 7) / 8), 256, 0, ctx->stream)(
             (bf16 *)din, (const bf16 *)dout, (const bf16 *)in, (const bf16 *)w, rstd, rows, C, accumulate);

@@ -32,7 +32,7 @@
 #   nccl             20    5   one-rank NCCL smoke test of the libnccl.so.2 the programs load
 #                              (python3 ctypes: init, all-reduce, reduce-scatter, all-gather);
 #                              phaselab itself calls NCCL only with more than one rank
-#   bench           100   40   bench_cuda at micro-batch CHECK_BATCH (Qwen3-0.6B shape, T=4096):
+#   bench           150   40   bench_cuda at micro-batch CHECK_BATCH (Qwen3-0.6B shape, T=4096):
 #                              full, W8/S8 8-KV, W8/S8 1-KV, then full with the cuDNN backward;
 #                              tokens/s, MFU, step time, peak memory; with BENCH_PROFILE=1 one
 #                              more step per case timed op by op: bench.per_op_CASE (the top ops:
@@ -693,7 +693,7 @@ phase owned_step   25  5
 phase model_parity 45 10
 phase cudnn        60 10
 phase nccl         20  5
-phase bench       100 40
+phase bench       150 40
 phase rerun        60 25
 phase more_parity  45 15
 phase paper_parity 40 10

@@ -115,6 +115,10 @@ static void run_embedding(const ParityCase *pc) {
     free(tok); free(ht); free(hd); free(hdt);
 }
 
+#ifdef PHASELAB_CUEMU
+long cuemu_launch_count(const char *name);   /* tests/cuemu: launches so far of the kernels name* */
+#endif
+
 /* rmsnorm: fwd out (out), rstd (aux), bwd din (grad), dw += (wgrad), accumulate 0 and 1; shape rows, C */
 static void run_rmsnorm(const ParityCase *pc) {
     const char *G = pc->group;
@@ -131,6 +135,11 @@ static void run_rmsnorm(const ParityCase *pc) {
     GPU->rmsnorm_fwd(GPU->ctx, out.g, rstd.g, x.g, wt.g, rows, C, 1e-6f);
     snprintf(w, sizeof w, "rmsnorm_fwd out [%d,%d]", rows, C); cmp_act(G, w, out, n, t->out);
     snprintf(w, sizeof w, "rmsnorm_fwd rstd [%d,%d]", rows, C); cmp_f32(G, w, rstd, rows, t->aux);
+#ifdef PHASELAB_CUEMU
+    /* the fused backward takes C = 8 x (32, 64, 96, 128 or a power of two up to 32) (cuda_norm.cu) */
+    const int nvec = C / 8, want_fused = C % 8 == 0 && ((nvec % 32 == 0 && nvec <= 128) || (nvec <= 32 && !(nvec & (nvec - 1))));
+    const long fused_before = cuemu_launch_count("rmsnorm_bwd_fused");
+#endif
     for (int acc = 0; acc < 2; acc++) {
         Pair din = pa(hdin, n), dw = pf(hdw, C);
         CPU->rmsnorm_bwd(CPU->ctx, din.c, dw.c, dy.c, x.c, wt.c, rstd.c, rows, C, acc);
@@ -139,6 +148,13 @@ static void run_rmsnorm(const ParityCase *pc) {
         snprintf(w, sizeof w, "rmsnorm_bwd dw [%d,%d] accumulate=%d", rows, C, acc); cmp_f32(G, w, dw, C, t->wgrad);
         pfree(din); pfree(dw);
     }
+#ifdef PHASELAB_CUEMU
+    const long fused = cuemu_launch_count("rmsnorm_bwd_fused") - fused_before;
+    snprintf(w, sizeof w, "rmsnorm_bwd [%d,%d] takes the %s kernel", rows, C, want_fused ? "fused" : "unfused");
+    char wn[224];
+    snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: %s", G, w);
+    check(fused == (want_fused ? 2 : 0), wn, "%ld fused launches for 2 calls", fused);
+#endif
     pfree(x); pfree(wt); pfree(out); pfree(rstd); pfree(dy);
     free(hx); free(hw); free(hdy); free(hdin); free(hdw);
 }
@@ -187,10 +203,6 @@ static void run_rope(const ParityCase *pc) {
 
 /* ---- attention: fwd out (out), lse (aux), bwd dq dk dv dck dcv (grad), dsink += (wgrad) ---- */
 typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compressed, sink; } AttCase;
-
-#ifdef PHASELAB_CUEMU
-long cuemu_launch_count(const char *name);   /* tests/cuemu: launches so far of the kernels name* */
-#endif
 
 /* modes of an attention case. Full attention without a sink goes to cuDNN's fused attention
  * where cuDNN takes it: those cases run three times, with the custom kernels
@@ -779,6 +791,13 @@ static const ParityCase CASES[] = {
     {"rmsnorm", "[50,96]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {50, 96}, NULL, 0},
     {"rmsnorm", "[300,128]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {300, 128}, NULL, 0},
     {"rmsnorm", "[7,33]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {7, 33}, NULL, 0},
+    /* the fused backward's shapes: 32 lanes x V = 1..4 vectors per row; 8 and 2 lanes per row */
+    {"rmsnorm", "[90,1024]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {90, 1024}, NULL, 0},
+    {"rmsnorm", "[45,768]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {45, 768}, NULL, 0},
+    {"rmsnorm", "[33,512]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {33, 512}, NULL, 0},
+    {"rmsnorm", "[1100,256]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {1100, 256}, NULL, 0},
+    {"rmsnorm", "[77,64]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {77, 64}, NULL, 0},
+    {"rmsnorm", "[5,16]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {5, 16}, NULL, 0},
     {"matmul", "67x96x80", "matmul_fwd matmul_bwd", T_MM, run_matmul, {67, 96, 80}, NULL, 0},
     {"matmul", "33x50x24", "matmul_fwd matmul_bwd", T_MM, run_matmul, {33, 50, 24}, NULL, 0},
     {"matmul", "256x384x512", "matmul_fwd matmul_bwd", T_MM, run_matmul, {256, 384, 512}, NULL, 0},

@@ -1,6 +1,6 @@
 """transformers configuration of phaselab checkpoints that are not plain Qwen3 (model_type
 "phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of docs/spec.md
-sections 2 and 2b, which phaselab writes in the "phaselab" object of config.json.
+sections 2, 2b and 6.3 (token_shift), which phaselab writes in the "phaselab" object of config.json.
 
 Copied by ./train into every non-vanilla checkpoint next to modeling_phaselab.py (the model);
 the project's copy is tools/hf/configuration_phaselab.py."""
@@ -9,7 +9,7 @@ from transformers import PretrainedConfig
 # [model] variant keys (model/model_config.h, docs/spec.md §2 and §2b) and their defaults; rope_dims None = head_dim
 VARIANT_DEFAULTS = dict(attention="full", window=0, stride=0, gate="scalar", gate_bias=True, kv_tied=False,
                         post_norm=False, qk_norm=True, rope_dims=None, local="window", n_local=16,
-                        compressor="paper", attn_sink=False, grid="aligned")
+                        compressor="paper", attn_sink=False, grid="aligned", token_shift=False)
 VARIANT_CHOICES = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                        local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
                        grid=("aligned", "staggered"))
@@ -56,6 +56,8 @@ class PhaselabConfig(PretrainedConfig):
                 raise ValueError("phaselab config: compressed attention needs window >= 1 and stride >= 1")
             if variant["compressor"] == "deepseek" and variant["window"] != 2 * variant["stride"]:
                 raise ValueError("phaselab config: compressor = deepseek requires window = 2 * stride")
+        elif variant["token_shift"]:
+            raise ValueError("phaselab config: token_shift = true needs attention = compressed (docs/spec.md §6.3)")
         self.phaselab = variant
         for k, v in variant.items():
             setattr(self, "phaselab_" + k, v)
