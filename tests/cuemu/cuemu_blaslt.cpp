@@ -104,6 +104,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t op, const
      * algorithm the heuristic offered can fail on real hardware (the backend must fall back) */
     const char *failing = getenv("CUEMU_LT_FAILING_ALGOS");
     if (failing && algo && algo->data[0] < (uint64_t)atoll(failing)) return CUBLAS_STATUS_NOT_SUPPORTED;
+    cuemu::DeviceAccess dev;   /* A, B, C, D are device memory */
     float al = *(const float *)alpha, be = *(const float *)beta;
     size_t esz = c->t == CUDA_R_32F ? 4 : 2;
     float *out = (float *)malloc(sizeof(float) * (size_t)(m * n));

@@ -291,6 +291,7 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
         return;
     }
     g_launches[name]++;
+    DeviceAccess dev;   /* the kernel reads and writes device memory (cuemu_memory.cpp) */
     if (g_smem_cap < smem) {
         free(g_smem);
         g_smem_cap = smem;

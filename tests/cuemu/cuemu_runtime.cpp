@@ -1,7 +1,7 @@
 /* cuemu: the CUDA runtime calls of kernels/cuda/ on the host (see include/cuda_runtime.h).
- * One emulated device, "cuemu (CPU emulation)", reported as compute capability 9.0. Memory
- * from cudaMalloc is 256-byte aligned host memory filled with 0xff bytes (NaN as fp32/bf16) so
- * that reading memory nobody wrote is visible; every stream is synchronous. */
+ * One emulated device, "cuemu (CPU emulation)", reported as compute capability 9.0; every stream
+ * is synchronous. Device memory (cudaMalloc, filled with 0xff bytes) and the guard that keeps
+ * host code out of it: cuemu_memory.cpp. */
 #include <stdio.h>
 #include <stdlib.h>
 #include "cuda_runtime.h"
@@ -55,21 +55,17 @@ cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr a, int d) {
     return cudaSuccess;
 }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaMalloc(void **p, size_t bytes) {
-    size_t rounded = (bytes + 255) & ~(size_t)255;
-    *p = aligned_alloc(256, rounded ? rounded : 256);
-    if (!*p) return g_last_error = cudaErrorMemoryAllocation;
-    memset(*p, 0xff, rounded);
+cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) {
+    cuemu::DeviceAccess dev;
+    if (n) memmove(dst, src, n);
     return cudaSuccess;
 }
-cudaError_t cudaFree(void *p) { free(p); return cudaSuccess; }
-cudaError_t cudaMemGetInfo(size_t *f, size_t *t) { *f = (size_t)8 << 30; *t = (size_t)8 << 30; return cudaSuccess; }
-cudaError_t cudaMemcpy(void *dst, const void *src, size_t n, cudaMemcpyKind k) { if (n) memmove(dst, src, n); return cudaSuccess; }
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind k, cudaStream_t) { return cudaMemcpy(dst, src, n, k); }
-cudaError_t cudaMemset(void *p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaMemset(void *p, int v, size_t n) { cuemu::DeviceAccess dev; memset(p, v, n); return cudaSuccess; }
+cudaError_t cudaMemsetAsync(void *p, int v, size_t n, cudaStream_t) { cuemu::DeviceAccess dev; memset(p, v, n); return cudaSuccess; }
 cudaError_t cudaMemset2DAsync(void *p, size_t pitch, int v, size_t width, size_t height, cudaStream_t) {
     if (width > pitch) return g_last_error = cudaErrorInvalidValue;
+    cuemu::DeviceAccess dev;
     for (size_t r = 0; r < height; r++) memset((char *)p + r * pitch, v, width);
     return cudaSuccess;
 }

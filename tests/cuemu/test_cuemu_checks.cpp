@@ -8,7 +8,9 @@
  *     only half the warp leaves holes;
  *   - a misaligned WMMA pointer, a warp collective with an exited lane and a split warp abort
  *     the program (checked in a child process);
- *   - dynamic shared memory above 48 KiB without cudaFuncSetAttribute fails the launch. */
+ *   - dynamic shared memory above 48 KiB without cudaFuncSetAttribute fails the launch;
+ *   - host code reading or writing device memory outside the emulator aborts (checked in a
+ *     child process); cudaMemcpy and kernels reach it. */
 #include <signal.h>
 #include <stdio.h>
 #include <sys/wait.h>
@@ -89,12 +91,24 @@ static float *g_out;
 static void do_misaligned(void) { CU_KERNEL(wmma_misaligned, 1, 32, 0, 0)(g_a); }
 static void do_shuffle_after_exit(void) { CU_KERNEL(shuffle_after_exit, 1, 32, 0, 0)(g_out); }
 static void do_split_warp(void) { CU_KERNEL(split_warp, 1, 32, 0, 0)(); }
+static void do_host_write(void) { g_out[3] = 1.0f; }
+static volatile float g_sink;
+static void do_host_read(void) { g_sink = g_out[5]; }
+extern "C" int cuemu_is_device_memory(const void *p);
 
 int main(void) {
     float *in, *out;
     cudaMalloc(&in, 256 * sizeof(float));
     cudaMalloc(&out, 256 * sizeof(float));
-    for (int i = 0; i < 256; i++) in[i] = (float)(i + 1);   /* host-addressable in the emulator */
+    __nv_bfloat16 *a, *b;
+    float *c;
+    cudaMalloc(&a, 256 * 2);
+    cudaMalloc(&b, 256 * 2);
+    cudaMalloc(&c, 256 * 4);
+    {
+    /* these checks read and write device memory from the host, which only an open scope allows */
+    cuemu::DeviceAccess host_view;
+    for (int i = 0; i < 256; i++) in[i] = (float)(i + 1);
     CU_KERNEL(block_sum, 1, 256, 0, 0)(out, in, true);
     check(out[0] == 256.0f * 257.0f / 2.0f, "cuemu self: block reduction with __syncthreads is exact", "sum %g", out[0]);
     /* new inputs: static __shared__ arrays keep the previous launch's values (they are not
@@ -111,11 +125,6 @@ int main(void) {
     CU_KERNEL(neighbour, 1, 64, 64 * sizeof(float), 0)(out, false);
     check(out[0] != out[0], "cuemu self: neighbour read without __syncwarp reads the NaN poison", "lane 0 read %g", out[0]);
 
-    __nv_bfloat16 *a, *b;
-    float *c;
-    cudaMalloc(&a, 256 * 2);
-    cudaMalloc(&b, 256 * 2);
-    cudaMalloc(&c, 256 * 4);
     for (int i = 0; i < 256; i++) { a[i] = __float2bfloat16((float)(i % 7 - 3)); b[i] = __float2bfloat16((float)(i % 5 - 2)); }
     CU_KERNEL(wmma_product, 1, 32, 0, 0)(c, a, b, 32);
     ok = true;
@@ -150,6 +159,23 @@ int main(void) {
     /* the refused launch above is not counted; names match by prefix */
     check(cuemu_launch_count("big_smem") == 1 && cuemu_launch_count("big_") == 1 && cuemu_launch_count("big_smemx") == 0,
           "cuemu self: cuemu_launch_count counts the valid launches of a kernel", "big_smem %ld", cuemu_launch_count("big_smem"));
+    }
+
+    /* host code outside a scope: device memory faults and the program aborts (cuemu_memory.cpp);
+     * through cudaMemcpy and kernels it works */
+    g_out = out;
+    check(aborts(do_host_write), "cuemu self: a host write through a device pointer aborts", "did not abort");
+    check(aborts(do_host_read), "cuemu self: a host read through a device pointer aborts", "did not abort");
+    float host[256], back[256];
+    for (int i = 0; i < 256; i++) host[i] = (float)(3 * i);
+    cudaMemcpy(in, host, sizeof host, cudaMemcpyHostToDevice);
+    CU_KERNEL(block_sum, 1, 256, 0, 0)(out, in, true);
+    cudaMemcpy(back, out, sizeof(float), cudaMemcpyDeviceToHost);
+    cudaMemcpy(host, in, sizeof host, cudaMemcpyDeviceToHost);
+    check(back[0] == 3.0f * 255 * 256 / 2 && host[255] == 765.0f, "cuemu self: cudaMemcpy and kernels reach device memory",
+          "sum %g, in[255] %g", back[0], host[255]);
+    check(!cuemu_is_device_memory(host) && cuemu_is_device_memory(out), "cuemu self: device blocks come from the arena",
+          "host %d device %d", cuemu_is_device_memory(host), cuemu_is_device_memory(out));
     cudaFree(in);
     cudaFree(out);
     cudaFree(a);

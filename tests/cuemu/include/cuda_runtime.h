@@ -1,5 +1,6 @@
 /* cuemu (tests/cuemu/include/cuemu.h): the subset of the CUDA runtime API that kernels/cuda/
- * uses, executed on the host. Device memory is host memory; every stream is synchronous. */
+ * uses, executed on the host. Device memory is host memory in an arena that host code cannot
+ * touch outside the emulator's own calls (cuemu_memory.cpp); every stream is synchronous. */
 #ifndef CUEMU_CUDA_RUNTIME_H
 #define CUEMU_CUDA_RUNTIME_H
 #include "cuemu.h"

@@ -27,6 +27,10 @@
  *     <= 227 KiB. Dynamic shared memory and fresh cudaMalloc memory are filled with 0xff bytes
  *     (NaN in fp32 and bf16), so reading what was never written shows up as NaN. Static
  *     __shared__ arrays are plain statics: they keep the previous block's values (not poisoned).
+ *   - Device memory: cudaMalloc blocks come from one arena that is PROT_NONE except inside the
+ *     emulator's own calls (launches, cudaMemcpy/Memset, cuBLASLt, CUB): host code that reads or
+ *     writes through a device pointer aborts with the address and its block, as it would crash
+ *     on a GPU (cuemu_memory.cpp; found missing by the first H200 run).
  *   - Streams are synchronous; cuBLASLt and CUB's radix sort are emulated on the host.
  *   Not emulated: timing, memory ordering between blocks, float atomics, cuDNN.
  *   Introspection for tests: cuemu_launch_count(name) counts the valid launches of the kernels
@@ -85,6 +89,14 @@ extern uint3 g_block_idx;
 extern dim3 g_block_dim, g_grid_dim;
 extern uint64_t g_warp_slots[32][32];  /* shuffle exchange: [warp][lane] */
 
+/* Device memory is readable and writable only inside such a scope (cuemu_memory.cpp): every
+ * emulated call that touches it opens one; host code outside them faults and is reported. */
+struct DeviceAccess {
+    DeviceAccess();
+    ~DeviceAccess();
+    DeviceAccess(const DeviceAccess &) = delete;
+    DeviceAccess &operator=(const DeviceAccess &) = delete;
+};
 void syncthreads();
 void syncwarp(unsigned mask);
 void *dynamic_smem();

@@ -15,6 +15,7 @@ struct DeviceRadixSort {
                                  V *vals_out, int n, int begin_bit = 0, int end_bit = sizeof(K) * 8,
                                  cudaStream_t = 0, bool = false) {
         if (!temp) { temp_bytes = 16; return cudaSuccess; }
+        cuemu::DeviceAccess dev;   /* keys and values are device memory */
         typedef typename std::make_unsigned<K>::type U;
         const U flip = std::is_signed<K>::value ? (U)((U)1 << (sizeof(K) * 8 - 1)) : (U)0;
         auto bits = [&](K k) {
