@@ -2,7 +2,8 @@
  *
  * Layers: a Stream gives decompressed bytes of one file (plain read, zlib inflate with the gzip
  * wrapper only, or zstd ZSTD_decompressStream, over 128 KiB input blocks; compressed input is
- * read strictly: not empty, nothing but complete gzip members / zstd frames); the reader keeps one buffer holding the
+ * read strictly: not empty, nothing but complete gzip members / zstd frames; or a .parquet file's
+ * column as JSON lines from tools/parquet-text through a pipe, data/parquet_stream.h); the reader keeps one buffer holding the
  * current record from `start` to `end` (compacted and refilled as records are consumed, grown
  * up to max_record + READ_CHUNK) and cuts records out of it. */
 #include <errno.h>
@@ -13,12 +14,13 @@
 #include <zlib.h>
 #include <zstd.h>
 #include "data/text_reader.h"
+#include "data/parquet_stream.h"
 #include "common/errors.h"
 
 #define READ_CHUNK (1u << 20)
 #define ZSTD_IN (1u << 17)
 
-typedef enum { STREAM_PLAIN, STREAM_GZ, STREAM_ZSTD } StreamKind;
+typedef enum { STREAM_PLAIN, STREAM_GZ, STREAM_ZSTD, STREAM_PARQUET } StreamKind;
 
 /* where a gzip stream is: before its first member, inside a member, or just after one */
 typedef enum { GZ_START, GZ_MEMBER, GZ_BETWEEN } GzState;
@@ -33,6 +35,7 @@ typedef struct {
     char *zin;                  /* compressed input block (gzip and zstd) */
     ZSTD_inBuffer in;
     size_t zret;                /* last ZSTD_decompressStream result (0 = frame complete) */
+    pid_t child;                /* parquet: the reader process until it was waited for, else 0 */
     uint64_t disk_pos;
 } Stream;
 
@@ -45,6 +48,7 @@ struct TextReader {
     uint64_t disk_total, disk_done;
     TxtMode mode;
     size_t max_record;
+    char field[256];            /* parquet: the column read (text_reader_set_field; default "text") */
     int file;                   /* current file index; -1 before the first */
     int open;
     Stream s;
@@ -64,6 +68,7 @@ static int ends_with(const char *s, size_t n, const char *suffix) {
 static int classify(const char *path, InputKind *kind, StreamKind *sk) {
     size_t n = strlen(path);
     *sk = STREAM_PLAIN;
+    if (ends_with(path, n, ".parquet")) { *sk = STREAM_PARQUET; *kind = INPUT_JSONL; return 0; }
     if (ends_with(path, n, ".gz")) { *sk = STREAM_GZ; n -= 3; }
     else if (ends_with(path, n, ".zst")) { *sk = STREAM_ZSTD; n -= 4; }
     if (ends_with(path, n, ".jsonl") || ends_with(path, n, ".ndjson") || ends_with(path, n, ".json")) *kind = INPUT_JSONL;
@@ -79,6 +84,7 @@ TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size
     r->n_paths = n_paths;
     r->mode = mode;
     r->max_record = max_record;
+    snprintf(r->field, sizeof r->field, "text");
     r->file = -1;
     r->kinds = calloc((size_t)n_paths + 1, sizeof *r->kinds);
     r->stream_kinds = calloc((size_t)n_paths + 1, sizeof *r->stream_kinds);
@@ -93,7 +99,8 @@ TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size
     for (int i = 0; i < n_paths; i++) {
         struct stat st;
         if (classify(paths[i], &r->kinds[i], &r->stream_kinds[i])) {
-            set_err(err, "phaselab: %s: unknown input type (expected .txt, .jsonl, .ndjson or .json, optionally .gz or .zst)", paths[i]);
+            set_err(err, "phaselab: %s: unknown input type (expected .txt, .jsonl, .ndjson or .json, optionally .gz or .zst, "
+                    "or .parquet)", paths[i]);
             text_reader_close(r);
             return NULL;
         }
@@ -108,17 +115,31 @@ TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size
     return r;
 }
 
+int text_reader_set_field(TextReader *r, const char *field, char *err) {
+    if (!field || !*field || strlen(field) >= sizeof r->field)
+        return set_err(err, "phaselab: reader: field name '%s' (expected 1 to %zu bytes)", field ? field : "", sizeof r->field - 1);
+    snprintf(r->field, sizeof r->field, "%s", field);
+    return 0;
+}
+
 static void stream_close(Stream *s) {
     if (s->f) fclose(s->f);
+    if (s->child > 0) parquet_stream_abort(s->child);   /* closed before its end: a seek, an error */
     if (s->zs_init) inflateEnd(&s->zs);
     if (s->zd) ZSTD_freeDCtx(s->zd);
     free(s->zin);
     memset(s, 0, sizeof *s);
 }
 
-static int stream_open(Stream *s, StreamKind kind, const char *path, char *err) {
+static int stream_open(Stream *s, StreamKind kind, const char *path, const char *field, char *err) {
     memset(s, 0, sizeof *s);
     s->kind = kind;
+    if (kind == STREAM_PARQUET) {
+        pid_t pid;
+        if (parquet_stream_open(path, field, &s->f, &pid, err)) return -1;
+        s->child = pid;
+        return 0;
+    }
     s->f = fopen(path, "rb");
     if (!s->f) return set_err(err, "phaselab: %s: cannot open: %s", path, strerror(errno));
     if (kind != STREAM_PLAIN) {
@@ -186,6 +207,19 @@ static long stream_read(Stream *s, char *dst, size_t n, const char *path, uint64
         return (long)got;
     }
     if (s->kind == STREAM_GZ) return gz_read(s, dst, n, path, at, err);
+    if (s->kind == STREAM_PARQUET) {   /* the reader's JSON lines; at their end, its exit status */
+        size_t got = fread(dst, 1, n, s->f);
+        if (got > 0) return (long)got;
+        if (ferror(s->f)) return set_err(err, "phaselab: %s@%llu: read error on the parquet reader's pipe", path, (unsigned long long)at);
+        if (s->child > 0) {
+            fclose(s->f);
+            s->f = NULL;
+            pid_t pid = s->child;
+            s->child = 0;
+            if (parquet_stream_finish(pid, path, err)) return -1;
+        }
+        return 0;
+    }
     ZSTD_outBuffer out = {dst, n, 0};
     while (out.pos == 0) {
         if (s->in.pos == s->in.size) {
@@ -255,7 +289,7 @@ static int open_file(TextReader *r, int index, char *err) {
     r->continuing = 0;
     r->file_doc_done = 0;
     if (index >= r->n_paths) return 0;
-    if (stream_open(&r->s, r->stream_kinds[index], r->paths[index], err)) return -1;
+    if (stream_open(&r->s, r->stream_kinds[index], r->paths[index], r->field, err)) return -1;
     r->open = 1;
     return 0;
 }

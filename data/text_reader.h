@@ -16,6 +16,10 @@
  *     the Qwen pre-tokenizer regex nor NFC can join text across the cut, so the ids of the
  *     pieces concatenate to the ids of the whole; when there is no such line start within
  *     max_record the cut falls at a UTF-8 character boundary and forced_split is set.
+ *   .parquet               the string column FIELD (text_reader_set_field, default "text") of
+ *                          each row, as the JSONL line {"FIELD": "..."} (data/parquet_stream.h:
+ *                          tools/parquet-text with pyarrow): the JSONL rules apply, line = row
+ *                          number + 1, offsets count the bytes of those lines. Not .gz/.zst.
  * Each record carries its file, 1-based line and decompressed byte offset, which is also a
  * resumption point (text_reader_seek). */
 #ifndef PHASELAB_TEXT_READER_H
@@ -42,6 +46,8 @@ typedef struct TextReader TextReader;
 
 /* Checks every path's kind up front; returns NULL with err naming the first bad path. */
 TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size_t max_record, char *err);
+/* The column a .parquet input's records come from (before the first text_reader_next). */
+int text_reader_set_field(TextReader *r, const char *field, char *err);
 /* Positions the reader at a record start previously returned (file, offset, line). */
 int text_reader_seek(TextReader *r, int file_index, uint64_t offset, uint64_t line, char *err);
 /* 1: a record in *rec; 0: end of input; -1: read or decompression error (err filled). */

@@ -8,9 +8,10 @@
  *              [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]
  *
  * Input: the files matching each GLOB (sorted), in the order given; .txt / .jsonl (.ndjson,
- * .json) and their .gz / .zst forms, read as streams (data/text_reader.h has the record
- * rules: .txt documents are blank-line separated blocks by default, or whole files with
- * --txt-docs file; .jsonl documents are the string FIELD of each line's object).
+ * .json) and their .gz / .zst forms, and .parquet, read as streams (data/text_reader.h has the
+ * record rules: .txt documents are blank-line separated blocks by default, or whole files with
+ * --txt-docs file; .jsonl documents are the string FIELD of each line's object; .parquet
+ * documents are the rows of its string column FIELD, read by tools/parquet-text with pyarrow).
  *
  * Output stream: each document's ids followed by the end-of-text id, documents in input
  * order. The first documents go to the validation split until it holds at least
@@ -642,7 +643,7 @@ int tokenize_run(const TokenizeOptions *opt, char **globs, int n_globs) {
 
     int resumed = load_state(r);
     r->reader = text_reader_open(r->files.gl_pathv, (int)r->files.gl_pathc, r->opt.txt_mode, r->opt.max_doc_bytes, err);
-    if (!r->reader) fatal(2, "%s", err);
+    if (!r->reader || text_reader_set_field(r->reader, r->opt.field, err)) fatal(2, "%s", err);
     if (resumed == 2) {
         summary(r, 0, 0, 1);
         printf("  (already complete: nothing to do)\n");
