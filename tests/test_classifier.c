@@ -5,15 +5,19 @@
  *                      V = 151936 at N = 8: a few rows, many chunks);
  * losses (0 where target < 0), dx = g (softmax - onehot) E, dE += g (softmax - onehot)^T x
  * accumulated onto a non-zero start; forward-only losses equal the losses with gradients bit for
- * bit; 1 and 2 threads agree to float rounding; logits_argmax is the reference's argmax. */
+ * bit; 1 and 2 threads agree to float rounding; logits_argmax is the reference's argmax. The
+ * vocabulary-chunk cases run on both of that path's routes: pass 1's exps kept for pass 2 (the
+ * default budget) and the logits recomputed (PHASELAB_CLASSIFIER_KEEP_MB=0). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include "tests/check.h"
 #include "kernels/kernels.h"
+#include "kernels/cpu/cpu_internal.h"   /* BackendCtx.cls_keep_bytes: which route ran */
 
 static uint64_t rng = 88172645463325252ull;
+static const char *g_route = "";   /* the vocabulary path's route, in the check names */
 static double urand(void) {
     rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
     return (double)(rng >> 11) / 9007199254740992.0;
@@ -85,7 +89,7 @@ static void run_case(int N, int D, int V, double scale) {
         be->download(be->ctx, am, amb, sizeof(int32_t) * N);
         int wrong = 0;
         for (int n = 0; n < N; n++) wrong += am[n] != am_ref[n];
-        snprintf(name, sizeof name, "classifier N=%d D=%d V=%d threads %d: logits_argmax = the reference's", N, D, V, th + 1);
+        snprintf(name, sizeof name, "classifier N=%d D=%d V=%d%s threads %d: logits_argmax = the reference's", N, D, V, g_route, th + 1);
         check(wrong == 0, name, "%d of %d rows differ", wrong, N);
         free(am);
         be->free(be->ctx, xb), be->free(be->ctx, eb), be->free(be->ctx, dxb), be->free(be->ctx, deb);
@@ -98,14 +102,14 @@ static void run_case(int N, int D, int V, double scale) {
     double ede = rel_err(gde, dde, (size_t)V * D);
     int zero_ok = 1;
     for (int n = 0; n < N; n++) if (tg[n] < 0 && got[0][0][n] != 0.0f) zero_ok = 0;
-    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d: losses, dx, dE += against double", N, D, V);
+    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d%s: losses, dx, dE += against double", N, D, V, g_route);
     check(eloss < 1e-5 && edx < 1e-4 && ede < 1e-4 && zero_ok, name, "rel err loss %.2e dx %.2e dE %.2e, zero where no target %d",
           eloss, edx, ede, zero_ok);
-    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d: forward-only losses equal bit for bit", N, D, V);
+    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d%s: forward-only losses equal bit for bit", N, D, V, g_route);
     check(!memcmp(got[0][0], got[0][3], sizeof(float) * N) && !memcmp(got[1][0], got[1][3], sizeof(float) * N), name, "differ");
     double d_th = 0;
     for (int n = 0; n < N; n++) d_th = fmax(d_th, fabs(got[0][0][n] - got[1][0][n]));
-    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d: 1 and 2 threads agree", N, D, V);
+    snprintf(name, sizeof name, "classifier N=%d D=%d V=%d%s: 1 and 2 threads agree", N, D, V, g_route);
     check(d_th < 1e-5, name, "max loss difference %.3g", d_th);
     for (int th = 0; th < 2; th++) for (int k = 0; k < 4; k++) free(got[th][k]);
     free(x), free(e), free(de0), free(tg), free(loss), free(dx), free(de), free(l), free(am_ref), free(dde), free(gde);
@@ -113,7 +117,15 @@ static void run_case(int N, int D, int V, double scale) {
 
 int main(void) {
     run_case(37, 16, 1000, 0.5);      /* row chunks */
-    run_case(300, 16, 5000, 0.5);     /* vocabulary chunks of 3456 + 1544 */
-    run_case(8, 8, 151936, 1.0);      /* the Qwen3 vocabulary: 19 chunks of 8192 columns */
+    unsetenv("PHASELAB_CLASSIFIER_KEEP_MB");
+    run_case(300, 16, 5000, 0.5);     /* vocabulary chunks of 3456 + 1544, exps kept */
+    run_case(8, 8, 151936, 1.0);      /* the Qwen3 vocabulary: 19 chunks of 8192 columns, exps kept */
+    const size_t kept1 = backend_cpu(1)->ctx->cls_keep_bytes, kept2 = backend_cpu(2)->ctx->cls_keep_bytes;
+    check(kept1 >= sizeof(float) * 300 * 5000 && kept2 >= sizeof(float) * 300 * 5000,
+          "classifier: the default budget keeps pass 1's exps (the buffer exists)", "%zu and %zu bytes kept", kept1, kept2);
+    setenv("PHASELAB_CLASSIFIER_KEEP_MB", "0", 1);
+    g_route = " (logits recomputed)";
+    run_case(300, 16, 5000, 0.5);
+    run_case(8, 8, 151936, 1.0);
     return check_exit_code();
 }

@@ -20,6 +20,8 @@
  * omp_get_max_threads(), which is the BLAS's setting (OpenBLAS sets it to its own capped count). */
 struct BackendCtx {
     int threads;
+    float *cls_keep;        /* the classifier's kept exps (cpu_classifier.c), grown on demand, never shrunk */
+    size_t cls_keep_bytes;
 };
 
 /* the ops of kernels/ops.def: cpu_NAME */
