@@ -9,7 +9,8 @@
  *
  *   arena     one reservation of ARENA_BYTES of address space (PROT_NONE, no swap reserved);
  *             cudaMalloc hands out 256-byte aligned blocks from it (a block freed is reused by an
- *             allocation of the same rounded size; its pages are returned with MADV_DONTNEED);
+ *             allocation of the same rounded size; the pages wholly inside it are returned with
+ *             MADV_DONTNEED);
  *             fresh blocks are filled with 0xff bytes (NaN as fp32 and bf16), as before
  *   access    cuemu::DeviceAccess is a scope: the first one opened makes [arena, arena + used)
  *             readable and writable, the last one closed makes it PROT_NONE again. Every
@@ -21,7 +22,10 @@
  *             fails); any other SIGSEGV goes to the previous handler or the default action.
  *
  * CUEMU_HOST_ACCESS=1 (environment) turns the guard off (the old behaviour: the arena stays
- * readable and writable), for debugging only. */
+ * readable and writable), for debugging only. CUEMU_CHECK_FREED=1 adds a use-after-free check:
+ * blocks are whole pages, never reused, and a freed one stays PROT_NONE inside the scopes too
+ * (each scope then unprotects the live blocks one by one: slow), so a kernel or copy that
+ * touches freed device memory aborts with the address. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +47,20 @@ char *g_arena;                                   /* [ARENA_BYTES], NULL before t
 size_t g_used;                                   /* bytes handed out from the bottom so far */
 int g_depth;                                     /* open DeviceAccess scopes */
 bool g_guard = true;                             /* false with CUEMU_HOST_ACCESS=1 */
+bool g_check_freed;                              /* CUEMU_CHECK_FREED=1: freed blocks stay inaccessible */
+std::map<char *, size_t> g_dead;                 /* (CUEMU_CHECK_FREED) freed block -> size, never reused */
 std::map<char *, size_t> g_live;                 /* block -> rounded size */
 std::map<size_t, std::vector<char *>> g_free;    /* rounded size -> freed blocks */
 struct sigaction g_prev_segv;
 
 void protect(int prot) {
-    if (g_guard && g_used && mprotect(g_arena, g_used, prot) != 0) {
+    if (!g_guard || !g_used) return;
+    if (g_check_freed && prot != PROT_NONE) {   /* live blocks only: a freed one stays PROT_NONE */
+        for (const auto &b : g_live)
+            if (mprotect(b.first, b.second, prot) != 0) { perror("cuemu: mprotect of a device block"); abort(); }
+        return;
+    }
+    if (mprotect(g_arena, g_used, prot) != 0) {
         perror("cuemu: mprotect of the device arena");
         abort();
     }
@@ -66,6 +78,18 @@ char *block_of(const char *a, size_t *size) {
 
 void on_segv(int sig, siginfo_t *info, void *uctx) {
     const char *a = (const char *)info->si_addr;
+    if (g_arena && a >= g_arena && a < g_arena + ARENA_BYTES && g_check_freed && g_depth > 0) {
+        char msg[256];
+        auto it = g_dead.upper_bound((char *)a);
+        if (it != g_dead.begin()) --it;
+        int n = it != g_dead.end() && a >= it->first && a < it->first + it->second
+                    ? snprintf(msg, sizeof msg, "cuemu: device memory used after cudaFree at %p: byte %zu of a freed block of %zu bytes\n",
+                               (const void *)a, (size_t)(a - it->first), it->second)
+                    : snprintf(msg, sizeof msg, "cuemu: device access at %p outside every live block\n", (const void *)a);
+        if (n > 0) { ssize_t w = write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1); (void)w; }
+        signal(SIGABRT, SIG_DFL);
+        abort();
+    }
     if (g_arena && a >= g_arena && a < g_arena + ARENA_BYTES && g_depth == 0) {
         char msg[512];
         size_t size = 0;
@@ -100,6 +124,8 @@ bool arena_init() {
     g_arena = (char *)p;
     const char *env = getenv("CUEMU_HOST_ACCESS");
     g_guard = !(env && strcmp(env, "1") == 0);
+    const char *freed = getenv("CUEMU_CHECK_FREED");
+    g_check_freed = g_guard && freed && strcmp(freed, "1") == 0;
     if (!g_guard && mprotect(g_arena, ARENA_BYTES, PROT_READ | PROT_WRITE) != 0) {
         perror("cuemu: mprotect of the device arena");
         return false;
@@ -122,10 +148,12 @@ DeviceAccess::~DeviceAccess() { if (--g_depth == 0) protect(PROT_NONE); }
 cudaError_t cudaMalloc(void **p, size_t bytes) {
     *p = NULL;
     if (!arena_init()) return g_last_error = cudaErrorMemoryAllocation;
-    const size_t rounded = bytes ? (bytes + ALIGN - 1) & ~(ALIGN - 1) : ALIGN;
+    /* CUEMU_CHECK_FREED: whole pages, so that a freed block can be made inaccessible alone */
+    const size_t align = g_check_freed ? (size_t)sysconf(_SC_PAGESIZE) : ALIGN;
+    const size_t rounded = bytes ? (bytes + align - 1) & ~(align - 1) : align;
     char *blk = NULL;
     auto f = g_free.find(rounded);
-    if (f != g_free.end() && !f->second.empty()) {
+    if (!g_check_freed && f != g_free.end() && !f->second.empty()) {
         blk = f->second.back();
         f->second.pop_back();
     } else {
@@ -153,8 +181,17 @@ cudaError_t cudaFree(void *p) {
         fprintf(stderr, "cuemu: cudaFree(%p): not a block from cudaMalloc (or freed twice)\n", p);
         return g_last_error = cudaErrorInvalidValue;
     }
-    madvise(it->first, it->second, MADV_DONTNEED);   /* the pages go back; the next use reads zeros until poisoned */
-    g_free[it->second].push_back(it->first);
+    /* the pages wholly inside the block go back (a page it shares with a neighbour must not: madvise
+     * works on whole pages, and dropping a shared one zeroes the neighbour's bytes) */
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo = ((uintptr_t)it->first + page - 1) & ~(page - 1),
+                    hi = ((uintptr_t)it->first + it->second) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
+    if (g_check_freed) {                             /* never reused, inaccessible from now on */
+        mprotect(it->first, it->second, PROT_NONE);
+        g_dead[it->first] = it->second;
+    } else {
+        g_free[it->second].push_back(it->first);
+    }
     g_live.erase(it);
     return cudaSuccess;
 }

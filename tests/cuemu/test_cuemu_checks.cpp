@@ -12,6 +12,7 @@
  *   - host code reading or writing device memory outside the emulator aborts (checked in a
  *     child process); cudaMemcpy and kernels reach it. */
 #include <signal.h>
+#include <vector>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -176,6 +177,29 @@ int main(void) {
           "sum %g, in[255] %g", back[0], host[255]);
     check(!cuemu_is_device_memory(host) && cuemu_is_device_memory(out), "cuemu self: device blocks come from the arena",
           "host %d device %d", cuemu_is_device_memory(host), cuemu_is_device_memory(out));
+    /* freeing a block gives back only the pages wholly inside it: a page-aligned 256-byte block
+     * shares its page with the next block, whose bytes must survive (they did not, once) */
+    {
+        std::vector<void *> pad;
+        void *x = NULL, *y = NULL;
+        for (int i = 0; i < 64; i++) {
+            cudaMalloc(&x, 256);
+            if (((uintptr_t)x & 4095) == 0) break;
+            pad.push_back(x);
+            x = NULL;
+        }
+        cudaMalloc(&y, 256);
+        float pattern[64], after[64];
+        for (int i = 0; i < 64; i++) pattern[i] = (float)i + 0.5f;
+        cudaMemcpy(y, pattern, sizeof pattern, cudaMemcpyHostToDevice);
+        cudaFree(x);
+        cudaMemcpy(after, y, sizeof after, cudaMemcpyDeviceToHost);
+        check(x && (char *)y == (char *)x + 256 && !memcmp(pattern, after, sizeof after),
+              "cuemu self: freeing a block keeps its page neighbour's bytes", "x %p y %p, equal %d", x, y,
+              !memcmp(pattern, after, sizeof after));
+        cudaFree(y);
+        for (void *p : pad) cudaFree(p);
+    }
     cudaFree(in);
     cudaFree(out);
     cudaFree(a);

@@ -42,7 +42,8 @@
 #                              run.deterministic=true when ./train has that key): the checkpoints'
 #                              model.safetensors and optimizer state must have equal sha256
 #   more_parity      45   15   test_cuda_staggered, test_cuda_decode, test_cuda_eval_length
-#   paper_parity     40   10   test_cuda_parity's paper-shape cases (T=4096), when it has any
+#   paper_parity     60   10   test_cuda_parity's paper-shape cases (T=4096: attention W8/S8 G1 and G8 and full,
+#                              compressor at d_model 1024, classifier at 4096 rows)
 #   sanitizer        90   20   compute-sanitizer memcheck, racecheck, synccheck on small attention
 #                              and compressor cases of test_cuda_parity (slow: last)
 # The budgets add up to more than the deadline: they are ceilings; the times expected on an H200
@@ -696,6 +697,6 @@ phase nccl         20  5
 phase bench       150 40
 phase rerun        60 25
 phase more_parity  45 15
-phase paper_parity 40 10
+phase paper_parity 60 10
 phase sanitizer    90 20
 finish

@@ -306,6 +306,10 @@ static const AttCase ATT_CASES[] = {
     /* the `window` layer kind (docs/spec.md §5.2): a raw sliding window, no entries at any T */
     {"window-only kind nloc16 H4 G2 d64 sink", 2, 200, 4, 2, 64, 8, 8, VIS_WINDOW, 16, 0,   1},
     {"window-only kind nloc32 H8 G1 d32",     1, 150, 8, 1, 32, 8, 8, VIS_WINDOW, 32, 0,   0},
+    /* the paper's shapes (issue 39; GPU runs only, is_paper_case): Qwen3-0.6B attention, B = 1 */
+    {"paper T=4096 H16 G1 d128 W8 S8 nloc16", 1, 4096, 16, 1, 128, 8, 8, VIS_WINDOW, 16, 1, 0},
+    {"paper T=4096 H16 G8 d128 W8 S8 nloc16", 1, 4096, 16, 8, 128, 8, 8, VIS_WINDOW, 16, 1, 0},
+    {"paper full T=4096 H16 G8 d128",         1, 4096, 16, 8, 128, 8, 8, VIS_FULL,   16, 0, 0},
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -438,6 +442,9 @@ static const CompCase COMP_CASES[] = {
     {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2},
     {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2},
     {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2},
+    /* the paper's shapes (GPU runs only, is_paper_case): d_model 1024, T = 4096, 1 and 8 KV heads */
+    {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
+    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
 };
 
 /* the compressor backward twice (overlapping windows: the fp32 accumulation path) */
@@ -848,6 +855,18 @@ static const ParityCase CASES[] = {
      {1000, 64, 12347, 4}, NULL, 192},
     {"determinism", "classifier N=1000 D=128 V=8195 chunks <= 192 rows", "classifier", T_EXACT, run_determinism_classifier,
      {1000, 128, 8195, 4}, NULL, 192},
+    /* the paper's shapes (issue 39), GPU runs only (is_paper_case; check.sh paper_parity selects
+     * "T=4096"): attention W8/S8 window 16 with 1 and 8 KV heads and full attention (custom kernels
+     * and the default route), the compressor at d_model 1024, the classifier at 4096 rows (T=4096,
+     * B=1) of the Qwen3 vocabulary */
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {0}, &ATT_CASES[16], ATT_PLAIN},
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {0}, &ATT_CASES[17], ATT_PLAIN},
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {0}, &ATT_CASES[18], ATT_CUSTOM},
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {0}, &ATT_CASES[18], ATT_DEFAULT},
+    {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {0}, &COMP_CASES[12], COMP_PARITY},
+    {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {0}, &COMP_CASES[13], COMP_PARITY},
+    {"classifier", "paper T=4096 N=4096 D=1024 V=151936", "classifier logits_argmax", T_CLS_BF16, run_classifier,
+     {4096, 1024, 151936, 0}, NULL, 0},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -867,6 +886,15 @@ static void case_id(const ParityCase *pc, char *buf, size_t len) {
     const char *name = *(const char *const *)pc->arg;   /* AttCase and CompCase start with name */
     snprintf(buf, len, "%s/%s%s%s", pc->group, pc->run == run_gate_coverage ? "gate_coverage " : "", name,
              pc->run == run_attention ? ATT_SUFFIX[pc->mode] : pc->mode == COMP_DETERMINISM ? " bwd twice" : "");
+}
+
+/* The paper's shapes (T = 4096, d_model 1024, 151,936 logits a row: ids "GROUP/paper ..."): they run
+ * only when a pattern selects them (tests/gpu/check.sh's paper_parity phase, "T=4096"), never in
+ * the default run, where the emulator would take hours on them. */
+static int is_paper_case(const ParityCase *pc) {
+    char id[256];
+    case_id(pc, id, sizeof id);
+    return strstr(id, "/paper ") != NULL;
 }
 
 /* 1 when the space-separated list has the word */
@@ -935,7 +963,7 @@ int main(int argc, char **argv) {
     }
     int sel[N_CASES], n_sel = 0, coverage = n_pat == 0;
     for (int c = 0; c < N_CASES; c++) {
-        sel[c] = n_pat == 0;
+        sel[c] = n_pat == 0 && !is_paper_case(&CASES[c]);
         for (int p = 0; p < n_pat && !sel[c]; p++) sel[c] = case_matches(&CASES[c], pats[p]);
         n_sel += sel[c];
     }
