@@ -16,6 +16,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, skip, finish  # noqa: E402
+import trainutil as tu  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 os.chdir(ROOT)
@@ -23,16 +24,6 @@ SCRATCH = os.path.join("build", "scratch", "tokenize_parquet")
 NAMES = ["identical shards (bytes)", "summary equal", "bad line at its row", "--field title", "resume after SIGKILL",
          "error: no such column", "error: non-string column", "error: not parquet", "error: no pyarrow",
          "error: no python", "refuses .parquet.gz"]
-
-
-def pyarrow_python():
-    cands = [sys.executable, os.environ.get("PHASELAB_HF_PYTHON", ""), os.path.join(ROOT, "build", "venv-hf", "bin", "python"),
-             os.path.join(os.path.expanduser("~"), ".cache", "phaselab", "venv-hf", "bin", "python")]
-    for py in cands:
-        if py and os.access(py, os.X_OK) and subprocess.run([py, "-c", "import pyarrow.parquet"],
-                                                             capture_output=True).returncode == 0:
-            return py
-    return None
 
 
 def run(args, py, extra_env=None):
@@ -81,7 +72,7 @@ for name, rows in (("a", a), ("b", b)):
 
 
 def main():
-    py = pyarrow_python()
+    py = tu.python_with("pyarrow.parquet")
     if py is None:
         for n in NAMES:
             skip(f"tokenize parquet: {n}", "pyarrow not installed (make hf-venv, or pip install pyarrow)")

@@ -274,17 +274,7 @@ json.dump(res, open(sys.argv[2], "w"))
 """
 
 
-def hf_python():
-    cands = [sys.executable, os.environ.get("PHASELAB_HF_PYTHON", ""), os.path.join(ROOT, "build", "venv-hf", "bin", "python"),
-             os.path.join(os.path.expanduser("~"), ".cache", "phaselab", "venv-hf", "bin", "python")]
-    for py in cands:
-        if py and os.access(py, os.X_OK) and subprocess.run([py, "-c", "import tokenizers"],
-                                                            capture_output=True).returncode == 0:
-            return py
-    return None
-
-
-HF_PY = hf_python()
+HF_PY = tu.python_with("tokenizers")
 
 
 def hf_encode(tokenizer, texts, name):

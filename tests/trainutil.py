@@ -84,3 +84,16 @@ def scratch_with_corpus(name, **corpus):
     data = os.path.join(d, "data")
     make_corpus(data, **corpus)
     return d, data
+
+
+def python_with(modules):
+    """The first Python that imports every module of `modules` ("tokenizers", "pyarrow.parquet"):
+    this one, $PHASELAB_HF_PYTHON, build/venv-hf or ~/.cache/phaselab/venv-hf (make hf-venv);
+    None when none does."""
+    cands = [sys.executable, os.environ.get("PHASELAB_HF_PYTHON", ""), os.path.join(ROOT, "build", "venv-hf", "bin", "python"),
+             os.path.join(os.path.expanduser("~"), ".cache", "phaselab", "venv-hf", "bin", "python")]
+    for py in cands:
+        if py and os.access(py, os.X_OK) and subprocess.run([py, "-c", "import " + modules],
+                                                            capture_output=True).returncode == 0:
+            return py
+    return None
