@@ -140,7 +140,9 @@ static const char *const MICRO_OPS[][2] = {
     {"SwiGLU forward", "swiglu_fwd"}, {"SwiGLU backward", "swiglu_bwd"},
     {"embedding forward", "embedding_fwd"}, {"embedding backward", "embedding_bwd"},
     {"residual copies", "copy"}, {"q/k/v split and gather", "copy_2d"}, {"tied K/V gradient sum", "add"},
-    {"token upload", "upload"}, {"loss sum", "loss_accumulate"}, {NULL, NULL}};
+    {"token upload", "upload"}, {"loss sum", "loss_accumulate"},
+    {"indexer scores", "indexer_scores"}, {"indexer top-k", "indexer_select"}, {"indexer KL term", "indexer_kl"},
+    {"indexer scores backward", "indexer_scores_bwd"}, {NULL, NULL}};
 static const char *const STEP_OPS[][2] = {
     {"zero the gradients", "zero"}, {"gradient norm", "sumsq"}, {"AdamW + bf16 working copy", "adamw_cast"}, {NULL, NULL}};
 
@@ -157,6 +159,7 @@ int print_step_work(FILE *f, const Config *cfg, int world, char *err) {
     memset(&opt, 0, sizeof opt);
     int rc = 0;
     if (!m || (cfg->train.gate_coverage > 0 && model_set_gate_coverage(m, cfg->train.gate_coverage, merr)) ||
+        model_set_indexer(m, cfg->train.indexer_weight, 0, merr) ||
         optimizer_init(&opt, prof, &comm, model_tensors(m), cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
                        cfg->train.weight_decay, cfg->train.grad_clip, merr)) {
         rc = set_err(err, "%s: the step's work at micro-batch %d x seq_len %d: %s", cfg->source, B, T, merr);

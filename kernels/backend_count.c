@@ -29,6 +29,7 @@ Backend *backend_counting(size_t act_bytes) {
     b->name = "count";
     b->act_bytes = act_bytes;
     b->device = -1;
+    b->entry_select = 1;   /* plans (and counts the work of) models with the lightning indexer too */
     b->ctx = ctx;
     b->alloc = count_alloc;
     b->free = count_free;

@@ -21,6 +21,9 @@
  *                  6 N D V (the softmax's few FLOPs per logit not counted); bytes x, E, targets,
  *                  losses (+ dx, 2 x dE fp32) once each: a chunked kernel that rereads E moves more
  *   logits_argmax  2 N D V
+ *   indexer_scores 2 HI dI per visible (query, entry) pair; indexer_kl 2 H d per pair of the set
+ *                  (min(topk, n_t) a query); indexer_scores_bwd 8 HI dI per pair of the set (the
+ *                  dots again in both kernels, diq and dik); indexer_select bytes only
  *   memory-bound ops: bytes only (add 3 n A; swiglu fwd 3 n A, bwd 5 n A; rmsnorm fwd 2 rows C A
  *                  + C A + 4 rows, bwd (3 or 4) rows C A + C A + 4 rows + 8 C; rope 2 rows nh r A
  *                  + the table; embedding fwd 2 N D A + 4 N, bwd N D A + 8 N D + 4 N; adamw_cast
@@ -226,6 +229,38 @@ static void work_gate_coverage(BackendCtx *ctx, const CompShape *s, const float 
                                float grad_scale) {
     const double n = (double)s->B * s->n_windows * s->G * s->window * s->channels;
     WORK(0, n * 4.0 * (dalpha ? 2 : 1) + 4.0 * s->B);
+}
+/* The lightning indexer (docs/spec.md §5.4): the (query, entry) pairs of a call, over the batch:
+ * every visible one, or (set = 1) the scored set min(topk, n_t) of each query (the top-k; the
+ * dense warm-up's set is every visible entry, which this undercounts) */
+static double idx_pairs(const IndexerShape *s, int set) {
+    double n = 0;
+    for (int t = 0; t < s->T; t++) {
+        const int v = vis_n_entries(s->t0 + t, s->W, s->S, s->o, s->nW);
+        n += set && s->topk > 0 && v > s->topk ? s->topk : v;
+    }
+    return n * s->B;
+}
+static double idx_in_bytes(BackendCtx *ctx, const IndexerShape *s) {   /* iq, iw, ik */
+    return ((double)s->B * s->T * s->HI * (s->dI + 1) + (double)s->B * s->nW * s->dI) * ACT;
+}
+static void work_indexer_scores(BackendCtx *ctx, const IndexerShape *s, float *score, const act_t *iq, const act_t *iw,
+                                const act_t *ik) {
+    WORK(2.0 * s->HI * s->dI * idx_pairs(s, 0), idx_in_bytes(ctx, s) + 4.0 * s->B * s->T * s->nW);
+}
+static void work_indexer_select(BackendCtx *ctx, const IndexerShape *s, uint8_t *sel, const float *score) {
+    WORK(0, 5.0 * s->B * s->T * s->nW);
+}
+static void work_indexer_kl(BackendCtx *ctx, const IndexerShape *s, float *dscore, const act_t *q, const act_t *ck,
+                            const float *lse, const float *score, const uint8_t *sel, long *count) {
+    WORK(2.0 * s->H * s->d * idx_pairs(s, sel != NULL),
+         ((double)s->B * s->T * s->H * s->d + (double)s->B * s->nW * s->G * s->d) * ACT + 4.0 * s->B * s->T * s->H +
+         9.0 * s->B * s->T * s->nW);
+}
+/* the dots recomputed in both backward kernels (2 x 2 HI dI) + diq and dik (2 HI dI each) */
+static void work_indexer_scores_bwd(BackendCtx *ctx, const IndexerShape *s, act_t *diq, act_t *diw, act_t *dik,
+                                    const float *dscore, const act_t *iq, const act_t *iw, const act_t *ik, float scale) {
+    WORK(8.0 * s->HI * s->dI * idx_pairs(s, 1), 2.0 * idx_in_bytes(ctx, s) + 4.0 * s->B * s->T * s->nW);
 }
 static void work_classifier(BackendCtx *ctx, const act_t *x, const act_t *emb, const int32_t *targets, int N, int D, int V,
                             float *losses, act_t *dx, float *demb, float grad_scale) {

@@ -30,6 +30,9 @@ typedef struct PhaselabAct act_t;
  * (GRID_ALIGNED | GRID_STAGGERED): kernels/visibility.h, the one statement of the rule; it includes
  * kernels/variants.h, the variant enums shared with the config (GATE_*, GRID_*). */
 #include "kernels/visibility.h"
+/* The lightning indexer's shape (IndexerShape, the ops indexer_*) and its host fp32 math, the
+ * CPU backend's implementation: kernels/indexer.h. */
+#include "kernels/indexer.h"
 
 /* Shapes of one attention call. q [B,T,H,d], k,v [B,T,G,d], ck,cv [B,nW,G,d]. */
 typedef struct {
@@ -156,7 +159,7 @@ typedef struct Backend {
      * them with one line instead of an op aborting in the first step. CUDA: head_dim <= 128
      * (the attention tiles), compressed attention with at most 64 KV heads (compressor slices). */
     int max_head_dim, max_comp_kv_heads;
-    int entry_select;                /* 1: attention_fwd/bwd and attention_decode honour entry_select (the CPU) */
+    int entry_select;                /* 1: attention_fwd/bwd and attention_decode honour entry_select (CPU, CUDA) */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

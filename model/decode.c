@@ -30,7 +30,6 @@
 #include "model/tensors.h"
 #include "model/dims.h"
 #include "model/layer_kinds.h"
-#include "model/indexer.h"
 #include "kernels/kernels.h"
 
 /* One layer whose config is c (a layer_config): total_bytes = layer_bytes * c->n_layers. */
@@ -418,8 +417,8 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             be->matmul_fwd(be->ctx, dec->iw, dec->a, Wt(dec, x->iw), 1, HI, D, 0);
             IndexerShape is = {.B = 1, .T = 1, .t0 = t, .nW = dec->llay[L].entry_cap, .W = W, .S = S, .o = 0,
                                .HI = HI, .dI = dI, .topk = lcf->indexer_topk};
-            indexer_scores(&is, (const float *)dec->iq, (const float *)dec->iw, (const float *)lc->ik, dec->iscore);
-            indexer_select(&is, dec->iscore, dec->isel);
+            be->indexer_scores(be->ctx, &is, dec->iscore, dec->iq, dec->iw, lc->ik);
+            be->indexer_select(be->ctx, &is, dec->isel, dec->iscore);
             if (!model_indexer_dense(dec->m)) as.entry_select = dec->isel;
         }
         be->attention_decode(be->ctx, &as, dec->attn, dec->q, lc->ck, lc->cv ? lc->cv : lc->ck, lc->k, lc->v,
@@ -591,8 +590,8 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->rmsnorm_fwd(be->ctx, lc->ik, i_rstd, i_entry, Wt(dec, ix->iknorm), nW, (int)dI, eps);
             IndexerShape ishape = {.B = 1, .T = n, .nW = nW, .W = W, .S = S, .o = 0, .HI = (int)HI, .dI = (int)dI,
                                    .topk = lcf->indexer_topk};
-            indexer_scores(&ishape, (const float *)i_q, (const float *)i_w, (const float *)lc->ik, i_score);
-            indexer_select(&ishape, i_score, i_sel);
+            be->indexer_scores(be->ctx, &ishape, i_score, i_q, i_w, lc->ik);
+            be->indexer_select(be->ctx, &ishape, i_sel, i_score);
             if (!model_indexer_dense(dec->m)) as.entry_select = i_sel;
         }
         be->attention_fwd(be->ctx, &as, attn, lse, q, k, v, nW ? lc->ck : NULL, nW ? (lc->cv ? lc->cv : lc->ck) : NULL,

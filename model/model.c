@@ -38,7 +38,6 @@
 #include "model/model.h"
 #include "model/dims.h"
 #include "model/layer_kinds.h"
-#include "model/indexer.h"
 #include "common/errors.h"
 #include "kernels/kernels.h"
 
@@ -62,7 +61,7 @@ typedef struct {               /* saved activations of one layer */
     act_t *x_mid, *mid_norm;   /* [N, D] x_mid and RMSNorm_post(x_mid) */
     float *rstd_post;          /* [N] */
     act_t *g, *u, *h;          /* [N, F] */
-    /* the lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.h; CPU: act_t = float) */
+    /* the lightning indexer of a csa layer (docs/spec.md §5.4; the ops indexer_*, kernels/indexer.h) */
     act_t *iq, *iw;            /* [N, HI*dI], [N, HI] */
     act_t *ientry, *ipayload;  /* [B, nW, 1, dI] (before its key norm), [B, nW, 1, W, dI] */
     float *ialpha, *irstd;     /* [B, nW, 1, W, dI], [B*nW] */
@@ -87,7 +86,7 @@ struct Model {
     int ind_dense;             /* 1: dense warm-up (every visible entry, no top-k) */
     double kl_sum, loss_scale;
     long kl_count;
-    float *diq, *diw, *dik, *dientry;   /* indexer gradient scratch, the largest layer's */
+    act_t *diq, *diw, *dik, *dientry;   /* indexer gradient scratch, the largest layer's */
     act_t *ida;                /* [N, D] the indexer's d x_norm: discarded (its input is detached) */
     float *params, *grads;     /* [n_alloc] fp32 */
     size_t n_alloc;            /* n_floats, or more when padded for sharding */
@@ -198,8 +197,8 @@ static void lay_out(Model *m, Carver *c) {
     }
     if (ind_rows > 0) {     /* the indexer's gradient scratch, shared by its layers */
         const size_t HI = cfg->indexer_heads, dI = cfg->indexer_dim;
-        m->diq = carve(c, N * HI * dI * 4); m->diw = carve(c, N * HI * 4);
-        m->dik = carve(c, ind_rows * dI * 4); m->dientry = carve(c, ind_rows * dI * 4);
+        m->diq = carve(c, N * HI * dI * A); m->diw = carve(c, N * HI * A);
+        m->dik = carve(c, ind_rows * dI * A); m->dientry = carve(c, ind_rows * dI * A);
         m->ida = carve(c, N * D * A);
     }
     m->x_final = carve(c, N * D * A); m->xf = carve(c, N * D * A); m->rstd_final = carve(c, N * 4);
@@ -543,8 +542,8 @@ static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
-/* ---- the lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.h); the CPU backend
- * only (model_create refuses it elsewhere), so act_t is float and every buffer is host memory ---- */
+/* ---- the lightning indexer of a csa layer (docs/spec.md §5.4): the backend's ops indexer_*
+ * (kernels/ops.def; the math and IndexerShape: kernels/indexer.h) on backend memory ---- */
 static IndexerShape indexer_shape(const Model *m, int L, int B) {
     const ModelConfig *c = &m->lcfg[L];
     IndexerShape s = {.B = B, .T = m->T, .nW = m->ldims[L].n_windows, .W = c->window, .S = c->stride,
@@ -573,17 +572,18 @@ static void indexer_fwd(Model *m, int L, int B) {
     be->compressor_fwd(be->ctx, &cs, act->ientry, act->ialpha, act->ipayload, NULL, act->x_norm, weight(m, w->igate_w),
                        weight(m, w->igate_b), weight(m, w->ipayload), NULL);
     be->rmsnorm_fwd(be->ctx, act->ik, act->irstd, act->ientry, weight(m, w->iknorm), B * s.nW, s.dI, (float)m->cfg.norm_eps);
-    indexer_scores(&s, (const float *)act->iq, (const float *)act->iw, (const float *)act->ik, act->iscore);
-    indexer_select(&s, act->iscore, act->isel);
+    be->indexer_scores(be->ctx, &s, act->iscore, act->iq, act->iw, act->ik);
+    be->indexer_select(be->ctx, &s, act->isel, act->iscore);
 }
 
 /* Forward, after the layer's attention: the KL term and its gradient with respect to the scores. */
 static void indexer_kl_fwd(Model *m, int L, int B) {
+    const Backend *be = m->be;
     LayerActs *act = &m->acts[L];
     const IndexerShape s = indexer_shape(m, L, B);
     long count = 0;
-    m->kl_sum += indexer_kl(&s, (const float *)act->q, (const float *)act->ck, act->lse, act->iscore,
-                            m->ind_dense ? NULL : act->isel, act->idscore, &count);
+    m->kl_sum += be->indexer_kl(be->ctx, &s, act->idscore, act->q, act->ck, act->lse, act->iscore,
+                                m->ind_dense ? NULL : act->isel, &count);
     m->kl_count += count;
 }
 
@@ -596,16 +596,16 @@ static void indexer_bwd(Model *m, int L, int B) {
     const IndexerShape s = indexer_shape(m, L, B);
     const CompShape cs = indexer_comp_shape(m, L, B);
     const int N = B * m->T, D = m->cfg.d_model;
-    indexer_scores_bwd(&s, (const float *)act->iq, (const float *)act->iw, (const float *)act->ik, act->idscore,
-                       (float)(m->ind_weight * m->loss_scale), m->diq, m->diw, m->dik);
-    be->rmsnorm_bwd(be->ctx, (act_t *)m->dientry, grad(m, w->iknorm), (const act_t *)m->dik, act->ientry, weight(m, w->iknorm),
+    be->indexer_scores_bwd(be->ctx, &s, m->diq, m->diw, m->dik, act->idscore, act->iq, act->iw, act->ik,
+                           (float)(m->ind_weight * m->loss_scale));
+    be->rmsnorm_bwd(be->ctx, m->dientry, grad(m, w->iknorm), m->dik, act->ientry, weight(m, w->iknorm),
                     act->irstd, B * s.nW, s.dI, 0);
     be->zero(be->ctx, m->ida, (size_t)N * D * be->act_bytes);
     be->compressor_bwd(be->ctx, &cs, m->ida, grad(m, w->igate_w), grad(m, w->igate_b), grad(m, w->ipayload), NULL,
-                       (const act_t *)m->dientry, act->ialpha, act->ipayload, NULL, act->x_norm, weight(m, w->igate_w),
+                       m->dientry, act->ialpha, act->ipayload, NULL, act->x_norm, weight(m, w->igate_w),
                        weight(m, w->ipayload), NULL, NULL);
-    be->matmul_bwd(be->ctx, NULL, grad(m, w->iq), (const act_t *)m->diq, act->x_norm, weight(m, w->iq), N, s.HI * s.dI, D, 0);
-    be->matmul_bwd(be->ctx, NULL, grad(m, w->iw), (const act_t *)m->diw, act->x_norm, weight(m, w->iw), N, s.HI, D, 0);
+    be->matmul_bwd(be->ctx, NULL, grad(m, w->iq), m->diq, act->x_norm, weight(m, w->iq), N, s.HI * s.dI, D, 0);
+    be->matmul_bwd(be->ctx, NULL, grad(m, w->iw), m->diw, act->x_norm, weight(m, w->iw), N, s.HI, D, 0);
 }
 
 int model_set_indexer(Model *m, double weight, int dense, char *err) {

@@ -1,4 +1,4 @@
-/* The lightning indexer of the csa layers (model/indexer.h, docs/spec.md §5.4):
+/* The lightning indexer of the csa layers (kernels/indexer.h, docs/spec.md §5.4):
  *   - scores against a direct evaluation of sum_h w_h ReLU(q_h . k_j) written here;
  *   - top-k: the k largest visible scores, ties to the lower index, all visible ones when n_t <= k;
  *   - the KL term against a direct double-precision evaluation from the main attention's
@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
-#include "model/indexer.h"
+#include "kernels/indexer.h"
 #include "model/layer_kinds.h"
 
 static void indexer_config(ModelConfig *c, int topk) {

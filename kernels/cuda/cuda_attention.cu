@@ -24,6 +24,8 @@
  *   dkv kernel  (64 keys of one KV head, split below): dv = sum p dout, dk = sum ds q / sqrt(d)
  *   Compressed entries are keys like the raw ones: key tiles [0, ceil(nW/64)) are entries,
  *   the rest raw tokens, so dck/dcv come out of the same kernel.
+ *   With AttnShape.entry_select (the lightning indexer's top-k, docs/spec.md §5.4) a visible entry
+ *   the query's top-k did not choose scores -inf in all three kernels (att_sel), as on the CPU.
  *
  * The dK/dV split. Key tile k of KV head g (dkv_tile) is seen by the queries [q_lo, q_hi]: its
  * work is items(k, g) = (H/G) * nq (query head hh, query tile qt) pairs, one iteration each (S^T,
@@ -113,6 +115,12 @@ __device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int b, int 
     return vis_query_view(s.visibility, t, s.window, s.stride, att_off(s, b, g), s.n_windows, s.n_local);
 }
 __device__ __forceinline__ int att_nvis(const AttnShape &s, int b, int g, int t) { return att_view(s, b, g, t).n_entries; }
+/* Entry j of query t is scored only where the lightning indexer's top-k chose it (s.entry_select
+ * [B, T, n_windows], device memory; NULL: every visible entry; docs/spec.md §5.4); the caller has
+ * checked j < nvis(t) and t < T. */
+__device__ __forceinline__ bool att_sel(const AttnShape &s, int b, int t, int j) {
+    return !s.entry_select || s.entry_select[((size_t)b * s.T + t) * s.n_windows + j] != 0;
+}
 
 /* ---- shared-memory carving ---- */
 __device__ __forceinline__ char *carve(char *&p, size_t bytes) {
@@ -293,7 +301,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
         #pragma unroll
         for (int cc = 0; cc < 32; cc++) {
             int key = k0 + hf * 32 + cc;
-            bool vis = tvalid && (comp ? key < nv : (key >= lo && key <= t));
+            bool vis = tvalid && (comp ? key < nv && att_sel(s, b, t, key) : (key >= lo && key <= t));
             float z = Ss[r * LDS_F + hf * 32 + cc] * scale;
             sv[cc] = vis ? z : -INFINITY;
             mx = fmaxf(mx, sv[cc]);
@@ -428,7 +436,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
             int col = hf * 32 + cc, key = k0 + col;
-            bool vis = tvalid && (comp ? key < nv : (key >= lo && key <= t));
+            bool vis = tvalid && (comp ? key < nv && att_sel(s, b, t, key) : (key >= lo && key <= t));
             float ds = 0.0f;
             if (vis) {
                 float pv = __expf(Ss[r * LDS_F + col] * scale - L_t);
@@ -590,7 +598,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
             int col = hf * 32 + cc, tq = qt + col;
-            bool vis = kvalid && (comp ? key < nv_s[col] : (key >= lo_s[col] && key <= tq));
+            bool vis = kvalid && (comp ? key < nv_s[col] && att_sel(s, b, tq, key) : (key >= lo_s[col] && key <= tq));
             float pv = 0.0f, ds = 0.0f;
             if (vis) {
                 pv = __expf(St[r * LDS_F + col] * scale - lse_s[col]);
@@ -783,7 +791,8 @@ void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *ls
     if (s->B <= 0 || s->T <= 0) return;
     AttnShape sh = *s;
     if (!ck || !cv) sh.n_windows = 0;
-    /* full causal attention without a sink: cuDNN's fused attention when it takes the shape */
+    /* full causal attention without a sink: cuDNN's fused attention when it takes the shape. A
+     * call with entries (and so any entry_select: cuDNN takes no per-(t, j) mask) stays here. */
     if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink && cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v)) return;
     const void *ptrs[] = {out, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 6);

@@ -4,6 +4,7 @@
  *   keys x = 0..n_entries-1: compressed entries ck[x, g] / cv[x, g];
  *   then x = n_entries..nk-1: raw ring slots (raw_first + x - n_entries) % ring_cap of k / v;
  *   z_x = q_h . key_x / sqrt(d),  Z = exp(sink_h) + sum_x exp(z_x),  out_h = sum_x exp(z_x) value_x / Z.
+ *   An entry x with entry_select[x] == 0 (not in the lightning indexer's top-k, docs/spec.md §5.4) has z_x = -inf.
  * One block of DEC_THREADS threads per query head h (KV head g = h / (H/G)). The scores live in a
  * workspace [H, nk_max] (fp32; nk_max the most keys any head sees); max and sum are block-tree reductions of fixed shape and the output
  * dims are summed over x in index order by one thread each, so the result is deterministic.
@@ -34,6 +35,7 @@ __global__ void __launch_bounds__(DEC_THREADS) attention_decode_kernel(DecodeAtt
         float dot = 0.0f;
         for (int i = 0; i < d; i++) dot += qs[i] * bf(key[i]);
         dot *= scale;
+        if (x < ne && s.entry_select && !s.entry_select[x]) dot = -INFINITY;   /* not in the indexer's top-k */
         z[x] = dot;
         mx = fmaxf(mx, dot);
     }

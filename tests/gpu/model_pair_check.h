@@ -7,6 +7,11 @@
  *   per-token losses        max_i |l_cuda,i - l_cpu,i| <= 3e-2 max_i |l_cpu,i|
  *   every gradient tensor   ||g_cuda - g_cpu||_2 / ||g_cpu||_2 <= grad_tol, all finite
  * With shift given, both models run with those per-sequence grid shifts (phase jitter).
+ * With indexer_weight > 0 (csa layers with the lightning indexer, docs/spec.md §5.4) the KL term is
+ * on (model_set_indexer, dense or top-k) and checked too:
+ *   KL sum                  |KL_cuda - KL_cpu| <= kl_tol |KL_cpu|, the same query count, KL_cpu > 0
+ * and the indexer's tensors (".indexer." in the name) are held to indexer_grad_tol instead.
+ * zero_tensor: the tensors whose name contains it are set to 0 on both sides (NULL: none).
  * Each check is named "PREFIX: what" (PREFIX names the case). The tolerances and why they are
  * what they are: the header of test_cuda_model_parity.c. */
 #ifndef PHASELAB_TESTS_GPU_MODEL_PAIR_CHECK_H
@@ -27,6 +32,10 @@ typedef struct {
     int ignore_one_target;       /* 1: target 5 is -1 (an ignored position), the loss over B*T - 1 */
     double grad_tol;             /* relative L2 tolerance of every gradient tensor */
     const int32_t *shift;        /* [B] per-sequence grid shifts (docs/spec.md §6.2), or NULL */
+    double indexer_weight;       /* train.indexer_weight (0: the indexer's KL term is off) */
+    int indexer_dense;           /* 1: the dense warm-up (every visible entry) */
+    double kl_tol, indexer_grad_tol;
+    const char *zero_tensor;     /* tensors whose name contains it start at 0 (NULL: none) */
 } ModelPairCase;
 
 static inline void model_pair_check(const Backend *cpu, const Backend *gpu, const ModelConfig *cfg, const ModelPairCase *pc) {
@@ -50,6 +59,12 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         snprintf(name, sizeof name, "%s: grid shifts set", pc->prefix);
         if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
     }
+    if (pc->indexer_weight > 0) {
+        int rc1 = model_set_indexer(mc, pc->indexer_weight, pc->indexer_dense, err);
+        int rc2 = rc1 ? 0 : model_set_indexer(mg, pc->indexer_weight, pc->indexer_dense, err);
+        snprintf(name, sizeof name, "%s: indexer KL term enabled", pc->prefix);
+        if (!check(!rc1 && !rc2, name, "%s", err)) { model_free(mc); model_free(mg); return; }
+    }
     tu_random_params(mc, pc->param_seed, 0.05);
     const TensorTable *tt = model_tensors(mc);
     float *host = calloc(tt->n_floats, sizeof(float));
@@ -57,6 +72,11 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
     int32_t *tok = malloc(sizeof(int32_t) * n), *tgt = malloc(sizeof(int32_t) * n);
     float *lc = malloc(sizeof(float) * n), *lg = malloc(sizeof(float) * n);   /* [B*T] token losses */
     model_download_params(mc, host);
+    if (pc->zero_tensor) {
+        for (int i = 0; i < tt->n; i++)
+            if (strstr(tt->t[i].name, pc->zero_tensor)) memset(host + tt->t[i].offset, 0, tt->t[i].numel * sizeof(float));
+        model_upload_params(mc, host);
+    }
     model_upload_params(mg, host);
     tu_random_tokens(tok, n, cfg->vocab_size, pc->token_seed);
     tu_random_tokens(tgt, n, cfg->vocab_size, pc->target_seed);
@@ -71,6 +91,14 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         snprintf(name, sizeof name, "%s: gate coverage penalty", pc->prefix);
         printf("# %s: cpu %.6g cuda %.6g\n", name, Cc, Cg);
         check(isfinite(Cg) && Cc > 0 && fabs(Cg - Cc) <= 2e-2 * fabs(Cc) + 1e-6, name, "cpu %.6g cuda %.6g", Cc, Cg);
+    }
+    if (pc->indexer_weight > 0) {
+        long nc = 0, ng = 0;
+        double Kc = model_indexer_kl(mc, &nc), Kg = model_indexer_kl(mg, &ng);
+        snprintf(name, sizeof name, "%s: indexer KL", pc->prefix);
+        printf("# %s: cpu %.6g cuda %.6g (relative %.3g) over %ld / %ld queries\n", name, Kc, Kg, fabs(Kg - Kc) / fabs(Kc), nc, ng);
+        check(isfinite(Kg) && Kc > 0 && nc == ng && fabs(Kg - Kc) <= pc->kl_tol * fabs(Kc), name,
+              "cpu %.6g cuda %.6g over %ld / %ld queries", Kc, Kg, nc, ng);
     }
     snprintf(name, sizeof name, "%s: mean loss", pc->prefix);
     printf("# %s: cpu %.6f cuda %.6f\n", name, Lc, Lg);
@@ -87,8 +115,8 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
     gpu->synchronize(gpu->ctx);
     gpu->download(gpu->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
     int bad = 0;
-    double worst = 0;
-    const char *worst_name = "";
+    double worst = 0, worst_ind = 0;
+    const char *worst_name = "", *worst_ind_name = "";
     char why[1024] = "";
     for (int i = 0; i < tt->n; i++) {
         const TensorInfo *t = &tt->t[i];
@@ -101,8 +129,10 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
             nd += (a - b) * (a - b);
         }
         double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
-        if (rel > worst) { worst = rel; worst_name = t->name; }
-        if (!finite || rel > pc->grad_tol) {
+        const int ind = strstr(t->name, ".indexer.") != NULL;
+        if (ind && rel > worst_ind) { worst_ind = rel; worst_ind_name = t->name; }
+        if (!ind && rel > worst) { worst = rel; worst_name = t->name; }
+        if (!finite || rel > (ind && pc->indexer_weight > 0 ? pc->indexer_grad_tol : pc->grad_tol)) {
             bad++;
             size_t len = strlen(why);
             if (len < sizeof why - 128)
@@ -111,6 +141,8 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         }
     }
     printf("# %s: largest gradient relative L2 error %.3g (%s)\n", pc->prefix, worst, worst_name);
+    if (pc->indexer_weight > 0)
+        printf("# %s: largest indexer gradient relative L2 error %.3g (%s)\n", pc->prefix, worst_ind, worst_ind_name);
     snprintf(name, sizeof name, "%s: gradients of %d tensors", pc->prefix, tt->n);
     check(bad == 0, name, "%d tensors differ: %s", bad, why);
     free(host); free(gc); free(gg); free(tok); free(tgt); free(lc); free(lg);

@@ -209,11 +209,14 @@ typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compre
  * (PHASELAB_ATTN=custom), with bitwise reruns requested (set_deterministic(1): cuDNN forward,
  * custom backward) and with the default path (cuDNN forward and backward); the name gets the
  * path as a suffix. ATT_NO_ENTRY_GRADS passes
- * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible). */
-enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT };
+ * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible).
+ * ATT_SELECT adds a random entry_select [B, T, nW] (each entry kept with probability 1/2: the
+ * lightning indexer's top-k, docs/spec.md §5.4). */
+enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT, ATT_SELECT };
 static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom kernels]",
                                          " [deterministic: cuDNN fwd if available, custom bwd]",
-                                         " [default: cuDNN fwd+bwd if available]", " [split dK/dV]"};
+                                         " [default: cuDNN fwd+bwd if available]", " [split dK/dV]",
+                                         " (entry_select: random top-k)"};
 
 static void run_attention(const ParityCase *pc) {
     const AttCase *ac0 = pc->arg;
@@ -233,6 +236,16 @@ static void run_attention(const ParityCase *pc) {
     s.window = ac->W; s.stride = ac->S; s.visibility = ac->vis; s.n_local = ac->n_local;
     s.grid = pc->shape[0];   /* GRID_* (0: aligned) */
     s.n_windows = ac->compressed && ac->T >= ac->W ? (ac->T - ac->W) / ac->S + 1 : 0;
+    AttnShape sg = s;   /* the GPU's: its entry_select is device memory */
+    uint8_t *hsel = NULL;
+    if (mode == ATT_SELECT) {
+        const size_t ns = (size_t)s.B * s.T * s.n_windows;
+        hsel = malloc(ns ? ns : 1);
+        for (size_t i = 0; i < ns; i++) hsel[i] = urand() < 0.5;
+        uint8_t *sc = CPU->alloc(CPU->ctx, ns ? ns : 1), *sgp = GPU->alloc(GPU->ctx, ns ? ns : 1);
+        CPU->upload(CPU->ctx, sc, hsel, ns); GPU->upload(GPU->ctx, sgp, hsel, ns);
+        s.entry_select = sc; sg.entry_select = sgp;
+    }
     size_t nq = (size_t)s.B * s.T * s.H * s.d, nk = (size_t)s.B * s.T * s.G * s.d;
     size_t nc = (size_t)s.B * (s.n_windows ? s.n_windows : 1) * s.G * s.d, nl = (size_t)s.B * s.T * s.H;
     float *hq = hrand(nq, 1, 0), *hk = hrand(nk, 1, 0), *hv = hrand(nk, 1, 0), *hck = hrand(nc, 1, 0),
@@ -242,7 +255,7 @@ static void run_attention(const ParityCase *pc) {
     Pair sink = ac->sink ? pf(hs, s.H) : pnull(), dsink = pf(hds, s.H);
     Pair dq = pa(hq, nq), dk = pa(hk, nk), dv = pa(hk, nk), dck = pa(hck, nc), dcv = pa(hcv, nc);
     CPU->attention_fwd(CPU->ctx, &s, out.c, lse.c, q.c, k.c, v.c, ck.c, cv.c, sink.c);
-    GPU->attention_fwd(GPU->ctx, &s, out.g, lse.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
+    GPU->attention_fwd(GPU->ctx, &sg, out.g, lse.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
     char w[192];
     snprintf(w, sizeof w, "%s fwd out", ac->name); cmp_act(G, w, out, nq, t->out);
     snprintf(w, sizeof w, "%s fwd lse", ac->name); cmp_f32(G, w, lse, nl, t->aux);
@@ -257,7 +270,7 @@ static void run_attention(const ParityCase *pc) {
 #ifdef PHASELAB_CUEMU
     const long reductions = cuemu_launch_count("attn_bwd_dkv_reduce_kernel");
 #endif
-    GPU->attention_bwd(GPU->ctx, &s, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
+    GPU->attention_bwd(GPU->ctx, &sg, dq.g, dk.g, dv.g, s.n_windows && want ? dck.g : NULL, s.n_windows && want ? dcv.g : NULL,
                        ac->sink && want ? dsink.g : NULL, dout.g, out2.g, lse2.g, q.g, k.g, v.g, ck.g, cv.g, sink.g);
 #ifdef PHASELAB_CUEMU
     /* the case's shape really splits the dK/dV backward: the reduction of the partials ran */
@@ -278,6 +291,7 @@ static void run_attention(const ParityCase *pc) {
     pfree(q); pfree(k); pfree(v); pfree(ck); pfree(cv); pfree(dout); pfree(out); pfree(lse); pfree(sink);
     pfree(dsink); pfree(dq); pfree(dk); pfree(dv); pfree(dck); pfree(dcv); pfree(out2); pfree(lse2);
     free(hq); free(hk); free(hv); free(hck); free(hcv); free(hdo); free(hs); free(hds); free(hout); free(hlse);
+    if (hsel) { CPU->free(CPU->ctx, (void *)s.entry_select); GPU->free(GPU->ctx, (void *)sg.entry_select); free(hsel); }
     if (mode == ATT_CUSTOM) unsetenv("PHASELAB_ATTN");
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
@@ -756,6 +770,123 @@ static void run_determinism_classifier(const ParityCase *pc) {
     free(tg); free(hx); free(he);
 }
 
+/* ---- the lightning indexer (docs/spec.md §5.4): indexer_scores (out: -inf at the same places,
+ * finite values by the normalised error), indexer_select (exact, on the CPU's scores, rounded to
+ * a coarse grid in the "ties" cases so that many scores tie), indexer_kl (aux: the KL sum
+ * relative, the count exact, dscore normalised; with the top-k set and dense), indexer_scores_bwd
+ * (grad: diq diw dik, bf16 outputs) on the CPU's dscore; then the GPU's four ops twice, identical
+ * bits. The KL and backward read the CPU's scores and selection on both sides (the ops' own
+ * inputs), so one op's difference does not move the next op's. ---- */
+typedef struct { const char *name; int B, T, W, S, o, HI, dI, topk, H, G, d, ties; } IdxCase;
+static const IdxCase IDX_CASES[] = {
+    /* name                                          B  T    W  S  o   HI dI  k    H  G  d   ties */
+    {"B2 T64 W4 S2 HI4 dI16 k5 H4 G2 d16",           2, 64,  4, 2, 0,  4, 16, 5,   4, 2, 16, 0},
+    {"B1 T200 W8 S4 o-4 HI2 dI80 k16 H2 G1 d32 ties", 1, 200, 8, 4, -4, 2, 80, 16,  2, 1, 32, 1},
+    {"B1 T400 W2 S1 HI2 dI16 k150 H2 G2 d16 ties",   1, 400, 2, 1, 0,  2, 16, 150, 2, 2, 16, 1},
+};
+
+static void cmp_bytes(const char *group, const char *what, const uint8_t *a, const uint8_t *b, size_t n) {
+    char name[224];
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++) if (a[i] != b[i]) { if (!bad) first = i; bad++; }
+    snprintf(name, sizeof name, PARITY_NAME_PREFIX "%s: %s", group, what);
+    check(bad == 0, name, "%zu of %zu bytes differ (first at %zu)", bad, n, first);
+}
+
+static void run_indexer(const ParityCase *pc) {
+    const IdxCase *ic = pc->arg;
+    const char *G = pc->group;
+    const Tol *tol = &pc->tol;
+    IndexerShape s = {.B = ic->B, .T = ic->T, .t0 = 0, .W = ic->W, .S = ic->S, .o = ic->o, .HI = ic->HI, .dI = ic->dI,
+                      .topk = ic->topk, .H = ic->H, .G = ic->G, .d = ic->d};
+    s.nW = vis_n_windows(s.T, s.W, s.S, s.o);
+    const size_t BT = (size_t)s.B * s.T, nsc = BT * s.nW, niq = BT * s.HI * s.dI, niw = BT * s.HI,
+                 nik = (size_t)s.B * s.nW * s.dI, nq = BT * s.H * s.d, nck = (size_t)s.B * s.nW * s.G * s.d, nl = BT * s.H;
+    float *hiq = hrand(niq, 1, 0), *hiw = hrand(niw, 1, 0), *hik = hrand(nik, 1, 0), *hq = hrand(nq, 0.5, 0),
+          *hck = hrand(nck, 0.5, 0), *hl = hrand(nl, 1, 2), *hz = hrand(nsc > niq ? nsc : niq, 1, 0);
+    Pair iq = pa(hiq, niq), iw = pa(hiw, niw), ik = pa(hik, nik), q = pa(hq, nq), ck = pa(hck, nck), lse = pf(hl, nl);
+    Pair score = pf(hz, nsc);
+    char w[224];
+    /* scores */
+    CPU->indexer_scores(CPU->ctx, &s, score.c, iq.c, iw.c, ik.c);
+    GPU->indexer_scores(GPU->ctx, &s, score.g, iq.g, iw.g, ik.g);
+    float *sc = get_f32(CPU, score.c, nsc), *sg = get_f32(GPU, score.g, nsc);
+    {
+        size_t inf_diff = 0;
+        double mref = 0, merr = 0;
+        for (size_t i = 0; i < nsc; i++) {
+            if (isinf(sc[i]) || isinf(sg[i])) { inf_diff += !(isinf(sc[i]) && isinf(sg[i]) && sc[i] < 0 && sg[i] < 0); continue; }
+            if (fabs(sc[i]) > mref) mref = fabs(sc[i]);
+            if (!(fabs((double)sg[i] - sc[i]) <= merr)) merr = fabs((double)sg[i] - sc[i]);   /* NaN counts */
+        }
+        const double e = mref > 0 ? merr / mref : merr;
+        snprintf(w, sizeof w, PARITY_NAME_PREFIX "%s: %s scores", G, ic->name);
+        check(inf_diff == 0 && e <= tol->out, w, "normalised max error %.3g (tolerance %.3g), %zu entries -inf on one side only",
+              e, tol->out, inf_diff);
+    }
+    /* select, on the CPU's scores (coarse in the ties cases) */
+    if (ic->ties)
+        for (size_t i = 0; i < nsc; i++) if (isfinite(sc[i])) sc[i] = floorf(sc[i] * 2.0f) * 0.5f;
+    Pair score2 = pf(sc, nsc);
+    uint8_t *selc = CPU->alloc(CPU->ctx, nsc), *selg = GPU->alloc(GPU->ctx, nsc);
+    CPU->indexer_select(CPU->ctx, &s, selc, score2.c);
+    GPU->indexer_select(GPU->ctx, &s, selg, score2.g);
+    uint8_t *hsc = malloc(nsc), *hsg = malloc(nsc);
+    CPU->download(CPU->ctx, hsc, selc, nsc);
+    GPU->synchronize(GPU->ctx);
+    GPU->download(GPU->ctx, hsg, selg, nsc);
+    snprintf(w, sizeof w, "%s select (top-%d, lower j wins ties)", ic->name, s.topk);
+    cmp_bytes(G, w, hsc, hsg, nsc);
+    GPU->upload(GPU->ctx, selg, hsc, nsc);   /* the KL below reads the CPU's selection on both sides */
+    /* the KL term: top-k set, then dense */
+    for (int dense = 0; dense < 2; dense++) {
+        Pair dscore = pf(hz, nsc);
+        long cc = -1, cg = -2;
+        const double klc = CPU->indexer_kl(CPU->ctx, &s, dscore.c, q.c, ck.c, lse.c, score2.c, dense ? NULL : selc, &cc);
+        const double klg = GPU->indexer_kl(GPU->ctx, &s, dscore.g, q.g, ck.g, lse.g, score2.g, dense ? NULL : selg, &cg);
+        const double rel = fabs(klg - klc) / fmax(fabs(klc), 1e-30);
+        snprintf(w, sizeof w, PARITY_NAME_PREFIX "%s: %s kl%s sum and count", G, ic->name, dense ? " dense" : "");
+        check(cc == cg && rel <= tol->aux && isfinite(klg), w, "KL %.9g vs CPU %.9g (relative %.3g, tolerance %.3g), count %ld vs %ld",
+              klg, klc, rel, tol->aux, cg, cc);
+        snprintf(w, sizeof w, "%s kl%s dscore", ic->name, dense ? " dense" : "");
+        cmp_f32(G, w, dscore, nsc, tol->aux);
+        if (!dense) {   /* the backward of the scores for this dscore (the CPU's on both sides) */
+            float *hds = get_f32(CPU, dscore.c, nsc);
+            Pair ds2 = pf(hds, nsc), diq = pa(hz, niq), diw = pa(hz, niw), dik = pa(hz, nik);
+            CPU->indexer_scores_bwd(CPU->ctx, &s, diq.c, diw.c, dik.c, ds2.c, iq.c, iw.c, ik.c, 0.7f);
+            GPU->indexer_scores_bwd(GPU->ctx, &s, diq.g, diw.g, dik.g, ds2.g, iq.g, iw.g, ik.g, 0.7f);
+            snprintf(w, sizeof w, "%s scores_bwd diq", ic->name); cmp_act(G, w, diq, niq, tol->grad);
+            snprintf(w, sizeof w, "%s scores_bwd diw", ic->name); cmp_act(G, w, diw, niw, tol->grad);
+            snprintf(w, sizeof w, "%s scores_bwd dik", ic->name); cmp_act(G, w, dik, nik, tol->grad);
+            /* determinism: the GPU's four ops again, the same bits */
+            float *o1[5], *o2[5];
+            double k1 = 0, k2 = 0;
+            for (int rep = 0; rep < 2; rep++) {
+                float **o = rep ? o2 : o1;
+                long c;
+                GPU->indexer_scores(GPU->ctx, &s, score.g, iq.g, iw.g, ik.g);
+                GPU->indexer_select(GPU->ctx, &s, selg, score.g);
+                double kl = GPU->indexer_kl(GPU->ctx, &s, dscore.g, q.g, ck.g, lse.g, score.g, selg, &c);
+                GPU->indexer_scores_bwd(GPU->ctx, &s, diq.g, diw.g, dik.g, dscore.g, iq.g, iw.g, ik.g, 0.7f);
+                if (rep) k2 = kl; else k1 = kl;
+                o[0] = get_f32(GPU, score.g, nsc); o[1] = get_f32(GPU, dscore.g, nsc);
+                o[2] = get_act(GPU, diq.g, niq); o[3] = get_act(GPU, diw.g, niw); o[4] = get_act(GPU, dik.g, nik);
+            }
+            const size_t sz[5] = {nsc, nsc, niq, niw, nik};
+            int same = k1 == k2;
+            for (int i = 0; i < 5; i++) { same &= !memcmp(o1[i], o2[i], sizeof(float) * sz[i]); free(o1[i]); free(o2[i]); }
+            snprintf(w, sizeof w, PARITY_NAME_PREFIX "%s: %s the GPU's ops twice give identical bits", G, ic->name);
+            check(same, w, "scores, KL, dscore, diq, diw or dik differ between two runs");
+            GPU->upload(GPU->ctx, selg, hsc, nsc);
+            pfree(ds2); pfree(diq); pfree(diw); pfree(dik); free(hds);
+        }
+        pfree(dscore);
+    }
+    CPU->free(CPU->ctx, selc); GPU->free(GPU->ctx, selg);
+    pfree(iq); pfree(iw); pfree(ik); pfree(q); pfree(ck); pfree(lse); pfree(score); pfree(score2);
+    free(hiq); free(hiw); free(hik); free(hq); free(hck); free(hl); free(hz); free(sc); free(sg); free(hsc); free(hsg);
+}
+
 /* ---------------------------------------------------------------- */
 /* THE TABLE. A full run executes the rows in this order (one random stream: see the header).
  * Tolerances per group (out, aux, grad, wgrad):
@@ -770,7 +901,8 @@ static void run_determinism_classifier(const ParityCase *pc) {
  *   classifier   losses | fraction of argmax rows that may differ (near-ties) | dx | demb
  *   optimizer    adamw_cast p m v | sumsq (relative) | - | -
  *                (owned step: adamw_cast p m v | loss_accumulate (relative) | working copy | -)
- *   determinism  bit-identical (no tolerances) */
+ *   determinism  bit-identical (no tolerances)
+ *   indexer      scores | kl sum (relative) and dscore | diq diw dik | -   (select: exact) */
 #define TOL(o, a, g, w) {o, a, g, w}
 #define T_ELEM   TOL(1e-2, 5e-3, 1e-2, 0)
 #define T_RMS    TOL(1e-2, 1e-4, 1.5e-2, 1e-2)
@@ -789,6 +921,12 @@ static void run_determinism_classifier(const ParityCase *pc) {
 #define COV(i)    {"compressor", NULL, "gate_coverage", TOL(1e-4, 0, 1e-4, 0), run_gate_coverage, {0}, &COMP_CASES[i], 0}
 #define DEC(i, v) {"attention", v, "attention_decode", TOL(1.5e-2, 0, 0, 0), run_attention_decode, {0}, &DEC_CASES[i], 0}
 #define ELEM_OPS "add swiglu_fwd swiglu_bwd cast_params"
+/* the indexer (docs/spec.md §5.4): scores fp32 from the same bf16 inputs in the CPU's summation
+ * order (only FMA contraction differs): 1e-5; the KL's P_j and sums are fp64 on both sides, P kept
+ * as fp32 on the GPU (2^-24 relative): 1e-5; diq diw dik are bf16 outputs of fp32 sums: the
+ * rounding alone is 2^-9 of a value, 1e-2 of the largest leaves room for the sums' order */
+#define IDX_OPS "indexer_scores indexer_select indexer_kl indexer_scores_bwd"
+#define IDX(i) {"indexer", NULL, IDX_OPS, TOL(1e-5, 1e-5, 1e-2, 0), run_indexer, {0}, &IDX_CASES[i], 0}
 
 static const ParityCase CASES[] = {
     /* group        variant (NULL: the row's name)  ops                                  tolerances  run  shape  arg  mode */
@@ -867,6 +1005,10 @@ static const ParityCase CASES[] = {
     {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {0}, &COMP_CASES[13], COMP_PARITY},
     {"classifier", "paper T=4096 N=4096 D=1024 V=151936", "classifier logits_argmax", T_CLS_BF16, run_classifier,
      {4096, 1024, 151936, 0}, NULL, 0},
+    /* added with the lightning indexer on CUDA (docs/spec.md §5.4): its four ops, and the attention
+     * with a top-k entry_select on a window and a tail case (custom kernels: cuDNN takes no such mask) */
+    IDX(0), IDX(1), IDX(2),
+    ATT(3, ATT_SELECT), ATT(5, ATT_SELECT), ATT(6, ATT_SELECT),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 

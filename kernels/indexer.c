@@ -1,5 +1,5 @@
-/* The lightning indexer (model/indexer.h, docs/spec.md §5.4) on host fp32 arrays. */
-#include "model/indexer.h"
+/* The lightning indexer (kernels/indexer.h, docs/spec.md §5.4) on host fp32 arrays: the CPU backend's ops indexer_* (kernels/cpu/cpu_indexer.c). */
+#include "kernels/indexer.h"
 #include "kernels/visibility.h"
 #include <math.h>
 #include <stdlib.h>

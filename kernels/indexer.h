@@ -1,6 +1,7 @@
 /* The lightning indexer of a csa layer (docs/spec.md §5.4): scores, top-k selection, the KL term
- * that trains it and the backward of the scores. Host fp32 arrays (the CPU backend's memory; the
- * CUDA backend has no indexer yet and model_create refuses it there).
+ * that trains it and the backward of the scores, on host fp32 arrays: the CPU backend's ops
+ * indexer_* (kernels/ops.def, kernels/cpu/cpu_indexer.c) and the reference of the CUDA ones
+ * (kernels/cuda/cuda_indexer.cu). IndexerShape is the shape of those ops (kernels/kernels.h).
  *
  * For sequence b, query t and entry j (visible iff j < n_t = vis_n_entries(t, W, S, o, nW)):
  *   I(t, j) = sum_h w'_{t,h} ReLU(q^I_{t,h} . k^I_j),   w'_{t,h} = (x_norm W_w^T)_{t,h} / sqrt(dI HI)
