@@ -2,6 +2,7 @@
 #include "kernels/indexer.h"
 #include "kernels/visibility.h"
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,9 +59,14 @@ double indexer_kl(const IndexerShape *s, const float *q, const float *ck, const 
                   const uint8_t *sel, float *dscore, long *count) {
     const int nW = s->nW, H = s->H, G = s->G, d = s->d, group = H / G;
     const double inv_sqrt_d = 1.0 / sqrt((double)d);
-    double total = 0.0;
-    long queries = 0;
-    #pragma omp parallel for collapse(2) schedule(static) reduction(+:total, queries)
+    /* KL_t per query, NaN where the set is empty; added in query order below (an OpenMP reduction
+     * would add the threads' partial sums in whatever order they finish: other bits run to run) */
+    double *kl_row = malloc(sizeof(double) * ((size_t)s->B * s->T > 0 ? (size_t)s->B * s->T : 1));
+    if (!kl_row) {
+        fprintf(stderr, "phaselab: out of memory: %zu bytes for the indexer's KL values\n", sizeof(double) * (size_t)s->B * s->T);
+        exit(1);
+    }
+    #pragma omp parallel for collapse(2) schedule(static)
     for (int b = 0; b < s->B; b++)
         for (int t = 0; t < s->T; t++) {
             const size_t row = (size_t)b * s->T + t;
@@ -68,6 +74,7 @@ double indexer_kl(const IndexerShape *s, const float *q, const float *ck, const 
             const uint8_t *se = sel ? sel + row * nW : NULL;
             float *ds = dscore + row * nW;
             memset(ds, 0, sizeof(float) * nW);
+            kl_row[row] = NAN;
             const int n = n_visible(s, t);
             double P[n > 0 ? n : 1], sumP = 0.0, mx = -INFINITY, sumR = 0.0;
             int m = 0;
@@ -94,9 +101,13 @@ double indexer_kl(const IndexerShape *s, const float *q, const float *ck, const 
                 if (p > 0.0) kl += p * (log(p) - lr);
                 ds[j] = (float)(exp(lr) - p);
             }
-            total += kl;
-            queries++;
+            kl_row[row] = kl;
         }
+    double total = 0.0;
+    long queries = 0;
+    for (size_t r = 0; r < (size_t)s->B * s->T; r++)
+        if (!isnan(kl_row[r])) { total += kl_row[r]; queries++; }
+    free(kl_row);
     *count = queries;
     return total;
 }

@@ -210,8 +210,8 @@ typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compre
  * custom backward) and with the default path (cuDNN forward and backward); the name gets the
  * path as a suffix. ATT_NO_ENTRY_GRADS passes
  * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible).
- * ATT_SELECT adds a random entry_select [B, T, nW] (each entry kept with probability 1/2: the
- * lightning indexer's top-k, docs/spec.md §5.4). */
+ * ATT_SELECT adds a random entry_select [B, T, nW] (each entry kept with probability 1/2, entry 0
+ * always: the lightning indexer's top-k, docs/spec.md §5.4). */
 enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT, ATT_SELECT };
 static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom kernels]",
                                          " [deterministic: cuDNN fwd if available, custom bwd]",
@@ -242,6 +242,9 @@ static void run_attention(const ParityCase *pc) {
         const size_t ns = (size_t)s.B * s.T * s.n_windows;
         hsel = malloc(ns ? ns : 1);
         for (size_t i = 0; i < ns; i++) hsel[i] = urand() < 0.5;
+        /* entry 0 of every row stays: the indexer keeps min(k, n_t) >= 1 entries of a query that
+         * sees any, and a tail query at the end of a window (raw range empty) needs one */
+        for (size_t r = 0; s.n_windows > 0 && r < (size_t)s.B * s.T; r++) hsel[r * s.n_windows] = 1;
         uint8_t *sc = CPU->alloc(CPU->ctx, ns ? ns : 1), *sgp = GPU->alloc(GPU->ctx, ns ? ns : 1);
         CPU->upload(CPU->ctx, sc, hsel, ns); GPU->upload(GPU->ctx, sgp, hsel, ns);
         s.entry_select = sc; sg.entry_select = sgp;
@@ -786,7 +789,7 @@ static const IdxCase IDX_CASES[] = {
 };
 
 static void cmp_bytes(const char *group, const char *what, const uint8_t *a, const uint8_t *b, size_t n) {
-    char name[224];
+    char name[320];
     size_t bad = 0, first = 0;
     for (size_t i = 0; i < n; i++) if (a[i] != b[i]) { if (!bad) first = i; bad++; }
     snprintf(name, sizeof name, PARITY_NAME_PREFIX "%s: %s", group, what);
