@@ -23,8 +23,9 @@
  *                       fp64, P kept in dscore as fp32), fixed-tree sums of P, max and sum of
  *                       exp(I - max), then KL_t (fp64) to a per-row slot (NaN: no set); the host
  *                       adds the rows in order.
- *   idx_bwd_q_kernel    block per query row: for each j of the row with g != 0 (in order) the HI
- *                       dots, then diq += c_h k_j in shared fp32 [HI dI] (<= 48 KiB with diw).
+ *   idx_bwd_q_kernel    block per (query row, chunk of HC heads, HC dI <= 4096): for each j of the
+ *                       row with g != 0 (in order) the chunk's dots, then diq += c_h k_j in shared
+ *                       fp32 [HC dI] (16 KiB: any HI, dI up to ~8000).
  *   idx_bwd_k_kernel    block per entry row: for each t that sees j with g != 0 (in order), the HI
  *                       dots, then dik += sum_h c_h q_{t,h} in shared fp32 [dI].
  * Work (counted at kernels/backend_profile.c): scores 2 B T nW_vis HI dI FLOP (nW_vis: the visible
@@ -254,16 +255,23 @@ double cu_indexer_kl(BackendCtx *ctx, const IndexerShape *s, float *dscore, cons
 }
 
 /* ======================= backward of the scores ======================= */
-/* diq, diw of query row (b, t): shared fp32 accumulators [HI dI] and [HI], c [HI], k_j [dI] */
-__global__ void __launch_bounds__(IDX_ROW_THREADS) idx_bwd_q_kernel(IndexerShape s, float scale, bf16 *diq, bf16 *diw,
-                                                                    const float *dscore, const bf16 *iq, const bf16 *iw,
-                                                                    const bf16 *ik) {
+/* The heads of one idx_bwd_q_kernel block: HC dI fp32 accumulators fit 16 KiB. */
+static int idx_bwd_heads(const IndexerShape *s) {
+    int hc = 4096 / (s->dI > 0 ? s->dI : 1);
+    return hc < 1 ? 1 : hc > s->HI ? s->HI : hc;
+}
+
+/* diq, diw of query row (b, t), heads [h0, h0 + HC): shared fp32 accumulators [HC dI] and [HC],
+ * c [HC], k_j [dI] */
+__global__ void __launch_bounds__(IDX_ROW_THREADS) idx_bwd_q_kernel(IndexerShape s, int HC, float scale, bf16 *diq,
+                                                                    bf16 *diw, const float *dscore, const bf16 *iq,
+                                                                    const bf16 *iw, const bf16 *ik) {
     CU_DYNAMIC_SMEM(smem);
-    const int HI = s.HI, dI = s.dI, nW = s.nW, tid = threadIdx.x;
-    float *aq = (float *)smem, *aw = aq + (size_t)HI * dI, *c = aw + HI, *kj = c + HI;
-    const int row = blockIdx.x, b = row / s.T, t = row % s.T;
+    const int dI = s.dI, nW = s.nW, tid = threadIdx.x;
+    const int row = blockIdx.x, b = row / s.T, t = row % s.T, h0 = blockIdx.y * HC, HI = min(HC, s.HI - h0);
+    float *aq = (float *)smem, *aw = aq + (size_t)HC * dI, *c = aw + HC, *kj = c + HC;
     const float ws = idx_wscale(s);
-    const bf16 *qt = iq + (size_t)row * HI * dI, *wt = iw + (size_t)row * HI;
+    const bf16 *qt = iq + ((size_t)row * s.HI + h0) * dI, *wt = iw + (size_t)row * s.HI + h0;
     const float *ds = dscore + (size_t)row * nW;
     for (int e = tid; e < HI * dI; e += IDX_ROW_THREADS) aq[e] = 0.0f;
     for (int h = tid; h < HI; h += IDX_ROW_THREADS) aw[h] = 0.0f;
@@ -284,8 +292,8 @@ __global__ void __launch_bounds__(IDX_ROW_THREADS) idx_bwd_q_kernel(IndexerShape
         for (int e = tid; e < HI * dI; e += IDX_ROW_THREADS) aq[e] += c[e / dI] * kj[e % dI];
     }
     __syncthreads();
-    for (int e = tid; e < HI * dI; e += IDX_ROW_THREADS) diq[(size_t)row * HI * dI + e] = tobf(aq[e]);
-    for (int h = tid; h < HI; h += IDX_ROW_THREADS) diw[(size_t)row * HI + h] = tobf(aw[h]);
+    for (int e = tid; e < HI * dI; e += IDX_ROW_THREADS) diq[((size_t)row * s.HI + h0) * dI + e] = tobf(aq[e]);
+    for (int h = tid; h < HI; h += IDX_ROW_THREADS) diw[(size_t)row * s.HI + h0 + h] = tobf(aw[h]);
 }
 
 /* dik of entry row (b, j): shared fp32 k_j [dI], accumulator [dI], c [HI] */
@@ -322,7 +330,10 @@ __global__ void __launch_bounds__(IDX_ROW_THREADS) idx_bwd_k_kernel(IndexerShape
 }
 
 /* shared bytes of the two backward kernels */
-static size_t idx_bwd_q_smem(const IndexerShape *s) { return ((size_t)s->HI * s->dI + 2 * (size_t)s->HI + s->dI) * 4; }
+static size_t idx_bwd_q_smem(const IndexerShape *s) {
+    const size_t hc = (size_t)idx_bwd_heads(s);
+    return (hc * s->dI + 2 * hc + s->dI) * 4;
+}
 static size_t idx_bwd_k_smem(const IndexerShape *s) { return (2 * (size_t)s->dI + s->HI) * 4; }
 
 void cu_indexer_scores_bwd(BackendCtx *ctx, const IndexerShape *s, act_t *diq, act_t *diw, act_t *dik,
@@ -330,11 +341,13 @@ void cu_indexer_scores_bwd(BackendCtx *ctx, const IndexerShape *s, act_t *diq, a
     if (s->B <= 0 || s->T <= 0) return;
     const size_t smem_q = idx_bwd_q_smem(s), smem_k = idx_bwd_k_smem(s);
     if (smem_q > 48 * 1024 || smem_k > 48 * 1024)
-        cu_fail(__FILE__, __LINE__, "indexer_scores_bwd", "indexer_heads x indexer_dim > ~12000: the backward's shared "
-                "accumulators exceed 48 KiB (kernels/cuda/cuda_indexer.cu)");
+        cu_fail(__FILE__, __LINE__, "indexer_scores_bwd", "indexer_dim > ~4000 or indexer_heads > ~6000: the backward's "
+                "shared accumulators exceed 48 KiB (kernels/cuda/cuda_indexer.cu)");
     const bf16 *Q = (const bf16 *)iq, *Wt = (const bf16 *)iw, *K = (const bf16 *)ik;
-    CU_KERNEL(idx_bwd_q_kernel, s->B * s->T, IDX_ROW_THREADS, smem_q, ctx->stream)(*s, scale, (bf16 *)diq, (bf16 *)diw,
-                                                                                  dscore, Q, Wt, K);
+    const int hc = idx_bwd_heads(s);
+    dim3 grid_q(s->B * s->T, (s->HI + hc - 1) / hc);
+    CU_KERNEL(idx_bwd_q_kernel, grid_q, IDX_ROW_THREADS, smem_q, ctx->stream)(*s, hc, scale, (bf16 *)diq, (bf16 *)diw,
+                                                                             dscore, Q, Wt, K);
     CU_LAUNCH();
     if (s->nW > 0) {
         CU_KERNEL(idx_bwd_k_kernel, s->B * s->nW, IDX_ROW_THREADS, smem_k, ctx->stream)(*s, scale, (bf16 *)dik, dscore, Q,

@@ -786,6 +786,8 @@ static const IdxCase IDX_CASES[] = {
     {"B2 T64 W4 S2 HI4 dI16 k5 H4 G2 d16",           2, 64,  4, 2, 0,  4, 16, 5,   4, 2, 16, 0},
     {"B1 T200 W8 S4 o-4 HI2 dI80 k16 H2 G1 d32 ties", 1, 200, 8, 4, -4, 2, 80, 16,  2, 1, 32, 1},
     {"B1 T400 W2 S1 HI2 dI16 k150 H2 G2 d16 ties",   1, 400, 2, 1, 0,  2, 16, 150, 2, 2, 16, 1},
+    /* dI 1100: the backward's blocks take 3 heads each (HC dI <= 4096), here 3 + 1 */
+    {"B1 T24 W4 S2 HI4 dI1100 k3 H2 G1 d16",        1, 24,  4, 2, 0,  4, 1100, 3, 2, 1, 16, 0},
 };
 
 static void cmp_bytes(const char *group, const char *what, const uint8_t *a, const uint8_t *b, size_t n) {
@@ -1010,7 +1012,7 @@ static const ParityCase CASES[] = {
      {4096, 1024, 151936, 0}, NULL, 0},
     /* added with the lightning indexer on CUDA (docs/spec.md §5.4): its four ops, and the attention
      * with a top-k entry_select on a window and a tail case (custom kernels: cuDNN takes no such mask) */
-    IDX(0), IDX(1), IDX(2),
+    IDX(0), IDX(1), IDX(2), IDX(3),
     ATT(3, ATT_SELECT), ATT(5, ATT_SELECT), ATT(6, ATT_SELECT),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
