@@ -228,9 +228,6 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
     for (int L = 0; L < cfg->n_layers; L++) {
         const ModelConfig lc = layer_config(cfg, L);
         if (lc.attention != ATTN_COMPRESSED || (L > 0 && !cfg->layer_attention[0])) continue;
-        if (dims_of(&lc, 0).grid_base < 0)   /* docs/spec.md §6.1 */
-            return set_err(err, "a negative static grid offset (o_base = %d: partial first windows) is not supported by the "
-                           "compressor kernels yet; o_base must be >= 0", dims_of(&lc, 0).grid_base);
         if (model_shape_check_layer(&lc, err)) return -1;
     }
     return 0;

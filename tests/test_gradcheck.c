@@ -62,6 +62,19 @@ static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_ti
 static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
 static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
 static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+/* csa layers on DeepSeek-V4's geometry (docs/spec.md §5.4, §6.1: o_base = S - W < 0, partial first
+ * windows whose masked slots must get no gradient): the defaults (vector gates, deepseek maps, W4/S2
+ * in the tiny config: o_base = -2), scalar gates with one map per slot and post-norm at S = 1
+ * (o_base = -3: three partial windows), uniform gates with the shared map at W5/S2 (o_base = -3) */
+static void v_sched_csa(ModelConfig *c) { tu_schedule(c, 2, "csa*2"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_csa_scalar_s1(ModelConfig *c) {
+    tu_schedule(c, 2, "csa,window"); c->csa_gate = GATE_SCALAR; c->csa_compressor = COMPRESSOR_PAPER;
+    c->csa_window = 4; c->csa_stride = 1; c->post_norm = 1;
+}
+static void v_sched_csa_uniform_shared(ModelConfig *c) {
+    tu_schedule(c, 2, "full,csa"); c->csa_gate = GATE_UNIFORM; c->csa_compressor = COMPRESSOR_SHARED;
+    c->csa_window = 5; c->csa_stride = 2;
+}
 /* docs/spec.md §6.3: token shift (M random: its gradient and the one it sends to a_{t-1}) */
 static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
 static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
@@ -95,6 +108,10 @@ static const Variant variants[] = {
     {"schedule_window", v_sched_window, 0, NULL}, {"schedule_hca_tied_sink", v_sched_hca, 0, NULL},
     {"schedule_window_csa_hca", v_sched_mix, 0, NULL}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base, 0, NULL},
     {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag, 0, NULL}, {"coverage_schedule_window_csa_hca", v_sched_mix, 0.5, NULL},
+    {"schedule_csa_v4_geometry", v_sched_csa, 0, NULL}, {"schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0, NULL},
+    {"schedule_csa_uniform_shared_w5s2", v_sched_csa_uniform_shared, 0, NULL},
+    {"coverage_schedule_csa_v4_geometry", v_sched_csa, 0.5, NULL},
+    {"coverage_schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0.5, NULL},
 };
 
 /* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */

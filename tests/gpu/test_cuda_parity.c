@@ -351,7 +351,8 @@ static void run_attention_decode(const ParityCase *pc) {
 /* ---- compressor: fwd entry (out), alpha payload pn_rstd (aux), bwd da += (grad), weight grads += (wgrad);
  * COMP_DETERMINISM: the GPU backward twice, identical bits ---- */
 /* maps: 0 paper (one map per offset), 1 deepseek (two half-window maps), 2 shared (docs/spec.md §2b: one) */
-typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps; } CompCase;
+/* base: the static grid offset o_base (docs/spec.md §6.1; < 0: partial first windows, masked slots) */
+typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps, base; } CompCase;
 enum { COMP_PARITY = 0, COMP_DETERMINISM = 1 };
 
 static void run_compressor(const ParityCase *pc) {
@@ -362,7 +363,8 @@ static void run_compressor(const ParityCase *pc) {
     CompShape s;
     memset(&s, 0, sizeof s);
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
-    s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
+    s.grid_base = cc->base;
+    s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -430,25 +432,34 @@ static void run_compressor(const ParityCase *pc) {
 
 static const CompCase COMP_CASES[] = {
     /* name                                B  T   D    G  d    W  S  gate            bias post maps */
-    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   0},
-    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0},
-    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   1,   0},
-    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATE_VECTOR,  0,   0,   0},
-    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATE_UNIFORM, 0,   1,   0},
-    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATE_UNIFORM, 0,   0,   0},
-    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   0,   1},
-    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   1,   1},
-    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATE_SCALAR,  1,   0,   0},
-    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2},
-    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2},
-    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2},
+    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   0,   0},
+    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0,   0},
+    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   1,   0,   0},
+    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATE_VECTOR,  0,   0,   0,   0},
+    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATE_UNIFORM, 0,   1,   0,   0},
+    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATE_UNIFORM, 0,   0,   0,   0},
+    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   0,   1,   0},
+    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   1,   1,   0},
+    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATE_SCALAR,  1,   0,   0,   0},
+    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2,   0},
+    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2,   0},
+    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,   0},
     /* the paper's shapes (GPU runs only, is_paper_case): d_model 1024, T = 4096, 1 and 8 KV heads */
-    {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
-    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
+    {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
+    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
+    /* negative static offsets (docs/spec.md §6.1, §5.4: DeepSeek-V4's CSA is o_base = S - W = -4):
+     * partial first windows, masked slots; the last row writes da directly (W <= S) */
+    /* name                                B  T   D    G  d    W  S  gate            bias post maps base */
+    {"csa deepseek vector+bias W8 S4 o-4", 2, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   0,   1,  -4},
+    {"csa deepseek scalar+bias post o-4",  2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   1,   1,  -4},
+    {"paper scalar no-bias W8 S4 o-7",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0,  -7},
+    {"shared vector+bias post W6 S3 o-5",  1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,  -5},
+    {"uniform post W8 S2 o-7",             2, 30, 32,  1, 16,  8, 2, GATE_UNIFORM, 0,   1,   0,  -7},
+    {"paper vector+bias W4 S4 o-3",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   0,   0,  -3},
 };
 
 /* the compressor backward twice (overlapping windows: the fp32 accumulation path) */
-static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0};
+static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0, 0};
 
 /* ---- gate-coverage penalty on the shape of a compressor case: per_seq (out), dalpha (grad).
  * alpha [B,nW,G,W,c] is a softmax over the window offsets i of random logits. ---- */
@@ -457,7 +468,8 @@ static void run_gate_coverage(const ParityCase *pc) {
     CompShape s;
     memset(&s, 0, sizeof s);
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
-    s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
+    s.grid_base = cc->base;
+    s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -465,12 +477,13 @@ static void run_gate_coverage(const ParityCase *pc) {
     const int W = s.window, c = s.channels;
     const size_t nslot = (size_t)s.B * s.n_windows * s.G * W, na = nslot * c;
     float *ha = hrand(na, 1, 0);
-    for (size_t r = 0; r < nslot / W; r++)          /* softmax over i of [.., W, c] */
+    for (size_t r = 0; r < nslot / W; r++)          /* softmax over the present i of [.., W, c]; masked slots 0 */
         for (int ch = 0; ch < c; ch++) {
             float *row = ha + r * W * c + ch;
+            const int f = vis_window_first_slot((int)(r / s.G) % s.n_windows, s.stride, s.grid_base);
             double sum = 0;
-            for (int i = 0; i < W; i++) sum += exp(row[i * c]);
-            for (int i = 0; i < W; i++) row[i * c] = (float)(exp(row[i * c]) / sum);
+            for (int i = f; i < W; i++) sum += exp(row[i * c]);
+            for (int i = 0; i < W; i++) row[i * c] = i < f ? 0.0f : (float)(exp(row[i * c]) / sum);
         }
     float *hz = hrand(na > (size_t)s.B ? na : (size_t)s.B, 1, 0);
     Pair alpha = pf(ha, na), dalpha = pf(hz, na), per_seq = pf(hz, s.B), per_seq2 = pf(hz, s.B);
@@ -867,6 +880,8 @@ static const ParityCase CASES[] = {
     {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {0}, &COMP_CASES[13], COMP_PARITY},
     {"classifier", "paper T=4096 N=4096 D=1024 V=151936", "classifier logits_argmax", T_CLS_BF16, run_classifier,
      {4096, 1024, 151936, 0}, NULL, 0},
+    /* added with DeepSeek-V4's CSA geometry (negative o_base: partial first windows) */
+    COMP(14), COMP(15), COMP(16), COMP(17), COMP(18), COMP(19), COV(14), COV(16), COV(18),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
