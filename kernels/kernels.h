@@ -39,7 +39,7 @@ typedef struct {
     int visibility;                  /* VIS_* */
     int n_local;
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
-    int grid_base;                   /* o_base, the static grid offset (0; docs/spec.md §6.1) */
+    int grid_base;                   /* o_base, the static grid offset (S - W on csa layers, else 0; docs/spec.md §6.1) */
     const int32_t *grid_shift;       /* [B] per-sequence shift u_b in [0, S) (phase jitter), or NULL:
                                         all 0. Host memory, like the shape itself (a backend that
                                         needs it on its device copies it there) */
@@ -60,8 +60,8 @@ typedef struct {
     int grid;         /* GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
                          its first vis_n_windows(T, W, S, o_g) of the n_windows rows exist (the rest
                          of the buffers are zero: entry, payload, alpha) */
-    int grid_base;    /* o_base >= 0 here (a negative one, partial first windows, is not supported by
-                         the compressor kernels yet: docs/spec.md §6.1) */
+    int grid_base;    /* o_base (docs/spec.md §6.1), > -W: a negative one gives partial first windows,
+                         whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
     const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
 } CompShape;
 

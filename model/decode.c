@@ -336,7 +336,7 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
     if (c->rope_dims > 0)
         be->rope(be->ctx, ck, rope_at(dec, vis_entry_position(j, S, o, dec->ldims[L].grid_base)), 1, ng, d, c->rope_dims, 1, 1, 0);
     if (lc->cv) be->copy(be->ctx, (char *)row(lc->cv, j, Gd, e) + (size_t)g0 * d * e, dec->entry[1], nd * e);
-    if (lc->ik && g0 == 0) {   /* the indexer's key of entry j (csa layers: aligned grid, one run) */
+    if (lc->ik && g0 == 0) {   /* the indexer's key of entry j (csa layers: one run; a partial window as the layer's, cs) */
         const int dI = c->indexer_dim;
         CompShape is = cs;
         is.G = 1; is.d = is.channels = dI; is.gate = GATE_VECTOR;
