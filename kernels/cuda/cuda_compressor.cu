@@ -13,9 +13,9 @@
  * max(0, -(o + jS)) lie before the sequence and are masked as in the CPU reference (alpha = 0,
  * p = 0, pn_rstd = 0, softmax over the present slots; their dcat rows are 0). The GEMMs never read
  * a masked row: a slice's windows j >= j_full (= the first window with every slot present) are the
- * batched calls below, and windows j < j_full are issued per offset i for their present rows
- * j0(i) <= j < j_full (j0 = vis_first_window_of_slot): a few small GEMMs (V4's CSA: window 0, the
- * offsets S..W-1).
+ * batched calls below, and windows j < j_full are issued for their present rows j0(i) <= j < j_full
+ * (j0 = vis_first_window_of_slot) in runs of offsets with one j0 (partial_run): a few small GEMMs
+ * (V4's CSA: window 0, offsets S..W-1, one call each for the projections and da).
  *
  * Projections. The gate and payload maps of every KV head are packed, per map m, into one
  * bf16 matrix Wcat_m [NP, D] (rows g*(c+d) + [0,c): Z_{g,m}; g*(c+d) + c + [0,d): C_{g,m};
@@ -114,6 +114,21 @@ static int slice_full_from(const CompDims &q, const CompSlice &z) {
 static int slice_slot_from(const CompDims &q, const CompSlice &z, int i) {
     const int j = vis_first_window_of_slot(i, q.stride, z.o);
     return j < z.nw ? j : z.nw;
+}
+
+/* The offsets of a slice's partial windows in runs [i, *i_end) with one first present window
+ * j0 = slice_slot_from(i) < jf, at most S offsets (their rows o + jS + i are then disjoint) and one
+ * map unless every offset has its own: one GEMM call per run (V4's CSA: offsets S..W-1, one run).
+ * Returns j0, or -1 when offset i has no partial rows. */
+static int partial_run(const CompDims &q, const CompSlice &z, int jf, int i, int *i_end) {
+    const int j0 = slice_slot_from(q, z, i);
+    if (j0 >= jf) { *i_end = i + 1; return -1; }
+    int e = i + 1;
+    while (e < q.window && e - i < q.stride && slice_slot_from(q, z, e) == j0 &&
+           (q.n_maps == q.window || map_of(q, e) == map_of(q, i)))
+        e++;
+    *i_end = e;
+    return j0;
 }
 
 /* Forward projections of slice z in sequence b (a_b = a + b*T*D, cat_b = cat + b*W*nW*NP):
@@ -309,8 +324,10 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
             const CompSlice &z = sl[x];
             const int jf = slice_full_from(q, z);
             proj_fwd_gemm(ctx, q, wcat, a_b, cat_b, z, jf, z.nw, 0, q.window);          /* whole windows, all offsets */
-            for (int i = 0; i < q.window; i++)                                          /* partial windows: present rows */
-                proj_fwd_gemm(ctx, q, wcat, a_b, cat_b, z, slice_slot_from(q, z, i), jf, i, i + 1);
+            for (int i = 0, e; i < q.window; i = e) {                                   /* partial windows: present rows */
+                const int j0 = partial_run(q, z, jf, i, &e);
+                if (j0 >= 0) proj_fwd_gemm(ctx, q, wcat, a_b, cat_b, z, j0, jf, i, e);
+            }
         }
     }
     int items = q.B * q.n_windows * q.G;
@@ -491,7 +508,10 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                 const CompSlice &z = sl[x];
                 const int jf = slice_full_from(q, z);
                 proj_dw_gemm(ctx, q, dw, a_b, dcat_b, z, jf, z.nw, 0, q.window);
-                for (int i = 0; i < q.window; i++) proj_dw_gemm(ctx, q, dw, a_b, dcat_b, z, slice_slot_from(q, z, i), jf, i, i + 1);
+                for (int i = 0, e; i < q.window; i = e) {
+                    const int j0 = partial_run(q, z, jf, i, &e);
+                    if (j0 >= 0) proj_dw_gemm(ctx, q, dw, a_b, dcat_b, z, j0, jf, i, e);
+                }
             }
         }
         size_t n_un = (size_t)q.n_maps * q.G * q.head_cols * q.D;
@@ -522,8 +542,10 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                     int ni = q.window - i0 < q.stride ? q.window - i0 : q.stride;
                     proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, jf, z.nw, i0, i0 + ni);
                 }
-                for (int i = 0; i < q.window; i++)
-                    proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, slice_slot_from(q, z, i), jf, i, i + 1);
+                for (int i = 0, e; i < q.window; i = e) {
+                    const int j0 = partial_run(q, z, jf, i, &e);
+                    if (j0 >= 0) proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, j0, jf, i, e);
+                }
             }
         }
         if (!direct) {

@@ -460,6 +460,8 @@ static const CompCase COMP_CASES[] = {
 
 /* the compressor backward twice (overlapping windows: the fp32 accumulation path) */
 static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0, 0};
+/* ... and on V4's CSA geometry (o_base = -4: the partial first windows' own GEMMs) */
+static const CompCase DET_COMP_CASE_V4 = {"deepseek vector+bias W8 S4 o-4", 2, 64, 64, 2, 32, 8, 4, GATE_VECTOR, 1, 0, 1, -4};
 
 /* ---- gate-coverage penalty on the shape of a compressor case: per_seq (out), dalpha (grad).
  * alpha [B,nW,G,W,c] is a softmax over the window offsets i of random logits. ---- */
@@ -882,6 +884,7 @@ static const ParityCase CASES[] = {
      {4096, 1024, 151936, 0}, NULL, 0},
     /* added with DeepSeek-V4's CSA geometry (negative o_base: partial first windows) */
     COMP(14), COMP(15), COMP(16), COMP(17), COMP(18), COMP(19), COV(14), COV(16), COV(18),
+    {"determinism", NULL, "compressor_fwd compressor_bwd", T_EXACT, run_compressor, {0}, &DET_COMP_CASE_V4, COMP_DETERMINISM},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
