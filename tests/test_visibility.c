@@ -15,7 +15,8 @@
  * §6.1: static offsets down to 1 - W, per-sequence shifts up to S - 1 on top of a stagger), and
  * DeepSeek-V4's CSA geometry (o = -S, W = 2S: visible iff j < (t+1) div S) in its own words.
  * Shifted sequences (phase jitter, docs/spec.md §6.2) are checked like staggered heads, with
- * o = o_g + u. */
+ * o = o_g + u; one-layer csa schedules (docs/spec.md §5.4) with o = o_base = S - W < 0, whose first
+ * windows are partial (window j pools only positions >= 0 of o + jS .. o + jS + W - 1). */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
