@@ -27,7 +27,7 @@ qk_norm = false also drops cknorm; kv_tied (and deepseek) use Vhat = Khat (norme
 vector gates take the softmax over offsets per channel; a raw token inside a visible window is
 still attended raw. With a negative o_base (§6.1, not produced by the C model yet): a partial
 window's slots before position 0 are masked out of the gate softmax (uniform gates: the mean over
-its real slots) and its entry is rotated to its window's start o + jS, a negative position."""
+its real slots), and every entry is rotated to its window's start o + jS (window 0: negative)."""
 import math
 
 import torch
