@@ -8,7 +8,8 @@
  *   act_t   the backend's activation type: fp32 on the CPU, bf16 on CUDA. Activations and the
  *           working copy of the weights that the forward and backward passes read.
  *   float   fp32 always: master weights, gradients, optimizer state, softmax statistics
- *           (rstd, logsumexp, gate weights alpha), losses.
+ *           (rstd, logsumexp, gate weights alpha), losses, the residual gradient
+ *           (rmsnorm_bwd_residual, embedding_bwd; docs/spec.md §1.1).
  *   int32_t token ids and targets (target < 0 = ignored position).
  * On the CPU backend the working weights ARE the master weights (act_t == float).
  *

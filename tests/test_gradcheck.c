@@ -10,7 +10,8 @@
  * (the gradient model_forward_backward accumulates for loss_scale = 1 / (B T - 1)), its value
  * taken from model_gate_coverage, so the penalty's gradient is checked the same way.
  * The jitter_ variants shift each sequence's grids by its own u_b (docs/spec.md §6.2), alone and
- * on staggered grids, with the penalty too (whose n_b is then per sequence). */
+ * on staggered grids, with the penalty too (whose n_b is then per sequence).
+ * Last, the PHASELAB_BF16_RESIDUAL_GRAD switch: a bad value is refused, 1 changes no CPU bit. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -120,6 +121,44 @@ static double objective(Model *m, const int32_t *tok, const int32_t *tgt, int B,
     return lambda > 0 ? ce + lambda * model_gate_coverage(m, B) * T / (B * T - 1.0) : ce;
 }
 
+/* PHASELAB_BF16_RESIDUAL_GRAD (docs/spec.md §1.1): a value other than 0 or 1 is refused by
+ * model_create with one line; 1 rounds the residual gradient to act_t, which is fp32 on the CPU, so
+ * the CPU's gradients are the same bits with and without it. */
+static void check_bf16_residual_switch(const Backend *be) {
+    ModelConfig cfg = tu_tiny_config();
+    v_comp(&cfg);
+    const int B = 2, T = 16;
+    char err[ERR_LEN] = "";
+    setenv("PHASELAB_BF16_RESIDUAL_GRAD", "2", 1);
+    Model *bad = model_create(&cfg, be, B, T, err);
+    check(!bad && strstr(err, "PHASELAB_BF16_RESIDUAL_GRAD=2: expected 0 or 1"), "bf16 residual switch: 2 is refused",
+          "model %s, error '%s'", bad ? "built" : "refused", err);
+    if (bad) model_free(bad);
+    float *g[2] = {NULL, NULL};
+    size_t n = 0;
+    int32_t tok[32], tgt[32];
+    tu_random_tokens(tok, B * T, cfg.vocab_size, 3);
+    tu_random_tokens(tgt, B * T, cfg.vocab_size, 4);
+    for (int on = 0; on < 2; on++) {
+        if (on) setenv("PHASELAB_BF16_RESIDUAL_GRAD", "1", 1);
+        else unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");
+        Model *m = model_create(&cfg, be, B, T, err);
+        if (!check(m != NULL, on ? "bf16 residual switch: 1 builds" : "bf16 residual switch: unset builds", "%s", err)) break;
+        tu_random_params(m, 42, 0.35);
+        model_zero_grads(m);
+        model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
+        n = model_tensors(m)->n_floats;
+        g[on] = malloc(sizeof(float) * n);
+        memcpy(g[on], model_grads(m), sizeof(float) * n);
+        model_free(m);
+    }
+    unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");
+    if (g[0] && g[1])
+        check(!memcmp(g[0], g[1], sizeof(float) * n), "bf16 residual switch: no effect on the CPU backend (same gradient bits)",
+              "the gradients differ");
+    free(g[0]); free(g[1]);
+}
+
 int main(void) {
     const Backend *be = backend_cpu(2);
     const int B = 2, T = getenv("GC_T") ? atoi(getenv("GC_T")) : 16;
@@ -191,5 +230,6 @@ int main(void) {
         free(tgt);
         model_free(m);
     }
+    if (!getenv("GC_ONLY")) check_bf16_residual_switch(be);
     return check_exit_code();
 }
