@@ -506,6 +506,8 @@ static int run_gate_cycle(Ctx *c) {
         printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
     }
     if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
+    clean.fold = S;                      /* the phase test on the fold the curves use (a stack: S*, not the model's lcm) */
+    probe_result_finalize(&clean);
     for (int p = 0; p < 2; p++) {
         char chance[256];
         if (probe_not_retrieving(&clean, p, chance, sizeof chance))
@@ -530,6 +532,8 @@ static int run_gate_cycle(Ctx *c) {
         char label[64];
         snprintf(label, sizeof label, "gate cycle: delta %d (%d/%d)", d, k + 1, nd);
         if (eval_probe(c, c->ps, NULL, NULL, label, &res[k])) return 1;
+        res[k].fold = S;
+        probe_result_finalize(&res[k]);
         if (have_val) eval_val(c, val, &vmean[k], vloss + (size_t)k * VP);
     }
     if (val) val_set_close(val);
