@@ -1,5 +1,7 @@
-"""The analyses of a layer schedule on a checkpoint (docs/spec.md §3.7, §4.1, §4.2, §5.4, §5.5),
+"""The analyses of a layer schedule on a checkpoint (docs/spec.md §3.4, §3.7, §4.1, §4.2, §5.4, §5.5),
 end to end on a window,csa,hca stack trained 10 steps (configs/test/tiny_stack.ini, T = 64):
+- the training's gate statistics cover the csa and hca layers, each over its own W (the profile
+  sums to W_l, NaN past it and for the window layer);
 - plain --eval --probe stores each compressed kind's own phase fold: the counts equal the stored
   per-residue counts summed over r = phi (mod S_k) (numpy, not the code under test), and the
   Pearson chi-square of each fold recomputed from them;
@@ -37,6 +39,22 @@ d, data = tu.scratch_with_corpus("test_kind_analyses")
 rc, out = tu.run([STACK, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs", "run.name=stack"])
 check(rc == 0 and "done: 10 steps" in out, "the window,csa,hca stack trains 10 steps", out[-600:])
 ck = f"{d}/runs/stack/checkpoints/step_00000010"
+
+# ---- gate statistics of every compressed layer of the stack (docs/spec.md §3.4) ----
+with h5py.File(f"{d}/runs/stack/metrics.h5", "r") as f:
+    prof = np.asarray(f["gates/profile"][()]) if "gates/profile" in f else None       # [n, L, G, 2, W]
+    eff = np.asarray(f["gates/eff_static"][()]) if "gates/eff_static" in f else None  # [n, L, G, 2]
+check(prof is not None and prof.shape[1:] == (3, 2, 2, 16), "gates: /gates/profile [n, 3 layers, 2 KV heads, 2, widest W 16]",
+      f"{None if prof is None else prof.shape}")
+if prof is not None and eff is not None:
+    last = prof[-1]
+    # the profile W E[alpha_i] sums to the layer's own W over its offsets (sum_i E[alpha_i] = 1); NaN past it
+    check(np.isnan(last[0]).all() and np.isnan(eff[-1][0]).all(), "gates: the window layer has none (NaN)", f"{last[0]}")
+    check(np.allclose(last[1][..., :8].sum(axis=-1), 8, atol=1e-3) and np.isnan(last[1][..., 8:]).all(),
+          "gates: the csa layer's profile sums to its W 8 over offsets 0..7, NaN past them", f"{last[1]}")
+    check(np.allclose(last[2].sum(axis=-1), 16, atol=1e-3), "gates: the hca layer's profile sums to its W 16", f"{last[2]}")
+    check(((eff[-1][1] >= 1 - 1e-4) & (eff[-1][1] <= 8 + 1e-4)).all() and ((eff[-1][2] >= 1 - 1e-4) & (eff[-1][2] <= 16 + 1e-4)).all(),
+          "gates: eff_static within 1..W of each layer", f"{eff[-1]}")
 probe, calib = f"{d}/probe.bin", f"{d}/probe.calib.bin"
 for path, seed, per in ((probe, 1, 8), (calib, 99, 4)):
     r = tu.subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", path, "--seed", str(seed),
