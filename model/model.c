@@ -626,6 +626,12 @@ int model_set_indexer(Model *m, double weight, int dense, char *err) {
 
 int model_indexer_dense(const Model *m) { return m->ind_dense; }
 
+const uint8_t *model_indexer_selection(const Model *m, int L, int *nW) {
+    if (L < 0 || L >= m->cfg.n_layers || !m->lind[L]) return NULL;
+    *nW = m->ldims[L].n_windows;
+    return m->acts[L].isel;
+}
+
 double model_indexer_kl(const Model *m, long *count) {
     if (count) *count = m->kl_count;
     return m->kl_sum;
