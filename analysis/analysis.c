@@ -46,6 +46,7 @@
 #include "common/optval.h"
 #include "model/model.h"
 #include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "analysis/analysis_h5.h"
 #include "trainer/checkpoint.h"
 #include "trainer/ckpt_source.h"
@@ -53,9 +54,11 @@
 #include "trainer/evaluate.h"
 #include "analysis/filler_sweep.h"
 #include "analysis/interventions.h"
+#include "analysis/indexer_stats.h"
 
 typedef struct {
     const char *ckpt, *probe, *calib, *out, *gate_cycle, *layers, *knockout, *filler;
+    int indexer_stats;              /* --indexer-stats */
     char **overrides;               /* [argc] */
     int n_over;
 } Args;
@@ -72,8 +75,8 @@ typedef struct {
     char *out_path;                 /* --out, or CKPT/analysis.h5 */
 } Ctx;
 
-static const char *const ANALYSIS_FLAGS[] = {"--gate-cycle", "--knockout", "--filler-sweep", "--calib", "--layers"};
-enum { N_ANALYSIS_FLAGS = 5 };
+static const char *const ANALYSIS_FLAGS[] = {"--gate-cycle", "--knockout", "--filler-sweep", "--calib", "--layers", "--indexer-stats"};
+enum { N_ANALYSIS_FLAGS = 6 };
 
 int analysis_requested(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
@@ -106,17 +109,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (!strcmp(o, "--layers")) slot = &a->layers;
         else if (!strcmp(o, "--knockout")) slot = &a->knockout;
         else if (!strcmp(o, "--filler-sweep")) slot = &a->filler;
+        else if (!strcmp(o, "--indexer-stats")) { a->indexer_stats = 1; continue; }
         if (slot) {
             if (i + 1 >= argc) return usage_error("%s needs a value", o);
             *slot = argv[++i];
         } else if (o[0] == '-' && o[1] == '-') {
-            return usage_error("unknown option %s (analyses take --probe, --gate-cycle, --layers, --knockout, --calib, --filler-sweep, --out)", o);
+            return usage_error("unknown option %s (analyses take --probe, --gate-cycle, --layers, --knockout, --calib, --filler-sweep, --indexer-stats, --out)", o);
         } else {
             a->overrides[a->n_over++] = argv[i];
         }
     }
-    int n = !!a->gate_cycle + !!a->knockout + !!a->filler;
-    if (n > 1) return usage_error("--gate-cycle, --knockout and --filler-sweep: give one analysis per call");
+    int n = !!a->gate_cycle + !!a->knockout + !!a->filler + a->indexer_stats;
+    if (n > 1) return usage_error("--gate-cycle, --knockout, --filler-sweep and --indexer-stats: give one analysis per call");
     if (n == 0) return usage_error("%s needs one of --gate-cycle, --knockout, --filler-sweep", a->calib ? "--calib" : "--layers");
     if (a->layers && !a->gate_cycle) return usage_error("--layers: only with --gate-cycle");
     if (a->calib && !a->knockout) return usage_error("--calib: only with --knockout");
@@ -337,8 +341,48 @@ static void store_val_part(AnalysisH5 *h, const char *val_glob, const EvalResult
 
 /* ---- plain probe evaluation -> /probe_NNN ---- */
 
+/* The per-kind phase folds (trainer/kind_fold.h; layout in analysis/analysis.h). */
+static void store_kind_folds(AnalysisH5 *h, const KindFold *kf, int n) {
+    char names[128] = "", key[96], ax_name[48], what[200];
+    for (int k = 0; k < n; k++) {
+        const KindFold *f = &kf[k];
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? "," : "", f->name);
+        snprintf(key, sizeof key, "kind_%s_stride", f->name), ah5_attr_long(h, key, f->S);
+        snprintf(key, sizeof key, "kind_%s_grid_offset", f->name), ah5_attr_long(h, key, f->o);
+        snprintf(key, sizeof key, "kind_%s_layers", f->name), ah5_attr_long(h, key, f->n_layers);
+        snprintf(key, sizeof key, "kind_%s_first_layer", f->name), ah5_attr_long(h, key, f->first_layer);
+        if (!f->ok) continue;
+        const int S = f->S;
+        long *ph = malloc(sizeof(long) * (size_t)S);
+        double *c = malloc(sizeof(double) * 2 * S), *t = malloc(sizeof(double) * 2 * S), *a = malloc(sizeof(double) * 2 * S);
+        if (ph && c && t && a) {
+            double test[2][3];
+            for (int s = 0; s < S; s++) ph[s] = s;
+            for (int p = 0; p < 2; p++) {
+                for (int s = 0; s < S; s++) {
+                    c[p * S + s] = f->correct[p][s], t[p * S + s] = f->total[p][s];
+                    a[p * S + s] = f->total[p][s] ? 100.0 * f->correct[p][s] / f->total[p][s] : NAN;
+                }
+                test[p][0] = f->test[p].chi2, test[p][1] = f->test[p].df, test[p][2] = f->test[p].p;
+            }
+            snprintf(ax_name, sizeof ax_name, "phase_%s", f->name);
+            snprintf(what, sizeof what, "phase (t_K - o) mod S of the target key on the %s layers' grid (S %d, o %d)", f->name, S, f->o);
+            ah5_axis_long(h, ax_name, ph, S, what);
+            const char *ax[] = {"protocol", ax_name}, *ax_t[] = {"protocol", NULL};
+            snprintf(key, sizeof key, "kind_%s_correct", f->name), ah5_data(h, key, c, 2, (int[]){2, S}, ax, "prompts scored correct, folded by the kind's phase", NULL);
+            snprintf(key, sizeof key, "kind_%s_total", f->name), ah5_data(h, key, t, 2, (int[]){2, S}, ax, "prompts, folded by the kind's phase", NULL);
+            snprintf(key, sizeof key, "kind_%s_acc", f->name), ah5_data(h, key, a, 2, (int[]){2, S}, ax, "top-1 accuracy folded by the kind's phase", "%");
+            snprintf(key, sizeof key, "kind_%s_test", f->name);
+            ah5_data(h, key, &test[0][0], 2, (int[]){2, 3}, ax_t, "phase-effect test by the kind's phase per protocol: chi2, df, p (docs/spec.md §3.7)", NULL);
+        }
+        free(ph), free(c), free(t), free(a);
+    }
+    if (n) ah5_attr_str(h, "kinds", names);
+}
+
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
-                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, char *err) {
+                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
+                         int nkf, char *err) {
     AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
     if (!h) return -1;
     if (val) store_val_part(h, val_glob, val);
@@ -360,6 +404,7 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
     ah5_data(h, "acc_phase", accp, 2, (int[]){2, S}, ax_s, "top-1 accuracy folded by phase", "%");
     ah5_data(h, "phase_test", &test[0][0], 2, (int[]){2, 4}, ax_t,
              "phase-effect test per protocol: chi2 across residues, p, chi2 folded by phase, p", NULL);
+    store_kind_folds(h, kf, nkf);
     ah5_signal(h, "acc", ax_r, 2);
     free(acc), free(cnt), free(tot), free(accp);
     return ah5_end(h, err);
@@ -382,28 +427,37 @@ int analysis_store_val(const char *path, const char *ckpt, long step, const char
 static int run_gate_cycle(Ctx *c) {
     const ModelConfig *mc = &c->cfg.model;
     char err[ERR_LEN];
-    if (gate_cycle_check(mc, "--gate-cycle", err)) return usage_error("%s", err);
-    int W = mc->window, S = mc->stride, nd = 0, L = mc->n_layers;
-    /* [S] deltas (all) or one; [L] layer mask; sized by the config (stride up to 65536, 1024 layers) */
-    int *deltas = malloc(sizeof(int) * (size_t)(S + 1)), *mask = calloc((size_t)L, sizeof(int));
-    if (!deltas || !mask) { free(deltas), free(mask); fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
+    const int L = mc->n_layers, mixed = layer_schedule_mixed(mc);
+    int *mask = calloc((size_t)L, sizeof(int));       /* [L] the chosen layers */
+    if (!mask) { fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
+    const char *layers_text = c->a.layers ? c->a.layers : "all";   /* stored as given, any length */
+    if (c->a.layers) {
+        /* layers 0..L-1 or kind names (csa, hca, ...), comma-separated, at least one, no empty element */
+        if (gate_cycle_layers(mc, c->a.layers, mask, err)) { free(mask); return usage_error("%s", err); }
+    } else {
+        for (int l = 0; l < L; l++) {         /* every layer; with a schedule those with gates */
+            const ModelConfig lc = layer_config(mc, l);
+            mask[l] = !mixed || (lc.attention == ATTN_COMPRESSED && lc.gate != GATE_UNIFORM);
+        }
+    }
+    /* S: the common period of the chosen layers' strides (one kind: the stride, W = S) */
+    int S = 0, nd = 0;
+    if (gate_cycle_check(mc, mask, "--gate-cycle", &S, err)) { free(mask); return usage_error("%s", err); }
+    const int W = mixed ? S : mc->window;
+    /* [S] deltas (all) or one; sized by the config (stride up to 65536) */
+    int *deltas = malloc(sizeof(int) * (size_t)(S + 1));
+    if (!deltas) { free(mask); fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
     if (!strcmp(c->a.gate_cycle, "all")) {
         for (int d = 0; d < S; d++) deltas[nd++] = d;
     } else {
         long long v;
-        if (optval_int(c->a.gate_cycle, 0, W, &v)) return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
+        if (optval_int(c->a.gate_cycle, 0, W, &v)) {
+            if (mixed)
+                return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (the chosen layers' common "
+                                   "period S = %d; S is the identity) or all", c->a.gate_cycle, S, S);
+            return usage_error("--gate-cycle: '%s' is not allowed: expected an integer delta in 0..%d (W = %d; W is the identity) or all", c->a.gate_cycle, W, W);
+        }
         deltas[nd++] = (int)v;
-    }
-    const char *layers_text = c->a.layers ? c->a.layers : "all";   /* stored as given, any length */
-    if (c->a.layers) {
-        /* common/optval.h: layers 0..L-1, comma-separated, at least one, no empty element */
-        const char *bad = "";
-        size_t bad_len = 0;
-        if (optval_index_list(c->a.layers, L, mask, &bad, &bad_len))
-            return usage_error("--layers: '%.*s' is not a layer: expected a comma-separated list of layers in 0..%d",
-                               (int)(bad_len > 200 ? 200 : bad_len), bad, L - 1);
-    } else {
-        for (int l = 0; l < L; l++) mask[l] = 1;
     }
     char *probe_path = NULL;
     if (probe_path_of(c, "--gate-cycle", &probe_path)) return 2;
@@ -439,8 +493,21 @@ static int run_gate_cycle(Ctx *c) {
         return 1;
     }
     model_download_params(c->m, orig);
-    printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
+    if (mixed) {
+        printf("gate cycling: layers %s (", layers_text);
+        for (int l = 0, first = 1; l < L; l++)
+            if (mask[l]) {
+                const ModelConfig lc = layer_config(mc, l);
+                printf("%s%d %s W%d/S%d", first ? "" : ", ", l, layer_kind_names[layer_kind(mc, l)], lc.window, lc.stride);
+                first = 0;
+            }
+        printf("), common period %d, probe %s (%d prompts)\n", S, probe_path, probe_set_count(c->ps));
+    } else {
+        printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
+    }
     if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
+    clean.fold = S;                      /* the phase test on the fold the curves use (a stack: S*, not the model's lcm) */
+    probe_result_finalize(&clean);
     for (int p = 0; p < 2; p++) {
         char chance[256];
         if (probe_not_retrieving(&clean, p, chance, sizeof chance))
@@ -453,7 +520,7 @@ static int run_gate_cycle(Ctx *c) {
     for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, NULL, a0 + (size_t)p * S);   /* not per head: head 0's grid */
     for (int k = 0; k < nd; k++) {
         int d = deltas[k];
-        if (d % W == 0) {
+        if (d % S == 0) {
             res[k] = clean;
             if (have_val) { vmean[k] = vclean_mean; memcpy(vloss + (size_t)k * VP, vclean, sizeof(double) * VP); }
             continue;
@@ -465,6 +532,8 @@ static int run_gate_cycle(Ctx *c) {
         char label[64];
         snprintf(label, sizeof label, "gate cycle: delta %d (%d/%d)", d, k + 1, nd);
         if (eval_probe(c, c->ps, NULL, NULL, label, &res[k])) return 1;
+        res[k].fold = S;
+        probe_result_finalize(&res[k]);
         if (have_val) eval_val(c, val, &vmean[k], vloss + (size_t)k * VP);
     }
     if (val) val_set_close(val);
@@ -531,7 +600,15 @@ static int run_gate_cycle(Ctx *c) {
     ah5_attr_str(h, "layers", layers_text);
     ah5_attr_str(h, "gate_cycle", c->a.gate_cycle);
     ah5_attr_long(h, "window", W);
-    ah5_attr_long(h, "stride", S);
+    ah5_attr_long(h, "stride", S);                   /* with a schedule: the chosen layers' common period */
+    if (mixed) {
+        char kinds[256] = "";
+        for (int l = 0; l < L; l++)
+            if (mask[l]) snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%d:%s", kinds[0] ? "," : "", l, layer_kind_names[layer_kind(mc, l)]);
+        ah5_attr_str(h, "cycled_layers", kinds);
+        ah5_attr_str(h, "rule", "each chosen layer rolls every block of S_l slots of its gate biases (and per-slot maps) by delta mod S_l; "
+                                "phase folded by the common period S of the chosen layers (docs/spec.md §4.1)");
+    }
     ah5_attr_str(h, "prediction", "A_delta(r) ~ A_0((r - delta) mod S), A_0 folded by phase");
     ah5_axis_long(h, "delta", dl, nd, "gate-cycling shift delta");
     store_probe_common(h, probe_path, c->ps, 0, P, S, PHASE_AXIS_MODEL);
@@ -664,28 +741,33 @@ static int run_knockout(Ctx *c) {
     const ModelConfig *mc = &c->cfg.model;
     char err[ERR_LEN];
     int L = mc->n_layers, G = mc->n_kv_heads;
-    int all = !strcmp(c->a.knockout, "all"), kl = -1, kh = -1;
-    if (!all) {
-        /* L:H, two decimal integers (no sign, no space), each parsed whole and range-checked: never
-         * a wrap of 4294967297 to 1 */
-        long long l, h;
-        if (optval_pair(c->a.knockout, ':', &l, &h))
-            return usage_error("--knockout: '%s' is not allowed: expected L:H (layer 0..%d, KV head 0..%d) or all", c->a.knockout, L - 1, G - 1);
-        if (l >= L || h >= G)
-            return usage_error("--knockout: KV head %s does not exist: the model has layers 0..%d and KV heads 0..%d", c->a.knockout, L - 1, G - 1);
-        kl = (int)l, kh = (int)h;
-    }
+    int type = 0, kl = -1, kh = -1, kkind = -1;
+    uint8_t *kmask = malloc((size_t)N_KINDS * L * G);     /* [N_KINDS, L, G]: the kinds knocked out whole */
+    if (!kmask) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); return 1; }
+    if (knockout_parse_target(mc, c->a.knockout, &type, &kl, &kh, &kkind, kmask, err)) { free(kmask); return usage_error("%s", err); }
+    const int all = type == KO_TARGET_ALL;
+    /* the kinds knocked out whole: KIND:... that one; `all` with a schedule every kind it has */
+    int nk = 0, kinds[N_KINDS];
+    if (type == KO_TARGET_KIND) kinds[nk++] = kkind;
+    else if (all && mc->layer_attention[0])
+        for (int k = 0; k < N_KINDS; k++) {
+            int any = 0;
+            for (int l = 0; l < L; l++) any |= layer_kind(mc, l) == k;
+            if (!any) continue;
+            for (int l = 0; l < L; l++) for (int h = 0; h < G; h++) kmask[((size_t)nk * L + l) * G + h] = layer_kind(mc, l) == k;
+            kinds[nk++] = k;
+        }
     char *probe_path = NULL;
-    if (probe_path_of(c, "--knockout", &probe_path)) return 2;
-    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) { free(probe_path); return 2; }
+    if (probe_path_of(c, "--knockout", &probe_path)) { free(kmask); return 2; }
+    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) { free(kmask); free(probe_path); return 2; }
     char *calib = NULL, tmp[64];
     tmp[0] = 0;
     if (c->a.calib) calib = strdup(c->a.calib);
     else {
         int rc = default_calibration(c, probe_path, &calib, tmp, sizeof tmp);
-        if (rc) { if (tmp[0]) unlink(tmp); free(calib); free(probe_path); return rc; }
+        if (rc) { if (tmp[0]) unlink(tmp); free(calib); free(probe_path); free(kmask); return rc; }
     }
-    if (!calib) { free(probe_path); fprintf(stderr, "phaselab: --knockout: out of memory\n"); return 1; }
+    if (!calib) { free(probe_path); free(kmask); fprintf(stderr, "phaselab: --knockout: out of memory\n"); return 1; }
     /* Everything from here on (the hook included) is released at done:, on every path. */
     ProbeSet *cal = NULL;
     Knockout ko;
@@ -695,6 +777,9 @@ static int run_knockout(Ctx *c) {
     int *map = NULL;
     long *lay = NULL, *kvh = NULL;
     double *ph = NULL, *clean_phase = NULL;
+    /* the kinds knocked out whole: [nk, 2, P], [nk, 2]; kind k's phase fold [2, S_k] at krelp[k] */
+    double *kacc = NULL, *krel = NULL, *krelm = NULL, *kmacc = NULL, *krelp[N_KINDS] = {0};
+    int kS[N_KINDS], kO[N_KINDS];
     ProbeBuilder cal_b = {0};           /* the calibration set's builder options, for the record */
     int rc = load_probe_checked(c, "--calib", calib, &cal);
     if (rc) goto done;
@@ -734,7 +819,7 @@ static int run_knockout(Ctx *c) {
     if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean)) goto done;
 
     int P = clean.residues, S = probe_phase_fold(mc);
-    int n_ko = all ? L * G : 1;
+    int n_ko = all ? L * G : type == KO_TARGET_HEAD ? 1 : 0;
     size_t cells = (size_t)L * G;
     acc = malloc(sizeof(double) * cells * 2 * P), rel = malloc(sizeof(double) * cells * 2 * P);
     relp = malloc(sizeof(double) * cells * 2 * S), relm = malloc(sizeof(double) * cells * 2);
@@ -782,6 +867,45 @@ static int run_knockout(Ctx *c) {
             meanacc[cell * 2 + p] = r.mean[p];
         }
     }
+    /* each kind knocked out whole: every chosen KV head of every layer of the kind at once, folded by
+     * the kind's own phase (t_K - o_k) mod S_k (its layers' stride and grid offset from dims_of; 8 and
+     * 0 for full and window layers, which have no grid) */
+    if (nk) {
+        kacc = malloc(sizeof(double) * nk * 2 * P), krel = malloc(sizeof(double) * nk * 2 * P);
+        krelm = malloc(sizeof(double) * nk * 2), kmacc = malloc(sizeof(double) * nk * 2);
+        if (!kacc || !krel || !krelm || !kmacc) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+    }
+    for (int i = 0; i < nk; i++) {
+        int first = 0;
+        while (layer_kind(mc, first) != kinds[i]) first++;
+        const ModelConfig lc = layer_config(mc, first);
+        const ModelDims ld = dims_of(&lc, c->T);
+        kS[i] = ld.compressed ? lc.stride : 8, kO[i] = ld.compressed ? dims_grid_offset(&ld, 0) : 0;
+        int *kmap = malloc(sizeof(int) * P);
+        double *kph = malloc(sizeof(double) * 2 * kS[i]);
+        krelp[i] = malloc(sizeof(double) * 2 * kS[i]);
+        if (!kmap || !kph || !krelp[i]) { free(kmap), free(kph); fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+        if (head_phase_map(P, kS[i], kO[i], kmap)) for (int r = 0; r < P; r++) kmap[r] = -1;   /* S_k does not divide P: NaN */
+        ko.mode = KO_REPLACE, ko.targets = kmask + (size_t)i * L * G;
+        char label[80];
+        snprintf(label, sizeof label, "knockout %s (kind %d/%d)", layer_kind_names[kinds[i]], i + 1, nk);
+        ProbeResult r;
+        int bad = eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r);
+        ko.targets = NULL;
+        if (bad) { free(kmap), free(kph); goto done; }
+        for (int p = 0; p < 2; p++) {
+            fold_acc(&r, p, kS[i], kmap, kph);
+            fold_acc(&clean, p, kS[i], kmap, kph + kS[i]);
+            for (int s = 0; s < kS[i]; s++) krelp[i][p * kS[i] + s] = rel_change(kph[s], kph[kS[i] + s]);
+            for (int x = 0; x < P; x++) {
+                kacc[((size_t)i * 2 + p) * P + x] = r.acc[p][x];
+                krel[((size_t)i * 2 + p) * P + x] = rel_change(r.acc[p][x], clean.acc[p][x]);
+            }
+            krelm[i * 2 + p] = rel_change(r.mean[p], clean.mean[p]);
+            kmacc[i * 2 + p] = r.mean[p];
+        }
+        free(kmap), free(kph);
+    }
 
     printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
     for (int p = 0; p < 2; p++) {
@@ -790,7 +914,7 @@ static int run_knockout(Ctx *c) {
             printf("%s clean model: %s; a knockout cannot lower what is not retrieved: the relative changes below measure "
                    "noise around chance\n", probe_protocol_name(p), chance);
     }
-    for (int p = 0; p < 2; p++) {
+    for (int p = 0; p < 2 && n_ko; p++) {
         if (!clean.present[p]) continue;
         printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head\n",
                probe_protocol_name(p));
@@ -816,6 +940,38 @@ static int run_knockout(Ctx *c) {
                 for (int s = 0; s < S; s++) printf(" %7.1f", relp[(cell * 2 + p) * S + s]);
                 printf("   %6.1f\n", meanacc[cell * 2 + p]);
             }
+    }
+    if (n_ko > 1 && nk) {                /* the per-head sweep grouped by kind: the mean over each kind's heads */
+        printf("\nper-head knockouts grouped by layer kind: mean over the kind's KV heads of the relative change of the mean accuracy %%\n");
+        for (int i = 0; i < nk; i++) {
+            printf("%-10s layers", layer_kind_names[kinds[i]]);
+            double m[2] = {0, 0};
+            int n[2] = {0, 0};
+            for (int l = 0; l < L; l++) {
+                if (layer_kind(mc, l) != kinds[i]) continue;
+                printf(" %d", l);
+                for (int h = 0; h < G; h++)
+                    for (int p = 0; p < 2; p++) {
+                        double v = relm[((size_t)l * G + h) * 2 + p];
+                        if (isfinite(v)) m[p] += v, n[p]++;
+                    }
+            }
+            for (int p = 0; p < 2; p++)
+                if (clean.present[p]) printf("  %s %.1f", probe_protocol_name(p), n[p] ? m[p] / n[p] : NAN);
+            printf("\n");
+        }
+    }
+    for (int i = 0; i < nk; i++) {
+        int heads = 0;
+        for (size_t x = 0; x < (size_t)L * G; x++) heads += kmask[(size_t)i * L * G + x];
+        printf("\nkind %s knocked out whole (%d KV heads at once): relative change by the kind's phase (t_K - (%d)) mod %d\n",
+               layer_kind_names[kinds[i]], heads, kO[i], kS[i]);
+        for (int p = 0; p < 2; p++) {
+            if (!clean.present[p]) continue;
+            printf("  %-3s mean acc %6.1f (rel %6.1f%%) |", probe_protocol_name(p), kmacc[i * 2 + p], krelm[i * 2 + p]);
+            for (int s = 0; s < kS[i]; s++) printf(" %d:%.1f", s, krelp[i][p * kS[i] + s]);
+            printf("\n");
+        }
     }
     AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, err);
     if (!hf) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
@@ -845,6 +1001,45 @@ static int run_knockout(Ctx *c) {
     ah5_data(hf, "phase_of_residue", phase_of, 2, (int[]){G, P}, ax_gr,
              "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
+    if (mc->layer_attention[0]) {
+        double *lk = malloc(sizeof(double) * L);
+        if (lk) {
+            for (int l = 0; l < L; l++) lk[l] = layer_kind(mc, l);
+            const char *ax_l[] = {"layer"};
+            ah5_data(hf, "layer_kind", lk, 1, (int[]){L}, ax_l, "the layer's kind: 0 full, 1 compressed, 2 window, 3 csa, 4 hca (docs/spec.md §5)", NULL);
+        }
+        free(lk);
+    }
+    if (nk) {
+        long kid[N_KINDS];
+        char names[128] = "", key[96], axn[48], what[200];
+        for (int i = 0; i < nk; i++) {
+            kid[i] = kinds[i];
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? "," : "", layer_kind_names[kinds[i]]);
+        }
+        ah5_attr_str(hf, "kinds", names);
+        ah5_axis_long(hf, "kind", kid, nk, "layer kind knocked out whole (every KV head of its layers; KIND:H one head of each): 0 full, 1 compressed, 2 window, 3 csa, 4 hca");
+        const char *ax_k[] = {"kind", "protocol", "residue"}, *ax_k2[] = {"kind", "protocol"};
+        ah5_data(hf, "kind_acc", kacc, 3, (int[]){nk, 2, P}, ax_k, "accuracy with the kind knocked out", "%");
+        ah5_data(hf, "kind_rel_change", krel, 3, (int[]){nk, 2, P}, ax_k, "relative accuracy change by residue, the kind knocked out", "%");
+        ah5_data(hf, "kind_rel_change_mean", krelm, 2, (int[]){nk, 2}, ax_k2, "relative change of the mean accuracy, the kind knocked out", "%");
+        ah5_data(hf, "kind_acc_mean", kmacc, 2, (int[]){nk, 2}, ax_k2, "mean accuracy over residues, the kind knocked out", "%");
+        for (int i = 0; i < nk; i++) {
+            const char *nm = layer_kind_names[kinds[i]];
+            long *axv = malloc(sizeof(long) * kS[i]);
+            if (!axv) continue;
+            for (int x = 0; x < kS[i]; x++) axv[x] = x;
+            snprintf(axn, sizeof axn, "phase_%s", nm);
+            snprintf(what, sizeof what, "phase (t_K - o) mod S of the target key on the %s layers' grid (S %d, o %d)", nm, kS[i], kO[i]);
+            ah5_axis_long(hf, axn, axv, kS[i], what);
+            free(axv);
+            const char *ax_p[] = {"protocol", axn};
+            snprintf(key, sizeof key, "kind_%s_rel_change_phase", nm);
+            ah5_data(hf, key, krelp[i], 2, (int[]){2, kS[i]}, ax_p, "relative change, clean and knockout counts folded by the kind's phase", "%");
+            snprintf(key, sizeof key, "kind_%s_stride", nm), ah5_attr_long(hf, key, kS[i]);
+            snprintf(key, sizeof key, "kind_%s_grid_offset", nm), ah5_attr_long(hf, key, kO[i]);
+        }
+    }
     ah5_signal(hf, "rel_change", ax_r, 4);
     if (ah5_end(hf, err)) { fprintf(stderr, "phaselab: %s\n", err); goto done; }   /* it prints where it stored */
     rc = 0;
@@ -857,6 +1052,131 @@ done:
     if (cal) probe_set_free(cal);
     free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
     free(ph), free(clean_phase), free(lay), free(kvh), free(calib), free(probe_path);
+    free(kacc), free(krel), free(krelm), free(kmacc), free(kmask);
+    for (int i = 0; i < N_KINDS; i++) free(krelp[i]);
+    return rc;
+}
+
+/* ---- the indexer's selection statistics (analysis/indexer_stats.h) ---- */
+
+static int run_indexer_stats(Ctx *c) {
+    const ModelConfig *mc = &c->cfg.model;
+    char err[ERR_LEN];
+    if (!model_has_indexer(mc))
+        return usage_error("--indexer-stats: %s has no lightning indexer: needs a csa layer (model.layer_attention) with "
+                           "model.csa_topk > 0 (docs/spec.md §5.4)", c->src.config_path);
+    char *probe_path = NULL;
+    if (probe_path_of(c, "--indexer-stats", &probe_path)) return 2;
+    if (load_probe_checked(c, "--probe", probe_path, &c->ps)) { free(probe_path); return 2; }
+    int rc = load_model(c);
+    if (rc) { free(probe_path); return rc; }
+    IndexerStats st;
+    fflush(stdout);
+    if (indexer_stats_run(c->m, mc, c->ps, c->T, c->micro, &st, err)) {
+        fprintf(stderr, "phaselab: %s\n", err);
+        free(probe_path);
+        return 1;
+    }
+    printf("indexer selection on probe %s (%d prompts), at the query position\n", probe_path, probe_set_count(c->ps));
+    for (int i = 0; i < st.n_layers; i++) {
+        const IndexerLayerStats *ls = &st.l[i];
+        const int S = ls->g.S;
+        printf("\nlayer %d (csa W%d/S%d, o %d, top-%d of %d entry rows): the entry holding t_K selected, by phase (t_K - (%d)) mod %d\n",
+               ls->layer, ls->g.W, S, ls->g.o, ls->g.topk, ls->g.nW, ls->g.o, S);
+        for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+            long N = 0;
+            for (int s = 0; s < S; s++) N += ls->n[p][s];
+            if (!N && !ls->uncounted[p]) continue;
+            printf("  %-3s phase:", probe_protocol_name(p));
+            for (int s = 0; s < S; s++) {
+                double lo, hi;
+                probe_wilson(ls->hits[p][s], ls->n[p][s], PROBE_Z95, &lo, &hi);
+                printf("  %d: %ld/%ld %.1f%% [%.1f, %.1f] chance %.1f%%", s, ls->hits[p][s], ls->n[p][s],
+                       ls->n[p][s] ? 100.0 * ls->hits[p][s] / ls->n[p][s] : NAN, 100 * lo, 100 * hi,
+                       ls->n[p][s] ? 100.0 * ls->chance_sum[p][s] / ls->n[p][s] : NAN);
+            }
+            const ChiSquare *t = &ls->test[p];
+            printf("\n  %-3s homogeneity across phases: chi2 %.2f (df %d) p %.3g%s; %ld prompts without a visible holding entry, "
+                   "%ld with every entry selected\n", probe_protocol_name(p), t->chi2, t->df, t->p,
+                   t->permutations ? " (permutation p: an expected count < 5)" : "", ls->uncounted[p], ls->all_selected[p]);
+        }
+        printf("  selection rate by entry age (0 = newest):");
+        for (int a = 0; a < ls->g.nW; a++)
+            if (ls->visible[a]) printf(" %d:%.2f", a, (double)ls->selected[a] / ls->visible[a]);
+        printf("\n");
+    }
+    rc = 1;
+    int P = probe_set_residues(c->ps), maxS = 1, maxW = 1;
+    for (int i = 0; i < st.n_layers; i++) {
+        if (st.l[i].g.S > maxS) maxS = st.l[i].g.S;
+        if (st.l[i].g.nW > maxW) maxW = st.l[i].g.nW;
+    }
+    const int nl = st.n_layers;
+    long *lay = malloc(sizeof(long) * (size_t)(nl + maxW));
+    double *hits = malloc(sizeof(double) * nl * 2 * maxS), *cnt = malloc(sizeof(double) * nl * 2 * maxS);
+    double *rate = malloc(sizeof(double) * nl * 2 * maxS), *lo = malloc(sizeof(double) * nl * 2 * maxS);
+    double *hi = malloc(sizeof(double) * nl * 2 * maxS), *chance = malloc(sizeof(double) * nl * 2 * maxS);
+    double *test = malloc(sizeof(double) * nl * 2 * 3), *geo = malloc(sizeof(double) * nl * 5);
+    double *vis = malloc(sizeof(double) * nl * maxW), *sel = malloc(sizeof(double) * nl * maxW), *srate = malloc(sizeof(double) * nl * maxW);
+    double *unc = malloc(sizeof(double) * nl * 2);
+    AnalysisH5 *h = NULL;
+    if (!(lay && hits && cnt && rate && lo && hi && chance && test && geo && vis && sel && srate && unc))
+        fprintf(stderr, "phaselab: --indexer-stats: out of memory\n");
+    else if (!(h = ah5_begin(c->out_path, "indexer", c->a.ckpt, c->st.step, err)))
+        fprintf(stderr, "phaselab: %s\n", err);
+    else {
+        store_probe_common(h, probe_path, c->ps, 0, P, maxS, "phase (t_K - o) mod S of the target key on the indexer layer's csa grid");
+        for (int i = 0; i < nl; i++) {
+            const IndexerLayerStats *ls = &st.l[i];
+            lay[i] = ls->layer;
+            geo[i * 5 + 0] = ls->g.W, geo[i * 5 + 1] = ls->g.S, geo[i * 5 + 2] = ls->g.o, geo[i * 5 + 3] = ls->g.nW, geo[i * 5 + 4] = ls->g.topk;
+            for (int p = 0; p < 2; p++) {
+                for (int s = 0; s < maxS; s++) {
+                    size_t x = ((size_t)i * 2 + p) * maxS + s;
+                    int in = s < ls->g.S && ls->n[p][s] > 0;
+                    hits[x] = s < ls->g.S ? ls->hits[p][s] : NAN, cnt[x] = s < ls->g.S ? ls->n[p][s] : NAN;
+                    rate[x] = in ? 100.0 * ls->hits[p][s] / ls->n[p][s] : NAN;
+                    chance[x] = in ? 100.0 * ls->chance_sum[p][s] / ls->n[p][s] : NAN;
+                    double a = NAN, b = NAN;
+                    if (s < ls->g.S) probe_wilson(ls->hits[p][s], ls->n[p][s], PROBE_Z95, &a, &b);
+                    lo[x] = 100 * a, hi[x] = 100 * b;
+                }
+                test[(i * 2 + p) * 3 + 0] = ls->test[p].chi2, test[(i * 2 + p) * 3 + 1] = ls->test[p].df;
+                test[(i * 2 + p) * 3 + 2] = ls->test[p].p;
+                unc[i * 2 + p] = ls->uncounted[p];
+            }
+            for (int a = 0; a < maxW; a++) {
+                size_t x = (size_t)i * maxW + a;
+                vis[x] = a < ls->g.nW ? ls->visible[a] : 0, sel[x] = a < ls->g.nW ? ls->selected[a] : 0;
+                srate[x] = vis[x] > 0 ? sel[x] / vis[x] : NAN;
+            }
+        }
+        for (int a = 0; a < maxW; a++) lay[nl + a] = a;
+        ah5_attr_str(h, "query", "the prompt's first scored position q; hit: an entry whose window pools t_K is among the indexer's top-k at q");
+        ah5_attr_str(h, "test", "phase_homogeneity_test on the S x 2 table of hits and misses (Pearson chi-square, permutation p below expected count 5; docs/spec.md §3.7)");
+        ah5_axis_long(h, "indexer_layer", lay, nl, "csa layer with a lightning indexer");
+        ah5_axis_long(h, "age", lay + nl, maxW, "entry age n_q - 1 - j (0 = the newest visible entry)");
+        const char *ax[] = {"indexer_layer", "protocol", "phase"}, *ax_t[] = {"indexer_layer", "protocol", NULL};
+        const char *ax_g[] = {"indexer_layer", NULL}, *ax_a[] = {"indexer_layer", "age"}, *ax_u[] = {"indexer_layer", "protocol"};
+        ah5_data(h, "geometry", geo, 2, (int[]){nl, 5}, ax_g, "W, S, grid offset o, entry rows nW, top-k of each indexer layer", NULL);
+        ah5_data(h, "hits", hits, 3, (int[]){nl, 2, maxS}, ax, "prompts whose key-holding entry was selected", NULL);
+        ah5_data(h, "n", cnt, 3, (int[]){nl, 2, maxS}, ax, "prompts with a visible key-holding entry", NULL);
+        ah5_data(h, "rate", rate, 3, (int[]){nl, 2, maxS}, ax, "selection rate of the key-holding entry by the key's phase", "%");
+        ah5_data(h, "rate_lo", lo, 3, (int[]){nl, 2, maxS}, ax, "95% Wilson interval, lower end", "%");
+        ah5_data(h, "rate_hi", hi, 3, (int[]){nl, 2, maxS}, ax, "95% Wilson interval, upper end", "%");
+        ah5_data(h, "chance", chance, 3, (int[]){nl, 2, maxS}, ax, "mean hit probability of a uniform top-k draw, 1 - C(n-h,k)/C(n,k)", "%");
+        ah5_data(h, "phase_test", test, 3, (int[]){nl, 2, 3}, ax_t, "homogeneity of the selection rate across phases: chi2, df, p", NULL);
+        ah5_data(h, "uncounted", unc, 2, (int[]){nl, 2}, ax_u, "prompts without a visible key-holding entry", NULL);
+        ah5_data(h, "age_visible", vis, 2, (int[]){nl, maxW}, ax_a, "visible entries of that age at the query (both protocols)", NULL);
+        ah5_data(h, "age_selected", sel, 2, (int[]){nl, maxW}, ax_a, "selected entries of that age", NULL);
+        ah5_data(h, "age_rate", srate, 2, (int[]){nl, maxW}, ax_a, "selection rate by entry age", NULL);
+        ah5_signal(h, "rate", ax, 3);
+        if (ah5_end(h, err)) fprintf(stderr, "phaselab: %s\n", err);
+        else rc = 0;
+    }
+    free(lay), free(hits), free(cnt), free(rate), free(lo), free(hi), free(chance), free(test), free(geo), free(vis), free(sel);
+    free(srate), free(unc), free(probe_path);
+    indexer_stats_free(&st);
     return rc;
 }
 
@@ -872,6 +1192,7 @@ int analysis_main(int argc, char **argv) {
     double t0 = clock_seconds();
     if (c.a.gate_cycle) rc = run_gate_cycle(&c);
     else if (c.a.knockout) rc = run_knockout(&c);
+    else if (c.a.indexer_stats) rc = run_indexer_stats(&c);
     else {
         FillerSweepEnv env = {.cfg = &c.cfg, .ckpt = c.a.ckpt, .out_path = c.out_path, .src = &c.src};
         rc = filler_sweep_main(&env, c.a.filler);

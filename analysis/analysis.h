@@ -1,7 +1,8 @@
 /* The causal analyses of a checkpoint (docs/spec.md §4), driven from ./train --eval:
  *
- *   ./train --eval CKPT --probe FILE --gate-cycle DELTA|all [--layers L1,L2] [--out FILE]
- *   ./train --eval CKPT --probe FILE --knockout L:H|all [--calib FILE] [--out FILE]
+ *   ./train --eval CKPT --probe FILE --gate-cycle DELTA|all [--layers L1,L2|KIND] [--out FILE]
+ *   ./train --eval CKPT --probe FILE --knockout L:H|KIND:all|KIND:H|all [--calib FILE] [--out FILE]
+ *   ./train --eval CKPT --probe FILE --indexer-stats [--out FILE]
  *   ./train --eval CKPT --filler-sweep SPEC_FILE [--out FILE]
  *
  * Each prints its table and appends one group to the analysis file (default CKPT/analysis.h5,
@@ -17,6 +18,7 @@
 #define PHASELAB_ANALYSIS_H
 #include "trainer/probe_eval.h"
 #include "trainer/evaluate.h"
+#include "trainer/kind_fold.h"
 
 /* 1 when argv (the arguments after --eval) asks for an analysis flag handled here. */
 int analysis_requested(int argc, char **argv);
@@ -29,9 +31,13 @@ int analysis_main(int argc, char **argv);
  * loss of the same --eval (data.val = val_glob), stored in the same group: axes val_residue,
  * val_phase; val_loss_by_residue, val_loss_by_residue_errors (bootstrap standard errors),
  * val_tokens_by_residue, the same by phase; n, B, seed, F, df and p as val_* attributes
- * (docs/spec.md §4.8). Returns 0, or -1 with err. */
+ * (docs/spec.md §4.8). kf [nkf] (trainer/kind_fold.h; nkf 0: none): the per-kind phase folds of a
+ * layer schedule, stored as kind_<name>_{correct, total, acc} [2, S_k] on axis phase_<name>,
+ * kind_<name>_test [2, 3] (chi2, df, p) and the attributes kind_<name>_{stride, grid_offset,
+ * layers, first_layer}, kinds (the names, comma-separated). Returns 0, or -1 with err. */
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
-                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, char *err);
+                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
+                         int nkf, char *err);
 
 /* Stores the validation loss of a plain ./train --eval without a probe (evaluate_validation of the
  * data.val glob val_glob) as a new /val_NNN group, the same datasets and attributes as the val part

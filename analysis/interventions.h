@@ -1,12 +1,13 @@
 /* The causal interventions of docs/spec.md §4 on a loaded model.
  *
- * Gate cycling by delta (needs W = S): in the chosen layers and both branches,
- *     Z~_i = Z_{(i - delta) mod W},  b~_i = b_{(i - delta) mod W}
- * for `{k,v}_gate.weight` [G, W, c, D] and `{k,v}_gate.bias` [G, W, c], i.e. numpy's
- * np.roll(x, delta, axis=1); payloads and everything else unchanged. A pure weight transform
- * applied to the host copy of the parameters. delta = W is the identity (a roll by W).
- * With compressor = shared the weight's W axis has length 1 (the roll leaves it unchanged) and
- * only the bias rolls.
+ * Gate cycling by delta (docs/spec.md §4.1): in the chosen layers and both branches, with the
+ * layer's own W and S (W = S, or W = 2S with the deepseek maps: a csa layer), every block of S
+ * slots rolls by delta within itself,
+ *     b~_{hS + i} = b_{hS + (i - delta) mod S}           h = 0 .. W/S - 1, i = 0 .. S-1
+ * for `{k,v}_gate.bias` [G, W, c], and the same for `{k,v}_gate.weight` [G, A, c, D] when it has a
+ * map per slot (A = W); a map shared by a whole block or window (deepseek A = 2, shared A = 1) is
+ * unchanged. With W = S this is numpy's np.roll(x, delta, axis=1). Payloads and everything else
+ * unchanged: a pure weight transform of the host copy of the parameters; delta = S is the identity.
  *
  * KV-head knockout by mean replacement: for layer l and KV head h, at the scored position of
  * each prompt only, the attention outputs z_{l,a} (before W_o) of the query heads a with
@@ -20,11 +21,21 @@
 #include "data/probe.h"
 #include "trainer/run_config.h"
 #include "model/tensors.h"
+#include <stdint.h>
 
-/* 0 when gate cycling applies to this config, else -1 with err saying why (prefixed by flag). */
-int gate_cycle_check(const ModelConfig *mc, const char *flag, char *err);
-/* Rolls the gate maps and biases of the layers with layer_mask[l] != 0 (NULL: all) by delta in
- * params (host fp32, tensor-table layout). Returns 0, or -1 with err. */
+/* 0 when gate cycling applies to the layers with layer_mask[l] != 0 (NULL: every layer; with a
+ * mixed schedule: every layer that has gates), else -1 with err saying why (prefixed by flag). One
+ * kind (no mixed schedule): compressed attention, gates, W = S. A mixed schedule (docs/spec.md §5):
+ * each chosen layer compressed (csa, hca, compressed), with gates, and W = S or deepseek W = 2S.
+ * *period (may be NULL): the least common multiple of the chosen layers' strides. */
+int gate_cycle_check(const ModelConfig *mc, const int *layer_mask, const char *flag, int *period, char *err);
+/* The layers --layers names: a comma list whose items are layer indices 0..L-1 or kind names
+ * (csa, hca, ... : every layer of that kind); mask [L] gets 1 at each. -1 with err naming the bad
+ * item and what was expected. */
+int gate_cycle_layers(const ModelConfig *mc, const char *text, int *mask, char *err);
+/* Rolls the gate maps and biases of the layers with layer_mask[l] != 0 (NULL: as gate_cycle_check)
+ * by delta in params (host fp32, tensor-table layout), each layer within its own stride. Returns
+ * 0, or -1 with err. */
 int gate_cycle_apply(const TensorTable *tt, float *params, const ModelConfig *mc, int delta,
                      const int *layer_mask, char *err);
 
@@ -34,12 +45,21 @@ enum { KO_OFF = 0, KO_RECORD = 1, KO_REPLACE = 2 };
 typedef struct {
     int n_layers, H, G, d;
     int mode;                       /* KO_* */
-    int layer, kv_head;             /* the head knocked out (KO_REPLACE) */
+    int layer, kv_head;             /* the head knocked out (KO_REPLACE, targets NULL) */
+    const uint8_t *targets;         /* [L, G] or NULL: every (l, h) with targets[l*G + h] knocked out at once */
     double *sum;                    /* [PROBE_N_PROTOCOLS, L, H*d] (KO_RECORD) */
     long count[PROBE_N_PROTOCOLS];  /* rows recorded per protocol */
     float *mean;                    /* [PROBE_N_PROTOCOLS, L, H*d] */
     int protocol[KO_MAX_BATCH];     /* protocols of the rows of the current batch */
 } Knockout;
+
+/* --knockout's target: "all" (KO_TARGET_ALL), "L:H" (KO_TARGET_HEAD: *layer, *head), or
+ * "KIND:all" / "KIND:H" with KIND a layer kind of the schedule (KO_TARGET_KIND: *kind; every KV
+ * head, or KV head H, of every layer of that kind). mask [L*G] (KO_TARGET_HEAD and _KIND) gets
+ * 1 at each knocked-out (l, h), 0 elsewhere. -1 with err (the option's message) on bad input. */
+enum { KO_TARGET_ALL = 0, KO_TARGET_HEAD = 1, KO_TARGET_KIND = 2 };
+int knockout_parse_target(const ModelConfig *mc, const char *text, int *type, int *layer, int *head, int *kind,
+                          uint8_t *mask, char *err);
 
 int knockout_init(Knockout *k, const ModelConfig *mc, char *err);
 void knockout_free(Knockout *k);

@@ -4,8 +4,9 @@
  *                                                       wall-time estimate; nothing written
  *   ./train --summary CONFIG.ini [overrides]            the config alone: the model summary (no data needed)
  *   ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]   evaluate a checkpoint
- *   ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle D|all [--layers L1,L2]   analyses
- *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE]     (analysis/analysis.h)
+ *   ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle D|all [--layers L1,L2|KIND]   analyses
+ *   ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|KIND:all|KIND:H|all [--calib FILE]
+ *   ./train --eval CHECKPOINT_DIR --probe FILE --indexer-stats                       (analysis/analysis.h)
  *   ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE
  *   ./train --generate (CHECKPOINT_DIR | CONFIG.ini) (--prompt-ids FILE | --prompt TEXT [--tokenizer SPEC]) [...]
  *   ./train --score CHECKPOINT_DIR --input FILE [--ids] [--period P] [--out FILE.h5] [--csv PREFIX] [--micro-batch B]
@@ -60,10 +61,13 @@ static void usage(FILE *f) {
             "       ./train --eval CHECKPOINT_DIR [--probe FILE] [--decode] [overrides]\n"
             "                                                         evaluate a checkpoint (probe, validation);\n"
             "                                                         --decode: probe through the incremental KV cache\n"
-            "       ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle DELTA|all [--layers L1,L2] [--out FILE]\n"
-            "                                                         accuracy with the gate maps rolled by delta (W = S)\n"
-            "       ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|all [--calib FILE] [--out FILE]\n"
-            "                                                         KV-head knockout by mean replacement\n"
+            "       ./train --eval CHECKPOINT_DIR --probe FILE --gate-cycle DELTA|all [--layers L1,L2|KIND] [--out FILE]\n"
+            "                                                         accuracy with the gate maps rolled by delta (W = S;\n"
+            "                                                         a stack: each csa/hca layer within its own stride)\n"
+            "       ./train --eval CHECKPOINT_DIR --probe FILE --knockout L:H|KIND:all|KIND:H|all [--calib FILE] [--out FILE]\n"
+            "                                                         KV-head knockout by mean replacement (KIND: csa, hca, ...)\n"
+            "       ./train --eval CHECKPOINT_DIR --probe FILE --indexer-stats [--out FILE]\n"
+            "                                                         the lightning indexer's selection of the key by phase\n"
             "       ./train --eval CHECKPOINT_DIR --filler-sweep SPEC_FILE [--out FILE]\n"
             "                                                         P(a), P(b) against L prepended fillers\n"
             "                                                         (analyses append to CHECKPOINT_DIR/analysis.h5)\n"
@@ -321,7 +325,11 @@ static int cmd_eval(int argc, char **argv) {
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);
         else printf("%s probe %s:\n", layout, probe_file);
         probe_print_table(stdout, &pr);
-        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, err)) {
+        KindFold kf[KIND_FOLD_MAX];
+        int nkf = probe_kind_folds(&cfg->model, T, &pr, kf);      /* a layer schedule: each kind's own fold */
+        probe_print_kind_folds(stdout, kf, nkf);
+        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, kf, nkf,
+                                 err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;
         }

@@ -147,8 +147,8 @@ static void work_swiglu_bwd(BackendCtx *ctx, act_t *dg, act_t *du, const act_t *
 static void work_embedding_fwd(BackendCtx *ctx, act_t *out, const int32_t *tokens, const act_t *table, int N, int D) {
     WORK(0, 2.0 * N * D * ACT + 4.0 * N);
 }
-static void work_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const act_t *dout, int N, int D) {
-    WORK(0, (double)N * D * ACT + 8.0 * N * D + 4.0 * N);
+static void work_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const float *dout, int N, int D) {
+    WORK(0, 4.0 * N * D + 8.0 * N * D + 4.0 * N);
 }
 static void work_rmsnorm_fwd(BackendCtx *ctx, act_t *out, float *rstd, const act_t *in, const act_t *w, int rows, int C,
                              float eps) {
@@ -157,6 +157,14 @@ static void work_rmsnorm_fwd(BackendCtx *ctx, act_t *out, float *rstd, const act
 static void work_rmsnorm_bwd(BackendCtx *ctx, act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
                              const float *rstd, int rows, int C, int accumulate) {
     WORK(0, (3.0 + (accumulate != 0)) * rows * C * ACT + C * ACT + 4.0 * rows + 8.0 * C);
+}
+/* dy, x read (act_t); dres read when accumulating and written (fp32); its act_t copy written where it
+ * is a buffer of its own (not where it aliases dres: act_t fp32) */
+static void work_rmsnorm_bwd_residual(BackendCtx *ctx, float *dres, act_t *dres_act, float *dw, const act_t *dout,
+                                      const act_t *in, const act_t *w, const float *rstd, int rows, int C, int accumulate,
+                                      int round_act) {
+    const double copy = dres_act && (void *)dres_act != (void *)dres ? ACT : 0.0;
+    WORK(0, (2.0 * ACT + 4.0 * (1 + (accumulate != 0)) + copy) * rows * C + C * ACT + 4.0 * rows + 8.0 * C);
 }
 static void work_matmul_fwd(BackendCtx *ctx, act_t *out, const act_t *in, const act_t *w, int M, int N, int K,
                             int accumulate) {

@@ -21,7 +21,7 @@
 typedef struct {
     int B, T, nW;             /* sequences, positions, entry rows of the layer */
     int t0;                   /* position of row t = t0 + t (0; the decoder's one row: its position) */
-    int W, S, o;              /* the layer's window, stride and grid offset (visibility) */
+    int W, S, o;              /* the layer's window, stride and grid offset o_base (visibility; S - W on csa layers) */
     int HI, dI, topk;         /* indexer heads, their dimension, entries kept per query */
     int H, G, d;              /* the main attention's heads (for the KL target) */
 } IndexerShape;

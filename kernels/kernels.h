@@ -8,7 +8,8 @@
  *   act_t   the backend's activation type: fp32 on the CPU, bf16 on CUDA. Activations and the
  *           working copy of the weights that the forward and backward passes read.
  *   float   fp32 always: master weights, gradients, optimizer state, softmax statistics
- *           (rstd, logsumexp, gate weights alpha), losses.
+ *           (rstd, logsumexp, gate weights alpha), losses, the residual gradient
+ *           (rmsnorm_bwd_residual, embedding_bwd; docs/spec.md §1.1).
  *   int32_t token ids and targets (target < 0 = ignored position).
  * On the CPU backend the working weights ARE the master weights (act_t == float).
  *
@@ -42,7 +43,7 @@ typedef struct {
     int visibility;                  /* VIS_* */
     int n_local;
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
-    int grid_base;                   /* o_base, the static grid offset (0; docs/spec.md §6.1) */
+    int grid_base;                   /* o_base, the static grid offset (S - W on csa layers, else 0; docs/spec.md §6.1) */
     const int32_t *grid_shift;       /* [B] per-sequence shift u_b in [0, S) (phase jitter), or NULL:
                                         all 0. Host memory, like the shape itself (a backend that
                                         needs it on its device copies it there) */
@@ -63,8 +64,8 @@ typedef struct {
     int grid;         /* GRID_*: head g's window j covers o_g + jS .. o_g + jS + W - 1, and only
                          its first vis_n_windows(T, W, S, o_g) of the n_windows rows exist (the rest
                          of the buffers are zero: entry, payload, alpha) */
-    int grid_base;    /* o_base >= 0 here (a negative one, partial first windows, is not supported by
-                         the compressor kernels yet: docs/spec.md §6.1) */
+    int grid_base;    /* o_base (docs/spec.md §6.1), > -W: a negative one gives partial first windows,
+                         whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
     const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
 } CompShape;
 

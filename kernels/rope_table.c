@@ -1,6 +1,6 @@
 /* The host RoPE tables shared by every backend (the math: kernels/rope_table.h):
  * rope_table [positions, r/2, 2] = (cos, sin) of p * theta^(-2i/r), the angle in double, and
- * entry_rope_table, the rows o_{b,g} + jS of it for entry j of KV head g of sequence b on a window grid. */
+ * entry_rope_table, the rows o_{b,g} - o_base + jS of it for entry j of KV head g of sequence b on a window grid. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,7 +30,7 @@ float *entry_rope_table(const float *tab, int positions, int r, int n_windows, i
     for (int b = 0; b < B; b++)
         for (int j = 0; j < n_windows; j++)
             for (int g = 0; g < G; g++) {
-                const long long pos = vis_entry_offset(grid, g, S, G, base, shift ? shift[b] : 0) + (long long)j * S;
+                const long long pos = vis_entry_position(j, S, vis_entry_offset(grid, g, S, G, base, shift ? shift[b] : 0), base);
                 if (pos >= 0 && pos < positions)
                     memcpy(t + (((size_t)b * n_windows + j) * G + g) * row, tab + (size_t)pos * row, sizeof(float) * row);
             }

@@ -11,10 +11,10 @@
  * rope_table(positions, r, theta) = tab [positions, r/2, 2]: tab[p][i] = (cos(p w_i), sin(p w_i)),
  * the angle p * w_i computed in double, each value rounded to fp32.
  * entry_rope_table: the table of a compressor's entries on a window grid (docs/spec.md §2b.2, §6.1):
- * entry j of KV head g in sequence b sits at its window's start o_{b,g} + jS (o_{b,g} = o_base +
- * o_g + u_b, vis_entry_offset, kernels/visibility.h), so row (b*n_windows + j)*G + g of the result
- * [B * n_windows * G, r/2, 2] is row o_{b,g} + jS of tab; rows outside [0, positions) (a head's
- * missing last window; the partial window of a negative o_base, whose position §5 defines) are 0.
+ * entry j of KV head g in sequence b sits at o_{b,g} - o_base + jS = o_g + u_b + jS (o_{b,g} = o_base +
+ * o_g + u_b, vis_entry_offset; vis_entry_position, kernels/visibility.h: the static offset moves no
+ * rotation), so row (b*n_windows + j)*G + g of the result [B * n_windows * G, r/2, 2] is that row
+ * of tab; rows outside [0, positions) (a head's missing last window) are 0.
  * shift = NULL: u_b = 0 (then every sequence's rows are the same and B = 1 suffices). */
 #ifndef PHASELAB_ROPE_TABLE_H
 #define PHASELAB_ROPE_TABLE_H

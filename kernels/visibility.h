@@ -26,7 +26,8 @@
  *   raw tokens s in [vis_raw_lo(t), t]:  full: 0;  window: t - n_local + 1 (clamped to 0);
  *                                        tail: e_{n-1} + 1 (the end of its last visible entry;
  *                                        0 when it sees none).
- * The phase of t on that grid is (t - o) mod S. */
+ * The phase of t on that grid is (t - o) mod S. An entry's RoPE position is o - o_base + jS
+ * (vis_entry_position): the static offset does not move it. */
 #ifndef PHASELAB_VISIBILITY_H
 #define PHASELAB_VISIBILITY_H
 #include "kernels/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
@@ -61,6 +62,19 @@ VIS_FN int vis_window_first_slot(int j, int S, int o) {
     int start = o + j * S;
     return start < 0 ? -start : 0;
 }
+
+/* The first window j >= 0 whose slot i is a real position (o + jS + i >= 0): 0 unless o + i < 0.
+ * Windows j below it hold slot i masked (vis_window_first_slot(j) > i). */
+VIS_FN int vis_first_window_of_slot(int i, int S, int o) {
+    int before = -(o + i);
+    return before > 0 ? (before + S - 1) / S : 0;
+}
+
+/* The RoPE position of entry j on a grid with offset o = o_base + o_g + u_b: o_g + u_b + jS, the
+ * window start without the static offset (docs/spec.md §6.1). o_base moves which tokens an entry
+ * pools and when it is visible, not its rotation: DeepSeek-V4's CSA (o_base = -S) rotates entry j
+ * to jS, the start of its second block, and a partial window 0 is still rotated to position 0. */
+VIS_FN int vis_entry_position(int j, int S, int o, int base) { return o - base + j * S; }
 
 /* Entries of a grid with offset o in a sequence of T tokens: #{j >= 0 : e_j <= T - 1}. A shape
  * with no grid (W or S not positive: full attention, whose shapes may leave both 0) has none. */

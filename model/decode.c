@@ -301,7 +301,10 @@ static const act_t *head_slice(const Decoder *dec, int i, int g0, size_t per_hea
 
 /* KV heads g0 .. g0+ng-1 (one grid offset o) have just completed their window j at position t =
  * o + jS + W - 1: their entries go to slots (j, g0..) of layer L's cache. The aligned grid is the
- * call with g0 = 0, ng = G, o = 0. */
+ * call with g0 = 0, ng = G, o = 0. A window that starts before position 0 (o + jS < 0: the partial
+ * first window of a negative o_base, docs/spec.md §6.1) is the training compressor's window 0 of
+ * the t + 1 present inputs a_0..a_t at offset o + jS: its slots before the sequence are masked
+ * exactly as in the full forward. Entry j is rotated to o - o_base + jS (vis_entry_position). */
 static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o) {
     const Backend *be = dec->be;
     const ModelConfig *c = &dec->lcfg[L];
@@ -310,17 +313,18 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
     const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
     const int M = dec->ldims[L].n_maps, ch = dec->ldims[L].channels;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, nd = (size_t)ng * d;
-    /* the window's inputs a_{t-W+1..t} in offset order: slot (t - W + 1 + i) % W */
-    const size_t p0 = (size_t)(t - W + 1);
+    /* the window's inputs a_{max(0, t-W+1)..t} in position order: slot p % W */
+    const int start = t - W + 1, p0 = start > 0 ? start : 0, present = t - p0 + 1;
     const act_t *win = lc->inputs;
-    if (p0 % W != 0) {
-        for (int i = 0; i < W; i++)
+    if (p0 % W != 0 || present < W) {
+        for (int i = 0; i < present; i++)
             be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, (p0 + i) % W, D, e), D * e);
         win = dec->win;
     }
-    CompShape cs = {.B = 1, .T = W, .D = D, .G = ng, .d = d, .window = W, .stride = S, .n_windows = 1,
+    CompShape cs = {.B = 1, .T = present, .D = D, .G = ng, .d = d, .window = W, .stride = S, .n_windows = 1,
                     .channels = ch, .n_maps = M, .eps = (float)c->norm_eps};
     cs.gate = c->gate;
+    cs.grid_base = start < 0 ? start : 0;   /* the window's own offset: masked slots i < -start */
     for (int br = 0; br < dec->ldims[L].branches; br++)
         be->compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, win,
                            head_slice(dec, x->gate_w[br], g0, (size_t)M * ch * D), head_slice(dec, x->gate_b[br], g0, (size_t)W * ch),
@@ -328,9 +332,10 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
     act_t *ck = (act_t *)((char *)row(lc->ck, j, Gd, e) + (size_t)g0 * d * e);
     if (c->qk_norm) be->rmsnorm_fwd(be->ctx, ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), ng, d, (float)c->norm_eps);
     else be->copy(be->ctx, ck, dec->entry[0], nd * e);
-    if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, o + j * S), 1, ng, d, c->rope_dims, 1, 1, 0);
+    if (c->rope_dims > 0)
+        be->rope(be->ctx, ck, rope_at(dec, vis_entry_position(j, S, o, dec->ldims[L].grid_base)), 1, ng, d, c->rope_dims, 1, 1, 0);
     if (lc->cv) be->copy(be->ctx, (char *)row(lc->cv, j, Gd, e) + (size_t)g0 * d * e, dec->entry[1], nd * e);
-    if (lc->ik && g0 == 0) {   /* the indexer's key of entry j (csa layers: aligned grid, one run) */
+    if (lc->ik && g0 == 0) {   /* the indexer's key of entry j (csa layers: one run; a partial window as the layer's, cs) */
         const int dI = c->indexer_dim;
         CompShape is = cs;
         is.G = 1; is.d = is.channels = dI; is.gate = GATE_VECTOR;
@@ -415,7 +420,8 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
             const int HI = lcf->indexer_heads, dI = lcf->indexer_dim;
             be->matmul_fwd(be->ctx, dec->iq, dec->a, Wt(dec, x->iq), 1, HI * dI, D, 0);
             be->matmul_fwd(be->ctx, dec->iw, dec->a, Wt(dec, x->iw), 1, HI, D, 0);
-            IndexerShape is = {.B = 1, .T = 1, .t0 = t, .nW = dec->llay[L].entry_cap, .W = W, .S = S, .o = 0,
+            IndexerShape is = {.B = 1, .T = 1, .t0 = t, .nW = dec->llay[L].entry_cap, .W = W, .S = S,
+                               .o = dims_grid_offset(&dec->ldims[L], 0),
                                .HI = HI, .dI = dI, .topk = lcf->indexer_topk};
             be->indexer_scores(be->ctx, &is, dec->iscore, dec->iq, dec->iw, lc->ik);
             be->indexer_select(be->ctx, &is, dec->isel, dec->iscore);
@@ -588,7 +594,8 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
             be->compressor_fwd(be->ctx, &is, i_entry, i_alpha, i_payload, NULL, a, Wt(dec, ix->igate_w), Wt(dec, ix->igate_b),
                                Wt(dec, ix->ipayload), NULL);
             be->rmsnorm_fwd(be->ctx, lc->ik, i_rstd, i_entry, Wt(dec, ix->iknorm), nW, (int)dI, eps);
-            IndexerShape ishape = {.B = 1, .T = n, .nW = nW, .W = W, .S = S, .o = 0, .HI = (int)HI, .dI = (int)dI,
+            IndexerShape ishape = {.B = 1, .T = n, .nW = nW, .W = W, .S = S, .o = dims_grid_offset(&dec->ldims[L], 0),
+                                   .HI = (int)HI, .dI = (int)dI,
                                    .topk = lcf->indexer_topk};
             be->indexer_scores(be->ctx, &ishape, i_score, i_q, i_w, lc->ik);
             be->indexer_select(be->ctx, &ishape, i_sel, i_score);

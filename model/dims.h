@@ -4,7 +4,9 @@
  * decoder, validation statistics, the FLOP count, the summary) reads it from a ModelDims instead
  * of re-deriving it from the config:
  *   grid_base  o_base, the static part of every grid offset (kernels/visibility.h, docs/spec.md §6.1):
- *              0 for every variant of §2/§2b; a negative o_base > -W gives partial first windows
+ *              S - W on a csa layer (layer_config sets csa_layer: DeepSeek-V4's geometry, entry j
+ *              pools jS + S - W .. jS + S - 1, docs/spec.md §5.4), 0 for every other kind and every
+ *              variant of §2/§2b; a negative o_base > -W gives partial first windows
  *   n_windows  nW = #{j : o_base + jS + W - 1 <= T - 1}: the windows of KV head 0 at shift 0
  *              (o = o_base), the most any head or sequence has (every other offset is larger), so
  *              the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention
@@ -29,7 +31,7 @@ typedef struct {
     int compressed;            /* attention = compressed */
     int window, stride;        /* W, S (as configured) */
     int n_kv_heads;            /* G */
-    int grid_base;             /* o_base: static grid offset (0 here; > -W) */
+    int grid_base;             /* o_base: static grid offset (S - W on csa layers, else 0; > -W) */
     int n_windows;             /* nW: KV head 0's windows at T and shift 0; 0 for full attention */
     int tied_kv, branches;     /* tied K/V: 1 branch, else 2 */
     int gated;                 /* gate weights exist (scalar | vector) */
@@ -46,7 +48,7 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
     d.window = c->window;
     d.stride = c->stride;
     d.n_kv_heads = c->n_kv_heads;
-    d.grid_base = 0;
+    d.grid_base = d.compressed && c->csa_layer ? c->stride - c->window : 0;   /* the one rule */
     d.n_windows = d.compressed ? vis_n_windows(T, c->window, c->stride, d.grid_base) : 0;
     d.tied_kv = c->kv_tied || c->compressor == COMPRESSOR_DEEPSEEK;
     d.branches = d.tied_kv ? 1 : 2;

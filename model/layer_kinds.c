@@ -67,6 +67,7 @@ int layer_kind(const ModelConfig *c, int L) {
 ModelConfig layer_config(const ModelConfig *c, int L) {
     ModelConfig l = *c;
     l.indexer_topk = 0;
+    l.csa_layer = 0;
     const int kind = layer_kind(c, L);
     switch (kind) {
     case KIND_FULL: l.attention = ATTN_FULL; break;
@@ -83,6 +84,7 @@ ModelConfig layer_config(const ModelConfig *c, int L) {
         l.local = LOCAL_WINDOW;
         l.grid = GRID_ALIGNED;
         l.indexer_topk = csa ? c->csa_topk : 0;
+        l.csa_layer = csa;
         break;
     }
     }

@@ -12,7 +12,10 @@
  *   logits = RMSNorm_final(x) E_out^T  (E_out = embed when tied, else lm_head), fused with the
  *   cross-entropy, which also produces d(final norm output) in the same pass.
  * (x is the residual stream; the code's x_in is layer L's x, x_final the last one.)
- * The backward pass walks the same calls in reverse. With qk_norm = false there is no q/k/ck
+ * The backward pass walks the same calls in reverse; its residual gradient dx is fp32 on every
+ * backend (docs/spec.md §1.1: rmsnorm_bwd_residual accumulates it and writes the act_t copy the
+ * W_down / W_o GEMM backwards read; PHASELAB_BF16_RESIDUAL_GRAD=1 rounds it to act_t, the old
+ * CUDA path). With qk_norm = false there is no q/k/ck
  * norm. compressor = deepseek implies tied keys and values (docs/spec.md: "keys and values tied").
  * Section 2b: compressor = shared has one gate and one payload map (n_maps = 1); grid = staggered
  * gives KV head g its own window grid starting at o_g (kernels/visibility.h): the buffers keep
@@ -102,7 +105,11 @@ struct Model {
     int32_t *tokens, *targets; /* [N] */
     float *losses;             /* [N] */
     /* gradient scratch */
-    act_t *dx, *dxf;           /* [N, D] d x (residual), d xf (final-norm output) */
+    float *dx;                 /* [N, D] d x, the residual gradient: fp32 on every backend (docs/spec.md §1.1) */
+    act_t *dx_act;             /* [N, D] dx as act_t, the dY of the output projections' GEMMs (down, o); it is
+                                  dx itself where act_t is fp32 (the CPU) */
+    int round_residual_grad;   /* 1: dx is rounded to act_t after every norm backward (PHASELAB_BF16_RESIDUAL_GRAD=1) */
+    act_t *dxf;                /* [N, D] d xf (final-norm output) */
     act_t *dnorm;              /* [N, D] d of a norm output: x_norm, mid_norm (also the argmax gather) */
     act_t *dq, *dq_raw, *dattn;/* [N, H*d] */
     act_t *dk, *dk_raw, *dv;   /* [N, G*d] */
@@ -203,7 +210,8 @@ static void lay_out(Model *m, Carver *c) {
     }
     m->x_final = carve(c, N * D * A); m->xf = carve(c, N * D * A); m->rstd_final = carve(c, N * 4);
     m->tokens = carve(c, N * 4); m->targets = carve(c, N * 4); m->losses = carve(c, N * 4);
-    m->dx = carve(c, N * D * A); m->dnorm = carve(c, N * D * A); m->dxf = carve(c, N * D * A);
+    m->dx = carve(c, N * D * 4); m->dnorm = carve(c, N * D * A); m->dxf = carve(c, N * D * A);
+    m->dx_act = A == sizeof(float) ? (act_t *)m->dx : carve(c, N * D * A);
     m->dq = carve(c, N * Hd * A); m->dq_raw = carve(c, N * Hd * A); m->dattn = carve(c, N * Hd * A);
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
@@ -227,9 +235,6 @@ int model_shape_check(const ModelConfig *cfg, long max_batch, long T, char *err)
     for (int L = 0; L < cfg->n_layers; L++) {
         const ModelConfig lc = layer_config(cfg, L);
         if (lc.attention != ATTN_COMPRESSED || (L > 0 && !cfg->layer_attention[0])) continue;
-        if (dims_of(&lc, 0).grid_base < 0)   /* docs/spec.md §6.1 */
-            return set_err(err, "a negative static grid offset (o_base = %d: partial first windows) is not supported by the "
-                           "compressor kernels yet; o_base must be >= 0", dims_of(&lc, 0).grid_base);
         if (model_shape_check_layer(&lc, err)) return -1;
     }
     return 0;
@@ -265,10 +270,14 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     if (be->max_comp_kv_heads > 0 && cfg->attention == ATTN_COMPRESSED && cfg->n_kv_heads > be->max_comp_kv_heads)
         return set_err(err, "n_kv_heads %d: the %s backend's compressor supports at most %d KV heads; use "
                        "run.device=cpu or fewer KV heads", cfg->n_kv_heads, be->name, be->max_comp_kv_heads), NULL;
+    const char *bf16_grad = getenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* the old act_t residual gradient (docs/gpu.md) */
+    if (bf16_grad && *bf16_grad && strcmp(bf16_grad, "0") && strcmp(bf16_grad, "1"))
+        return set_err(err, "PHASELAB_BF16_RESIDUAL_GRAD=%s: expected 0 or 1", bf16_grad), NULL;
     Model *m = calloc(1, sizeof *m);
     if (!m) { set_err(err, "out of memory: %zu bytes for the model", sizeof *m); return NULL; }
     m->cfg = *cfg;
     m->be = be;
+    m->round_residual_grad = bf16_grad && !strcmp(bf16_grad, "1");
     m->max_batch = max_batch;
     m->T = T;
     if (tensor_table_build(&m->tt, cfg, err)) { free(m); return NULL; }
@@ -617,6 +626,12 @@ int model_set_indexer(Model *m, double weight, int dense, char *err) {
 
 int model_indexer_dense(const Model *m) { return m->ind_dense; }
 
+const uint8_t *model_indexer_selection(const Model *m, int L, int *nW) {
+    if (L < 0 || L >= m->cfg.n_layers || !m->lind[L]) return NULL;
+    *nW = m->ldims[L].n_windows;
+    return m->acts[L].isel;
+}
+
 double model_indexer_kl(const Model *m, long *count) {
     if (count) *count = m->kl_count;
     return m->kl_sum;
@@ -727,8 +742,11 @@ static void backward_layers(Model *m, int B) {
     const ModelConfig *c = &m->cfg;
     const int N = B * m->T, D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     const int r = c->rope_dims;
-    /* dx = d loss / d x_final */
-    be->rmsnorm_bwd(be->ctx, m->dx, grad(m, m->final_norm), m->dxf, m->x_final, weight(m, m->final_norm), m->rstd_final, N, D, 0);
+    /* dx = d loss / d x_final: fp32, accumulated by the norm backwards of every layer; each also writes
+     * dx_act, the act_t copy the next output projection's GEMM reads (docs/spec.md §1.1) */
+    const int rnd = m->round_residual_grad;
+    be->rmsnorm_bwd_residual(be->ctx, m->dx, m->dx_act, grad(m, m->final_norm), m->dxf, m->x_final, weight(m, m->final_norm),
+                             m->rstd_final, N, D, 0, rnd);
     for (int L = c->n_layers - 1; L >= 0; L--) {
         const int nW = m->ldims[L].n_windows; /* windows of KV head 0: buffer rows (model/dims.h) */
         const ModelDims *dm = &m->ldims[L];
@@ -738,13 +756,14 @@ static void backward_layers(Model *m, int B) {
         LayerActs *act = &m->acts[L];
         if (m->lind[L] && m->ind_weight > 0) indexer_bwd(m, L, B);
         /* MLP: x_out = x_mid + down(h) */
-        be->matmul_bwd(be->ctx, m->dh, grad(m, w->down), m->dx, act->h, weight(m, w->down), N, D, F, 0);
+        be->matmul_bwd(be->ctx, m->dh, grad(m, w->down), m->dx_act, act->h, weight(m, w->down), N, D, F, 0);
         be->swiglu_bwd(be->ctx, m->dg, m->du, m->dh, act->g, act->u, (size_t)N * F);
         be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->gate), m->dg, act->mid_norm, weight(m, w->gate), N, F, D, 0);
         be->matmul_bwd(be->ctx, m->dnorm, grad(m, w->up), m->du, act->mid_norm, weight(m, w->up), N, F, D, 1);
-        be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->post_norm), m->dnorm, act->x_mid, weight(m, w->post_norm), act->rstd_post, N, D, 1);
+        be->rmsnorm_bwd_residual(be->ctx, m->dx, m->dx_act, grad(m, w->post_norm), m->dnorm, act->x_mid, weight(m, w->post_norm),
+                                 act->rstd_post, N, D, 1, rnd);
         /* attention: x_mid = x_in + o(attn) */
-        be->matmul_bwd(be->ctx, m->dattn, grad(m, w->o), m->dx, act->attn, weight(m, w->o), N, D, H * d, 0);
+        be->matmul_bwd(be->ctx, m->dattn, grad(m, w->o), m->dx_act, act->attn, weight(m, w->o), N, D, H * d, 0);
         const act_t *cv = nW ? (dm->tied_kv ? act->ck : act->entry[1]) : NULL;
         be->attention_bwd(be->ctx, &as, m->dq, m->dk, m->dv, m->dck, m->dcv, grad(m, w->sink), m->dattn, act->attn, act->lse,
                           act->q, act->k, act->v, nW ? act->ck : NULL, cv, master(m, w->sink));
@@ -794,7 +813,9 @@ static void backward_layers(Model *m, int B) {
             }
             if (act->cin) token_shift_bwd(m, m->dnorm, grad(m, w->token_shift), act->x_norm, weight(m, w->token_shift), B);
         }
-        be->rmsnorm_bwd(be->ctx, m->dx, grad(m, w->in_norm), m->dnorm, act->x_in, weight(m, w->in_norm), act->rstd_in, N, D, 1);
+        /* layer 0's dx_act would have no reader (the embedding reads dx) */
+        be->rmsnorm_bwd_residual(be->ctx, m->dx, L > 0 ? m->dx_act : NULL, grad(m, w->in_norm), m->dnorm, act->x_in,
+                                 weight(m, w->in_norm), act->rstd_in, N, D, 1, rnd);
     }
     be->embedding_bwd(be->ctx, grad(m, m->emb), m->tokens, m->dx, N, D);
 }

@@ -121,6 +121,11 @@ int model_indexer_dense(const Model *m);
 /* The last forward's sum of KL_t over the indexer layers and queries, and *count the terms. */
 double model_indexer_kl(const Model *m, long *count);
 
+/* The lightning indexer's top-k of layer L in the last forward (docs/spec.md §5.4), for analyses:
+ * host array sel [B, T, nW] (T = model_seq_len, 1 = selected), *nW its rows per sequence; NULL when
+ * layer L has no indexer. The indexer runs on the CPU backend only, so sel is host memory. */
+const uint8_t *model_indexer_selection(const Model *m, int L, int *nW);
+
 /* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);
 

@@ -32,6 +32,9 @@ typedef struct {
     int csa_topk, indexer_heads, indexer_dim;
     int indexer_topk;        /* derived, not a key: layer_config sets it to csa_topk on a csa layer
                                 (the layer has a lightning indexer when > 0); 0 everywhere else */
+    int csa_layer;           /* derived, not a key: layer_config sets it to 1 on a csa layer, whose
+                                grid takes DeepSeek-V4's static offset o_base = S - W (dims_of,
+                                docs/spec.md §5.4); 0 everywhere else */
     int token_shift;         /* the compressor reads a_t + M a_{t-1} (docs/spec.md §6.3) */
 } ModelConfig;
 

@@ -10,7 +10,8 @@
  * (the gradient model_forward_backward accumulates for loss_scale = 1 / (B T - 1)), its value
  * taken from model_gate_coverage, so the penalty's gradient is checked the same way.
  * The jitter_ variants shift each sequence's grids by its own u_b (docs/spec.md §6.2), alone and
- * on staggered grids, with the penalty too (whose n_b is then per sequence). */
+ * on staggered grids, with the penalty too (whose n_b is then per sequence).
+ * Last, the PHASELAB_BF16_RESIDUAL_GRAD switch: a bad value is refused, 1 changes no CPU bit. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -62,6 +63,19 @@ static void v_sched_hca(ModelConfig *c) { tu_schedule(c, 2, "hca,hca"); c->kv_ti
 static void v_sched_mix(ModelConfig *c) { tu_schedule(c, 3, "window,csa,hca"); c->kv_tied = 1; c->attn_sink = 1; }
 static void v_sched_mix_base(ModelConfig *c) { v_tail(c); tu_schedule(c, 4, "compressed,full,window,hca"); }
 static void v_sched_mix_stag(ModelConfig *c) { v_stag(c); tu_schedule(c, 3, "hca,compressed,window"); c->post_norm = 1; }
+/* csa layers on DeepSeek-V4's geometry (docs/spec.md §5.4, §6.1: o_base = S - W < 0, partial first
+ * windows whose masked slots must get no gradient): the defaults (vector gates, deepseek maps, W4/S2
+ * in the tiny config: o_base = -2), scalar gates with one map per slot and post-norm at S = 1
+ * (o_base = -3: three partial windows), uniform gates with the shared map at W5/S2 (o_base = -3) */
+static void v_sched_csa(ModelConfig *c) { tu_schedule(c, 2, "csa*2"); c->kv_tied = 1; c->attn_sink = 1; }
+static void v_sched_csa_scalar_s1(ModelConfig *c) {
+    tu_schedule(c, 2, "csa,window"); c->csa_gate = GATE_SCALAR; c->csa_compressor = COMPRESSOR_PAPER;
+    c->csa_window = 4; c->csa_stride = 1; c->post_norm = 1;
+}
+static void v_sched_csa_uniform_shared(ModelConfig *c) {
+    tu_schedule(c, 2, "full,csa"); c->csa_gate = GATE_UNIFORM; c->csa_compressor = COMPRESSOR_SHARED;
+    c->csa_window = 5; c->csa_stride = 2;
+}
 /* docs/spec.md §6.3: token shift (M random: its gradient and the one it sends to a_{t-1}) */
 static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
 static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
@@ -95,12 +109,54 @@ static const Variant variants[] = {
     {"schedule_window", v_sched_window, 0, NULL}, {"schedule_hca_tied_sink", v_sched_hca, 0, NULL},
     {"schedule_window_csa_hca", v_sched_mix, 0, NULL}, {"schedule_compressed_tail_full_window_hca", v_sched_mix_base, 0, NULL},
     {"schedule_hca_staggered_window_postnorm", v_sched_mix_stag, 0, NULL}, {"coverage_schedule_window_csa_hca", v_sched_mix, 0.5, NULL},
+    {"schedule_csa_v4_geometry", v_sched_csa, 0, NULL}, {"schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0, NULL},
+    {"schedule_csa_uniform_shared_w5s2", v_sched_csa_uniform_shared, 0, NULL},
+    {"coverage_schedule_csa_v4_geometry", v_sched_csa, 0.5, NULL},
+    {"coverage_schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0.5, NULL},
 };
 
 /* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */
 static double objective(Model *m, const int32_t *tok, const int32_t *tgt, int B, int T, double lambda) {
     double ce = model_forward(m, tok, tgt, B, NULL);
     return lambda > 0 ? ce + lambda * model_gate_coverage(m, B) * T / (B * T - 1.0) : ce;
+}
+
+/* PHASELAB_BF16_RESIDUAL_GRAD (docs/spec.md §1.1): a value other than 0 or 1 is refused by
+ * model_create with one line; 1 rounds the residual gradient to act_t, which is fp32 on the CPU, so
+ * the CPU's gradients are the same bits with and without it. */
+static void check_bf16_residual_switch(const Backend *be) {
+    ModelConfig cfg = tu_tiny_config();
+    v_comp(&cfg);
+    const int B = 2, T = 16;
+    char err[ERR_LEN] = "";
+    setenv("PHASELAB_BF16_RESIDUAL_GRAD", "2", 1);
+    Model *bad = model_create(&cfg, be, B, T, err);
+    check(!bad && strstr(err, "PHASELAB_BF16_RESIDUAL_GRAD=2: expected 0 or 1"), "bf16 residual switch: 2 is refused",
+          "model %s, error '%s'", bad ? "built" : "refused", err);
+    if (bad) model_free(bad);
+    float *g[2] = {NULL, NULL};
+    size_t n = 0;
+    int32_t tok[32], tgt[32];
+    tu_random_tokens(tok, B * T, cfg.vocab_size, 3);
+    tu_random_tokens(tgt, B * T, cfg.vocab_size, 4);
+    for (int on = 0; on < 2; on++) {
+        if (on) setenv("PHASELAB_BF16_RESIDUAL_GRAD", "1", 1);
+        else unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");
+        Model *m = model_create(&cfg, be, B, T, err);
+        if (!check(m != NULL, on ? "bf16 residual switch: 1 builds" : "bf16 residual switch: unset builds", "%s", err)) break;
+        tu_random_params(m, 42, 0.35);
+        model_zero_grads(m);
+        model_forward_backward(m, tok, tgt, B, 1.0 / (B * T), NULL);
+        n = model_tensors(m)->n_floats;
+        g[on] = malloc(sizeof(float) * n);
+        memcpy(g[on], model_grads(m), sizeof(float) * n);
+        model_free(m);
+    }
+    unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");
+    if (g[0] && g[1])
+        check(!memcmp(g[0], g[1], sizeof(float) * n), "bf16 residual switch: no effect on the CPU backend (same gradient bits)",
+              "the gradients differ");
+    free(g[0]); free(g[1]);
 }
 
 int main(void) {
@@ -174,5 +230,6 @@ int main(void) {
         free(tgt);
         model_free(m);
     }
+    if (!getenv("GC_ONLY")) check_bf16_residual_switch(be);
     return check_exit_code();
 }

@@ -15,6 +15,15 @@ corpus writes a real checkpoint with ./train (and one compressed run with attn_s
     1e-5 (max abs), and the HF loss (labels = inputs) equals the loss computed from phaselab's
     logits to 1e-5 and the loss ./train --eval prints (4 decimals);
   * generate() of 8 new tokens (greedy) equals greedy decoding with phaselab's forward pass.
+The DeepSeek-V4 layer stack (docs/spec.md §5): configs/test/tiny_v4.ini (one layer of every kind:
+full, window, csa with a top-4 lightning indexer, hca, compressed with local = tail; 5 steps, so
+gates and indexer are off their init) and the same stack without the indexer (csa_topk = 0) pass
+the same checks, plus: no checkpoint tensor missing or unused, config.json's layer_grid_base is
+each layer's o_base, and with the indexer's selection switched off in the remote code the logits
+move away from phaselab's (the selection matters, so the equality can fail).
+The negative static offset of §6.1 (o_base = S - W = -4, DeepSeek-V4's CSA geometry: partial first
+windows), which checkpoints do not carry yet: the remote code's compressor entries, their count
+and visibility, and the indexer's keys, against an independent float64 loop over positions.
 Skipped as a whole ("skipped: torch/transformers not installed") when neither this python nor
 $PHASELAB_HF_PYTHON nor build/venv-hf/bin/python has torch and transformers.
 Scratch: build/scratch/test_hf_transformers/."""
@@ -25,6 +34,7 @@ import io
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -108,8 +118,13 @@ VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="
 VARIANTS["w8s8_kv2_sink"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", attn_sink="true")
 # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (M trained away from its zero init)
 VARIANTS["w8s8_kv2_token_shift"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", token_shift="true")
+# docs/spec.md §5: the layer stack of configs/test/tiny_v4.ini, with and without the lightning indexer
+V4_CONFIG = os.path.join(ROOT, "configs", "test", "tiny_v4.ini")
+VARIANTS["v4_stack_indexer"] = dict(config=V4_CONFIG)
+VARIANTS["v4_stack"] = dict(config=V4_CONFIG, csa_topk="0")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 17, f"{len(VARIANTS) - 4} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, +1 token shift",
+check(len(VARIANTS) >= 19, f"{len(VARIANTS) - 6} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
+      "+1 token shift, +2 layer stacks",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -120,7 +135,7 @@ windows = np.stack([val_tokens[k * T:k * T + T + 1] for k in range(N_WIN)])     
 
 
 def vanilla(v):
-    return (v.get("attention", "full") == "full" and v.get("qk_norm", "true") == "true"
+    return ("config" not in v and v.get("attention", "full") == "full" and v.get("qk_norm", "true") == "true"
             and int(v.get("rope_dims", TINY["head_dim"])) == TINY["head_dim"] and v.get("attn_sink", "false") == "false")
 
 
@@ -160,8 +175,9 @@ def refuses_without_remote_code(ckpt):
 for name, v in VARIANTS.items():
     if ONLY and name not in ONLY:
         continue
-    model_args = [f"model.{k}={val}" for k, val in {**TINY, **v}.items()]
-    rc, out = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",
+    config = v.get("config", tu.TINY)   # a stack: its own config file (shapes included) and overrides
+    model_args = [f"model.{k}={val}" for k, val in ({**TINY, **v} if config == tu.TINY else v).items() if k != "config"]
+    rc, out = tu.run([config, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs",
                       f"run.name={name}", f"train.steps={STEPS}", f"checkpoint.every={STEPS}", "eval.every=0",
                       "train.lr=2e-2", "train.warmup_steps=0", "train.min_lr=2e-2", "train.batch_tokens=256",
                       "train.micro_batch=4", f"eval.val_tokens={N_WIN * T}"] + model_args)
@@ -188,6 +204,9 @@ for name, v in VARIANTS.items():
         unused = sorted(info.get("unexpected_keys", []))
         check(not unused, f"{name}: every checkpoint tensor is a parameter of the remote code",
               f"{len(unused)} unused: {', '.join(unused[:4])}")
+        missing = sorted(info.get("missing_keys", []))
+        check(not missing, f"{name}: every parameter of the remote code is in the checkpoint",
+              f"{len(missing)} missing: {', '.join(missing[:4])}")
     model.eval()
 
     ref = c_logits(ckpt, windows[:, :T])                                             # [N_WIN, T, V]
@@ -207,7 +226,35 @@ for name, v in VARIANTS.items():
           f"{name}: loss on {N_WIN} validation windows equals phaselab's ({loss_hf:.6f} vs {loss_c:.6f}, --eval "
           f"{m.group(1) if m else '?'})", f"hf {loss_hf}, from C logits {loss_c}, --eval: {out[-300:]}")
 
-    prompt = windows[:1, :12]
+    if "config" in v:   # a layer stack (docs/spec.md §5)
+        kinds = model.config.layer_kinds
+        bases = cfg["phaselab"].get("layer_grid_base")
+        read = [model.model.layers[L].self_attn.compressor.o_base if hasattr(model.model.layers[L].self_attn, "compressor")
+                else 0 for L in range(len(kinds))]
+        check(kinds == ["full", "window", "csa", "hca", "compressed"] and bases is not None and len(bases) == len(kinds)
+              and read == bases, f"{name}: config.json's schedule and per-layer o_base {bases} are the remote code's layers",
+              f"kinds {kinds}, layer_grid_base {bases}, remote code {read}")
+        # weights alone (trainer/ckpt_source.c reads config.json, layer_grid_base included, back to a config)
+        bare = os.path.join(d, "bare_" + name)
+        os.makedirs(bare, exist_ok=True)
+        for f in ("config.json", "model.safetensors"):
+            shutil.copy(os.path.join(ckpt, f), bare)
+        rc, out = tu.run(["--eval", bare, f"data.val={data}/val_*.bin", "eval.probe=", f"eval.val_tokens={N_WIN * T}"])
+        m = re.search(r"validation loss ([0-9.]+) over (\d+) windows", out)
+        check(rc == 0 and m is not None and abs(float(m.group(1)) - loss_hf) <= 6e-5,
+              f"{name}: --eval of config.json + model.safetensors alone gives the same loss ({m.group(1) if m else '?'})",
+              out[-400:])
+        attn = model.model.layers[2].self_attn
+        if hasattr(attn, "indexer"):   # all visible entries instead of the top-4: the logits must move
+            keep, attn.indexer.topk = attn.indexer.topk, 10 ** 6
+            with torch.no_grad():
+                dense = model(input_ids=torch.tensor(windows[:, :T])).logits.double().numpy()
+            attn.indexer.topk = keep
+            moved = float(np.abs(dense - ref).max())
+            check(moved > 100 * TOL, f"{name}: without the indexer's top-4 the logits differ from phaselab's "
+                  f"(max |diff| {moved:.1e}): the selection is computed, not bypassed", f"max |diff| {moved:.3e}")
+
+    prompt = windows[:1, :16 if "config" in v else 12]   # ref_forward needs T >= the longest window (hca 16)
     model.generation_config.eos_token_id = None   # 8 tokens even when one is the end-of-text id
     with torch.no_grad():
         gen = model.generate(torch.tensor(prompt), max_new_tokens=N_NEW, do_sample=False, num_beams=1,
@@ -263,4 +310,89 @@ with torch.no_grad():
     check(starts == [list(range(0, 21, 2)), list(range(1, 20, 2))],
           "2b grid = staggered: KV head g's windows start at floor(g S / G) + jS and end inside T",
           str(starts))
+
+
+# docs/spec.md §6.1: a negative static offset (DeepSeek-V4's CSA geometry o_base = S - W = -4, partial
+# first windows) against an independent float64 loop over positions
+def loop_entries(a, starts, W, maps, Z, b, C, norm_w, eps, r, theta, o_base):
+    """Khat rows [B, nw, d] of one KV head from plain loops: a [B, T, D] float64, Z [M, c, D] or None
+    (uniform), b [W, c] or None, C [M, d, D]; slots at positions < 0 are skipped; RMSNorm (weight
+    norm_w), then rotate-half RoPE on the last r dims at the window's start minus o_base (the entry's
+    position jS + stagger; V4's csa entry j, pooling 4j-4 .. 4j+3, at 4j)."""
+    B = a.shape[0]
+    out = np.zeros((B, len(starts), C.shape[1]))
+    for bb in range(B):
+        for j, o in enumerate(starts):
+            slots = [i for i in range(W) if o + i >= 0]
+            pays = np.stack([C[maps[i]] @ a[bb, o + i] for i in slots])                  # [n, d]
+            if Z is None:
+                alpha = np.full((len(slots), 1), 1.0 / len(slots))
+            else:
+                logit = np.stack([Z[maps[i]] @ a[bb, o + i] + (b[i] if b is not None else 0.0) for i in slots])
+                e = np.exp(logit - logit.max(0))
+                alpha = e / e.sum(0)
+            ent = (alpha * pays).sum(0)
+            ent = ent / np.sqrt((ent ** 2).mean() + eps) * norm_w
+            dd = ent.shape[0]
+            rot = ent.copy()
+            for k in range(r // 2):
+                ang = (o - o_base) * theta ** (-2.0 * k / r)
+                x1, x2 = ent[dd - r + k], ent[dd - r + k + r // 2]
+                rot[dd - r + k] = x1 * np.cos(ang) - x2 * np.sin(ang)
+                rot[dd - r + k + r // 2] = x2 * np.cos(ang) + x1 * np.sin(ang)
+            out[bb, j] = rot
+    return out
+
+
+sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))
+from modeling_phaselab import PhaselabConfig, PhaselabForCausalLM, pool_windows, window_starts  # noqa: E402
+T_NEG = 23
+neg_cfg = PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=3, num_attention_heads=4,
+                         num_key_value_heads=2, head_dim=8, rope_theta=100.0, rms_norm_eps=1e-6,
+                         phaselab=dict(attention="full", window=6, stride=3, gate="uniform", kv_tied=True,
+                                       layer_attention="csa,compressed,hca", csa_topk=2, indexer_heads=2, indexer_dim=4,
+                                       hca_window=4, hca_stride=4, layer_grid_base=[-4, -5, -2]))
+torch.manual_seed(3)
+neg = PhaselabForCausalLM(neg_cfg).double().eval()
+with torch.no_grad():
+    for n, p in neg.named_parameters():
+        p.copy_(torch.randn_like(p) * 0.5 + (1.0 if "norm" in n else 0.0))
+a_neg = torch.randn(2, T_NEG, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+MAPS_NEG = [[0] * 4 + [1] * 4, list(range(6)), [0] * 4]   # deepseek halves, paper per offset, shared
+for L, (W, S, o) in enumerate([(8, 4, -4), (6, 3, -5), (4, 4, -2)]):
+    comp = neg.model.layers[L].self_attn.compressor
+    worst, ok_starts = 0.0, True
+    want_starts = [o + j * S for j in range(T_NEG) if o + j * S + W - 1 <= T_NEG - 1]
+    for g in range(2):
+        with torch.no_grad():
+            khat, vhat, starts = comp.entries(a_neg, g, 8, 100.0)
+        gate = getattr(comp, "k_gate", None)
+        ref_k = loop_entries(a_neg.numpy(), want_starts, W, MAPS_NEG[L],
+                             None if gate is None else gate.weight[g].detach().numpy(),
+                             None if gate is None else gate.bias[g].detach().numpy(),
+                             comp.k_payload.weight[g].detach().numpy(), comp.ck_norm.weight.detach().numpy(), 1e-6, 8, 100.0, o)
+        worst = max(worst, float(np.abs(khat.numpy() - ref_k).max()))
+        ok_starts = ok_starts and starts.tolist() == want_starts
+    ends = np.array(want_starts) + W - 1
+    n_vis = [int((ends <= t).sum()) for t in range(T_NEG)]
+    check(ok_starts and worst < 1e-12 and (o != S - W or n_vis == [(t + 1) // S for t in range(T_NEG)]),
+          f"6.1 o_base {o} ({neg_cfg.layer_kinds[L]} W{W}/S{S}, {neg_cfg.layer_config(L)['gate']} gates): "
+          f"{len(want_starts)} entries from {want_starts[0]}, partial windows equal the float64 loop "
+          f"(max |diff| {worst:.1e})" + (", visible iff j < (t+1) div S" if o == S - W else ""),
+          f"starts {starts.tolist()} vs {want_starts}, max |diff| {worst}, visible {n_vis}")
+ix = neg.model.layers[0].self_attn.indexer
+c = ix.compressor
+starts0 = [-4 + 4 * j for j in range(T_NEG) if -4 + 4 * j + 7 <= T_NEG - 1]
+with torch.no_grad():
+    got = ix.k_norm(pool_windows(a_neg, window_starts(T_NEG, 8, 4, -4), 8, ix.map_of, c.payload.weight[0],
+                                 gate=c.gate.weight[0], bias=c.gate.bias[0])).numpy()
+ref_ik = loop_entries(a_neg.numpy(), starts0, 8, MAPS_NEG[0], c.gate.weight[0].detach().numpy(),
+                      c.gate.bias[0].detach().numpy(), c.payload.weight[0].detach().numpy(),
+                      ix.k_norm.weight.detach().numpy(), 1e-6, 0, 100.0, -4)
+diff = float(np.abs(got - ref_ik).max())
+check(diff < 1e-12, f"6.1 o_base -4: the lightning indexer's keys k^I (partial first window) equal the float64 loop "
+      f"(max |diff| {diff:.1e})", f"max |diff| {diff}")
+with torch.no_grad():
+    lg = neg(torch.randint(0, 50, (2, T_NEG), generator=torch.Generator().manual_seed(5))).logits
+check(bool(torch.isfinite(lg).all()), "6.1 a stack with negative offsets runs forward to finite logits", str(lg.abs().max()))
 finish()

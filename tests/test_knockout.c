@@ -166,6 +166,17 @@ int main(void) {
     ko.layer = 1, ko.kv_head = 1;
     probe_evaluate_ex(&m, pe, LEN, 3, 0, 1, knockout_before_batch, &ko, NULL, &r, err);
     check(acc_all(&r) == 100.0, "knocking out KV head 1:1 (unused layer) changes nothing", "%.1f%%", acc_all(&r));
+    /* a kind's knockout: a mask [L, G] of heads knocked out at once (analysis/interventions.h) */
+    uint8_t tg[LAYERS * G];
+    memset(tg, 0, sizeof tg);
+    tg[1 * G + 0] = tg[1 * G + 1] = tg[0 * G + 0] = 1;             /* every head but 0:1 */
+    ko.targets = tg;
+    probe_evaluate_ex(&m, pe, LEN, 3, 0, 1, knockout_before_batch, &ko, NULL, &r, err);
+    check(acc_all(&r) == 100.0, "a mask of every KV head but the answer-carrying 0:1 changes nothing", "%.1f%%", acc_all(&r));
+    tg[0 * G + 1] = 1;
+    probe_evaluate_ex(&m, pe, LEN, 3, 0, 1, knockout_before_batch, &ko, NULL, &r, err);
+    check(acc_all(&r) == 0.0, "adding 0:1 to the mask knocks the answer out (the mask, not layer/kv_head, decides)", "%.1f%%", acc_all(&r));
+    ko.targets = NULL;
 
     /* the replacement really is the calibration mean: with the evaluated set AS calibration the
      * knocked-out stand-in would answer round(41.5) = 42 for pp; with calibration B (mean 91.5)

@@ -6,12 +6,16 @@
  *     logits of the plain compressed model with the same W, S, gate and compressor (same tensor
  *     table, same parameters) bit for bit; a one-kind `compressed` schedule is the model without
  *     a schedule (same table, same logits);
+ *   - the static grid offset (docs/spec.md §5.4, §6.1): a csa layer's dims have o_base = S - W (V4:
+ *     entry j pools jS - 4 .. jS + 3, visible iff j < (t + 1) div 4 at W8/S4) and one more entry than the
+ *     aligned grid when S divides T; every other kind 0;
  *   - a window layer differs from full attention once the sequence is longer than n_local (the
  *     mask is in effect), and the FLOP count of a schedule is the sum of its layers'. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 #include "model/layer_kinds.h"
+#include "model/dims.h"
 #include "trainer/probe_eval.h"
 
 static int parse_fails(int n_layers, const char *text, const char *want) {
@@ -62,6 +66,28 @@ int main(void) {
               "schedule: an hca layer's config", "W%d S%d", h.window, h.stride);
         check(w.attention == ATTN_WINDOW && config_visibility(&w) == VIS_WINDOW && f.attention == ATTN_FULL,
               "schedule: window and full layers' attention", "%d %d", w.attention, f.attention);
+    }
+    {   /* the static grid offset: csa layers only */
+        ModelConfig c = tu_tiny_config();
+        tu_schedule(&c, 5, "window,csa,hca,full,compressed");
+        c.attention = ATTN_FULL;
+        c.csa_window = 8; c.csa_stride = 4;
+        int bad = 0;
+        for (int L = 0; L < 5; L++) {
+            ModelConfig l = layer_config(&c, L);
+            const ModelDims dm = dims_of(&l, 64);
+            bad += dm.grid_base != (L == 1 ? 4 - 8 : 0);
+        }
+        ModelConfig l = layer_config(&c, 1);
+        const ModelDims dm = dims_of(&l, 64);
+        int v4 = 0;   /* entry j ends at 4j + 3: 16 entries at T 64 (the aligned grid has 15), j < (t + 1) / 4 visible */
+        for (int t = 0; t < 64; t++) v4 += vis_n_entries(t, 8, 4, dims_grid_offset(&dm, 0), dm.n_windows) != (t + 1) / 4;
+        check(bad == 0 && dm.n_windows == 16 && v4 == 0, "schedule: csa layers get o_base = S - W (V4 geometry), other kinds 0",
+              "%d kinds wrong, %d entries at T 64, %d queries wrong", bad, dm.n_windows, v4);
+        ModelConfig plain = tu_tiny_config();
+        plain.attention = ATTN_COMPRESSED;
+        check(dims_of(&plain, 16).grid_base == 0, "schedule: a model without a schedule has o_base 0", "%d",
+              dims_of(&plain, 16).grid_base);
     }
     check(parse_fails(3, "window,csa", "names 2 layers"), "schedule: too few kinds refused", "accepted");
     check(parse_fails(2, "window,csa,hca", "names 3 layers"), "schedule: too many kinds refused", "accepted");

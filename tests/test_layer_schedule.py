@@ -41,14 +41,15 @@ rows = {m.group(1): m.groups() for m in re.finditer(r"^\s+(window|csa|hca)\s+(\d
                                                       out, re.M)}
 check(rc == 0 and set(rows) == {"window", "csa", "hca"}, "--summary shows the stack by kind", out[-1500:])
 if rc == 0 and len(rows) == 3:
-    # T = 64: window 8 raw tokens, no entries; csa W8/S4: (64-8)/4+1 = 15 entries; hca W16/S16: 4 entries
+    # T = 64: window 8 raw tokens, no entries; csa W8/S4 on V4's geometry (docs/spec.md §5.4: o_base = -4,
+    # entry j ends at 4j+3 <= 63): 16 entries; hca W16/S16: 4 entries
     check(rows["window"][2] == "raw8" and rows["window"][3] == "0", "window kind: no entries", str(rows["window"]))
-    check(rows["csa"][2] == "W8/S4+8" and rows["csa"][3] == "15", "csa kind: W8/S4 with 15 entries at T 64", str(rows["csa"]))
+    check(rows["csa"][2] == "W8/S4+8" and rows["csa"][3] == "16", "csa kind: W8/S4 with 16 entries at T 64", str(rows["csa"]))
     check(rows["hca"][2] == "W16/S16+8" and rows["hca"][3] == "4", "hca kind: W16/S16 with 4 entries at T 64", str(rows["hca"]))
     # cache bytes per token (bf16, at T = 64), by hand: G 2 x d 8 = 16 values of 2 bytes
-    #   window: ring of 8 raw keys + values = 2*8*16*2 = 512 B; csa: 15 tied entries*16*2 + 512 + 8 inputs*32*2 = 1504 B
+    #   window: ring of 8 raw keys + values = 2*8*16*2 = 512 B; csa: 16 tied entries*16*2 + 512 + 8 inputs*32*2 = 1536 B
     #   hca: 4*16*2 + 512 + 16*32*2 = 1664 B
-    for kind, want in (("window", 512), ("csa", 1504), ("hca", 1664)):
+    for kind, want in (("window", 512), ("csa", 1536), ("hca", 1664)):
         got = float(rows[kind][6])
         check(abs(got - want / 64) < 0.06, f"{kind} kind: cache bytes per token at T 64 = {want}/64", f"{got}")
 
@@ -63,7 +64,7 @@ open(prompt, "w").write("16 80 17 81 18 82 16\n")
 rc, out = tu.run(["--generate", ck, "--prompt-ids", prompt, "--max-new", "6"])
 check(rc == 0 and "KV cache by layer kind" in out and "csa x1" in out and "hca x1" in out and "window x1" in out,
       "--generate decodes the stack and prints the cache by kind", out[-900:])
-# the lightning indexer (docs/spec.md §5.4): top-4 of the csa layer's 15 entries, 3 dense warm-up steps
+# the lightning indexer (docs/spec.md §5.4): top-4 of the csa layer's 16 entries, 3 dense warm-up steps
 rc, out = tu.run([tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={runs}",
                   "run.name=idx", "train.steps=8", "checkpoint.every=8", "eval.every=8", "run.log_every=1",
                   "train.indexer_warmup=3", *MIX[:-1], "model.csa_topk=4"])

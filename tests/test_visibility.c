@@ -15,7 +15,8 @@
  * §6.1: static offsets down to 1 - W, per-sequence shifts up to S - 1 on top of a stagger), and
  * DeepSeek-V4's CSA geometry (o = -S, W = 2S: visible iff j < (t+1) div S) in its own words.
  * Shifted sequences (phase jitter, docs/spec.md §6.2) are checked like staggered heads, with
- * o = o_g + u. */
+ * o = o_g + u; one-layer csa schedules (docs/spec.md §5.4) with o = o_base = S - W < 0, whose first
+ * windows are partial (window j pools only positions >= 0 of o + jS .. o + jS + W - 1). */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -104,25 +105,30 @@ int main(void) {
     rule_checks();
     const Backend *be = backend_cpu(1);
     const int T = 24, V = 23;
-    struct { const char *name; int attention, W, S, local, n_local, grid, G, shift; } cases[] = {
-        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
-        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
-        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0},
-        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0},
-        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0},
-        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0},
-        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4, 0},
-        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 0},
-        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2, 0},
-        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4, 0},
-        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0},
+    struct { const char *name; int attention, W, S, local, n_local, grid, G, shift, csa; } cases[] = {
+        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
+        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
+        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0},
+        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
+        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0},
+        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 0},
+        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4, 0, 0},
+        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 0, 0},
+        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2, 0, 0},
+        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4, 0, 0},
+        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0, 0},
         /* docs/spec.md §6.2: the sequence's grid shifted by u (phase jitter): o = o_g + u */
-        {"shift 3 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 3},
-        {"shift 1 W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 1},
-        {"shift 2 W5 S3 tail", ATTN_COMPRESSED, 5, 3, LOCAL_TAIL, 1, GRID_ALIGNED, 2, 2},
-        {"shift 3 staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 3},
-        {"shift 6 W7 S7 tail (T - u not a multiple of S)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_ALIGNED, 1, 6},
-    };
+        {"shift 3 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 3, 0},
+        {"shift 1 W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 1, 0},
+        {"shift 2 W5 S3 tail", ATTN_COMPRESSED, 5, 3, LOCAL_TAIL, 1, GRID_ALIGNED, 2, 2, 0},
+        {"shift 3 staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 3, 0},
+        {"shift 6 W7 S7 tail (T - u not a multiple of S)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_ALIGNED, 1, 6, 0},
+        /* docs/spec.md §5.4, §6.1: a one-layer csa schedule on DeepSeek-V4's geometry, o = S - W < 0
+     * (partial first windows: window 0 pools only positions 0 .. o + W - 1) */
+    {"csa W8 S4 (V4: o = -4) window n_local 3", ATTN_COMPRESSED, 8, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 1},
+    {"csa W4 S2 (o = -2) window n_local 1", ATTN_COMPRESSED, 4, 2, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 1},
+    {"csa W5 S1 paper maps (o = -4) window n_local 2", ATTN_COMPRESSED, 5, 1, LOCAL_WINDOW, 2, GRID_ALIGNED, 1, 0, 1},
+};
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
         cfg.n_layers = 1;
@@ -133,6 +139,12 @@ int main(void) {
         cfg.n_local = cases[ci].n_local;
         cfg.grid = cases[ci].grid;
         cfg.n_kv_heads = cases[ci].G;
+        if (cases[ci].csa) {            /* the csa kind with these W and S (its own keys; the base keys for allowed()) */
+            tu_schedule(&cfg, 1, "csa");
+            cfg.csa_window = cases[ci].W;
+            cfg.csa_stride = cases[ci].S;
+            cfg.csa_compressor = cases[ci].W == 2 * cases[ci].S ? COMPRESSOR_DEEPSEEK : COMPRESSOR_PAPER;
+        }
         /* aligned: all heads at once (o = 0); staggered: one KV head at a time */
         int heads = cfg.grid == GRID_STAGGERED ? cfg.n_kv_heads : 1;
         for (int kv = 0; kv < heads; kv++) {
@@ -142,7 +154,7 @@ int main(void) {
             tu_random_params(m, 7 + ci, 0.4);
             const int32_t u = cases[ci].shift;
             if (u && !check(model_set_grid_shift(m, &u, 1, err) == 0, cases[ci].name, "%s", err)) { model_free(m); continue; }
-            int o = u;                                                    /* docs/spec.md §6.1: o = o_g + u */
+            int o = u + (cases[ci].csa ? cfg.stride - cfg.window : 0);    /* docs/spec.md §6.1: o = o_base + o_g + u */
             if (heads > 1) {
                 o = kv * cfg.stride / cfg.n_kv_heads + u;             /* docs/spec.md §2b: floor(g S / G) */
                 const TensorTable *tt = model_tensors(m);

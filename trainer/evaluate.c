@@ -14,6 +14,16 @@
 #include "data/targets.h"
 #include "trainer/probe_eval.h"   /* probe_phase_fold: the fold period S */
 
+int eval_gate_window(const ModelConfig *mc, int T) {
+    int W = 0;
+    for (int l = 0; l < mc->n_layers; l++) {
+        const ModelConfig lc = layer_config(mc, l);
+        const ModelDims d = dims_of(&lc, T);
+        if (d.compressed && d.window > W) W = d.window;
+    }
+    return W;
+}
+
 void gate_stats_accumulate(const float *alpha, int B, int nW, int G, int W, int c, double *sum_alpha, double *sum_eff) {
     gate_stats_accumulate_heads(alpha, B, nW, G, W, c, NULL, sum_alpha, sum_eff);
 }
@@ -70,11 +80,21 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                         int loss_targets, Comm *comm, int show_progress, EvalResult *res, char *err) {
     memset(res, 0, sizeof *res);
     if (loss_targets_check(loss_targets, val_set_glob(val), val_set_tokenizer(val), err)) return -1;
-    const int P = residues, L = mc->n_layers, G = mc->n_kv_heads, W = mc->window;
-    const ModelDims dims = dims_of(mc, T);
-    const int c = dims.channels;
-    const int gates = dims.compressed && !layer_schedule_mixed(mc);   /* a mixed schedule (docs/spec.md §5): none yet */
-    const int nW = dims.n_windows;
+    const int P = residues, L = mc->n_layers, G = mc->n_kv_heads;
+    /* each layer's sizes (a layer schedule, docs/spec.md §5: its own config); gate statistics for
+     * every compressed layer, in slots as wide as the widest W, c and nW of them */
+    ModelDims *ld = malloc(sizeof(ModelDims) * (L > 0 ? L : 1));
+    if (!ld) return set_err(err, "out of memory for %d layers' sizes", L);
+    int W = 0, c = 0, nW = 0;
+    for (int l = 0; l < L; l++) {
+        const ModelConfig lc = layer_config(mc, l);
+        ld[l] = dims_of(&lc, T);
+        if (!ld[l].compressed) continue;
+        if (ld[l].window > W) W = ld[l].window;
+        if (ld[l].channels > c) c = ld[l].channels;
+        if (ld[l].n_windows > nW) nW = ld[l].n_windows;
+    }
+    const int gates = W > 0;
     long n_val = val_set_n_windows(val);
     const int S = probe_phase_fold(mc);
     /* accumulators, reduced over ranks in one call: [P sums, P counts, L*2*G*W*c alpha, L*2*G eff,
@@ -83,12 +103,12 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
      * rank's: the others add zeros)] */
     size_t n_alpha = gates ? (size_t)L * 2 * G * W * c : 0, n_eff = gates ? (size_t)L * 2 * G : 0;
     size_t n_win = (size_t)n_val * (2 * (size_t)P + 2 * (size_t)S);
-    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + G + n_win;
-    int *head_windows = malloc(sizeof(int) * (G > 0 ? G : 1));
+    size_t n_acc = 2 * (size_t)P + n_alpha + n_eff + (size_t)L * G + n_win;
+    int *head_windows = malloc(sizeof(int) * (L * G > 0 ? L * G : 1));    /* [L, G] */
     double *acc = calloc(n_acc, sizeof(double));
     double *loss_sum = acc, *count = acc + P, *sum_alpha = acc + 2 * P, *sum_eff = sum_alpha + n_alpha;
     double *gate_windows = sum_eff + n_eff;
-    double *win_rsum = gate_windows + G, *win_rcnt = win_rsum + (size_t)n_val * P;     /* [n_val, P] */
+    double *win_rsum = gate_windows + (size_t)L * G, *win_rcnt = win_rsum + (size_t)n_val * P;     /* [n_val, P] */
     double *win_psum = win_rcnt + (size_t)n_val * P, *win_pcnt = win_psum + (size_t)n_val * S;   /* [n_val, S] */
     long *win_of = malloc(sizeof(long) * (micro_batch > 0 ? micro_batch : 1));   /* [micro_batch] window index */
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)(T + 1) * micro_batch);
@@ -103,7 +123,8 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                          sizeof(float) * ((size_t)T * micro_batch + (gates ? alpha_floats : 0)),
                      micro_batch, T);
     else
-        for (int g = 0; g < G; g++) head_windows[g] = dims_head_windows(&dims, g);
+        for (int l = 0; l < L; l++)
+            for (int g = 0; g < G; g++) head_windows[l * G + g] = dims_head_windows(&ld[l], g);
     long mine = 0, done = 0;
     for (long k = comm->rank; k < n_val; k += comm->world) mine++;
     int tty = show_progress && isatty(STDERR_FILENO);
@@ -133,14 +154,16 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                 win_psum[wp] += losses[(size_t)b * T + t], win_pcnt[wp] += 1;
             }
         if (gates) {
-            for (int l = 0; l < L; l++)
+            for (int l = 0; l < L; l++) {
+                if (!ld[l].compressed) continue;
                 for (int br = 0; br < 2; br++) {
-                    model_gate_alphas(m, l, br, B, alpha);
+                    model_gate_alphas(m, l, br, B, alpha);          /* [B, nW_l, G, W_l, c_l] */
                     size_t o = ((size_t)l * 2 + br);
-                    gate_stats_accumulate_heads(alpha, B, nW, G, W, c, head_windows, sum_alpha + o * G * W * c,
-                                                sum_eff + o * G);
+                    gate_stats_accumulate_heads(alpha, B, ld[l].n_windows, G, ld[l].window, ld[l].channels, head_windows + l * G,
+                                                sum_alpha + o * G * W * c, sum_eff + o * G);
                 }
-            for (int g = 0; g < G; g++) gate_windows[g] += (double)B * head_windows[g];
+                for (int g = 0; g < G; g++) gate_windows[l * G + g] += (double)B * head_windows[l * G + g];
+            }
         }
         done += B;
         if (tty) fprintf(stderr, "\r  evaluating: %ld/%ld validation windows", done, mine);
@@ -193,15 +216,19 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
             for (int l = 0; l < L; l++)
                 for (int br = 0; br < 2; br++) {
                     size_t o = (size_t)l * 2 + br;
-                    for (int g = 0; g < G; g++)            /* each head over its own windows */
-                        gate_stats_finish(sum_alpha + (o * G + g) * W * c, (long)gate_windows[g], 1, W, c, es + g,
-                                          pr + (size_t)g * W);
+                    const int Wl = ld[l].window, cl = ld[l].channels;
                     for (int g = 0; g < G; g++) {          /* metrics layout [L, G, 2(, W)] */
-                        long nwin = (long)gate_windows[g];
                         size_t dst = ((size_t)l * G + g) * 2 + br;
+                        for (int i = 0; i < W; i++) res->profile[dst * W + i] = NAN;   /* offsets past the layer's W */
+                        if (!ld[l].compressed) {           /* a layer without a compressor (schedule): NaN */
+                            res->eff_static[dst] = res->eff_window[dst] = NAN;
+                            continue;
+                        }
+                        long nwin = (long)gate_windows[l * G + g];   /* each head over its own windows */
+                        gate_stats_finish(sum_alpha + o * G * W * c + (size_t)g * Wl * cl, nwin, 1, Wl, cl, es + g, pr + (size_t)g * W);
                         res->eff_static[dst] = es[g];
                         res->eff_window[dst] = nwin ? (float)(sum_eff[o * G + g] / nwin) : NAN;
-                        memcpy(res->profile + dst * W, pr + (size_t)g * W, sizeof(float) * W);
+                        memcpy(res->profile + dst * W, pr + (size_t)g * W, sizeof(float) * Wl);
                     }
                 }
         }
@@ -210,6 +237,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     }
 done:
     free(head_windows);
+    free(ld);
     free(win_of);
     free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
     return rc;

@@ -8,6 +8,9 @@
  *     profile    g(i) = E[alpha_i] * W
  *   H in nats; vector gates: each quantity per channel, then averaged over the channels; with
  *   tied keys and values the value branch repeats the key branch.
+ *   A layer schedule (docs/spec.md §5): every compressed layer (csa, hca, compressed) with its own
+ *   W, c and windows; the arrays are as wide as the widest W (eval_gate_window), offsets past a
+ *   layer's W and layers without a compressor (window, full) are NaN.
  * Windows are split round-robin over the ranks and the sums reduced, so every rank ends with
  * the same result.
  * The scored tokens are those window_targets keeps (data.loss_targets, the training loss's own
@@ -48,6 +51,10 @@ int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *va
                         char *err);
 
 void eval_result_free(EvalResult *r);
+
+/* The W of the gate arrays: the widest window of the compressed layers (every layer's own config,
+ * a schedule included); 0 when no layer is compressed (no gate statistics). */
+int eval_gate_window(const ModelConfig *mc, int T);
 
 /* Gate statistics of one batch of gate weights, accumulated into sums (used by
  * evaluate_validation; exposed for tests). alpha [B, nW, G, W, c]. sum_alpha [G, W, c] +=,

@@ -7,8 +7,12 @@
  *                            "phaselab_vocabulary" says what the token ids are and
  *                            "phaselab_tokenizer_fingerprint" is the shards' tokenizer fingerprint
  *                            (sha256 of tokenizer.json, "bytes" or "synthetic");
+ *                            The phaselab object also carries the schedule of §5 (layer_attention and
+ *                            its csa_* / hca_* / indexer keys, only with a mixed schedule) and
+ *                            layer_grid_base, each layer's static grid offset o_base (§6.1), taken
+ *                            from dims_of(layer_config(l), T).grid_base;
  *   configuration_phaselab.py, modeling_phaselab.py   (non-vanilla only) tools/hf/, the PyTorch
- *                            model of docs/spec.md §1, §2 and §2b, embedded in ./train at build time
+ *                            model of docs/spec.md §1, §2, §2b, §5 and §6.3, embedded in ./train at build time
  *                            (.incbin), so a checkpoint always carries the code of its writer;
  *   generation_config.json   eos and pad = the shards' end-of-text id;
  *   tokenizer.json, tokenizer_config.json   when the shards were made by ./tokenize from a
@@ -18,6 +22,7 @@
  *                            fingerprint; not found is a start-up error naming data.tokenizer. */
 #include "trainer/hf_export.h"
 #include "model/layer_kinds.h"
+#include "model/dims.h"
 
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -190,9 +195,14 @@ char *hf_config_json(const ModelConfig *m, int T) {
         cJSON_AddStringToObject(p, "local", config_local_names[m->local]);
         cJSON_AddNumberToObject(p, "n_local", m->n_local);
         cJSON_AddStringToObject(p, "compressor", config_compressor_names[m->compressor]);
-        /* docs/spec.md §2b: written only when not the default (aligned), so older readers see no change */
-        if (m->attention == ATTN_COMPRESSED && m->grid == GRID_STAGGERED)
-            cJSON_AddStringToObject(p, "grid", config_grid_names[m->grid]);
+        /* docs/spec.md §2b: written only when not the default (aligned), so older readers see no change;
+         * with a schedule, when a layer of kind compressed runs on the staggered grid */
+        int staggered = 0;
+        for (int L = 0; L < m->n_layers; L++) {
+            const ModelConfig lc = layer_config(m, L);
+            staggered |= lc.attention == ATTN_COMPRESSED && lc.grid == GRID_STAGGERED;
+        }
+        if (staggered) cJSON_AddStringToObject(p, "grid", config_grid_names[GRID_STAGGERED]);
         cJSON_AddBoolToObject(p, "attn_sink", m->attn_sink);
         if (layer_schedule_mixed(m)) {   /* docs/spec.md §5: written only with a mixed schedule */
             cJSON_AddStringToObject(p, "layer_attention", m->layer_attention);
@@ -207,6 +217,13 @@ char *hf_config_json(const ModelConfig *m, int T) {
             cJSON_AddNumberToObject(p, "csa_topk", m->csa_topk);
             cJSON_AddNumberToObject(p, "indexer_heads", m->indexer_heads);
             cJSON_AddNumberToObject(p, "indexer_dim", m->indexer_dim);
+        }
+        /* docs/spec.md §6.1: every layer's static grid offset o_base, from its dims (the one source of
+         * it, model/dims.h), which the remote code reads per layer (0 when a checkpoint lacks the key) */
+        cJSON *base = cJSON_AddArrayToObject(p, "layer_grid_base");
+        for (int L = 0; L < m->n_layers; L++) {
+            const ModelConfig lc = layer_config(m, L);
+            cJSON_AddItemToArray(base, cJSON_CreateNumber(dims_of(&lc, T).grid_base));
         }
         /* docs/spec.md §6.3: written only when on, so older readers see no change */
         if (m->attention == ATTN_COMPRESSED && m->token_shift) cJSON_AddBoolToObject(p, "token_shift", 1);

@@ -441,8 +441,9 @@ static int setup(Trainer *tr, char *err) {
         snprintf(path, sizeof path, "%s/config.ini", tr->run_dir);
         if (config_write(cfg, path, lerr)) fail = 1;
         snprintf(path, sizeof path, "%s/metrics.h5", tr->run_dir);
-        MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, cfg->model.window, cfg->eval.residues,
-                              cfg->model.attention == ATTN_COMPRESSED && !layer_schedule_mixed(&cfg->model),
+        const int gate_w = eval_gate_window(&cfg->model, cfg->data.seq_len);   /* every compressed layer, a schedule's too */
+        MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, gate_w ? gate_w : cfg->model.window, cfg->eval.residues,
+                              gate_w > 0,
                               cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model),
                               probe_phase_fold(&cfg->model)};
         char *cfg_text = config_to_string(cfg);

@@ -3,13 +3,20 @@
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
  * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). In general the offset is
  * o_{b,g} = o_base + o_g + u_b (docs/spec.md §6.1: a per-sequence shift u_b with phase jitter), so
- * the rows and window counts below are per (sequence, head); o_base >= 0 here. For offset i (map m = i;
+ * the rows and window counts below are per (sequence, head). For offset i (map m = i;
  * deepseek: m = 0 for i < S else 1; shared: m = 0), with a_p the normed input row of position p:
  *   gate logit   s_{j,i}   = Z_{g,m} a_{o_g+jS+i} + b_{g,i}  [c]   (c = 1 scalar, d vector)
  *   weights      alpha_{j,.} = softmax_i s_{j,.}  (per channel)     (uniform: 1/W)
  *   payload      p_{j,i}   = C_{g,m} a_{o_g+jS+i}            [d]
  *   post-norm    p'_{j,i}  = RMSNorm(p_{j,i}) * w_pn              (optional)
  *   entry        E_j       = sum_i alpha_{j,i} * p'_{j,i}     [d]
+ * Partial windows (o < 0, a negative o_base: docs/spec.md §6.1, DeepSeek-V4's CSA geometry): the
+ * slots i < f_j = max(0, -(o + jS)) of window j lie before the sequence and are MASKED: alpha = 0,
+ * p = 0 (pn_rstd = 0), the softmax runs over the present slots i >= f_j only (per channel; uniform
+ * gates: 1/(W - f_j)), so E_j pools the present slots; no projection reads a masked slot's row
+ * (each offset i's sgemm starts at window vis_first_window_of_slot(i)), and every gradient of a
+ * masked slot (dp, ds, db, and da / dC / dZ through it) is 0. Window W-1's last slot is always
+ * present (o > -W), so no softmax is empty.
  * All windows at once: for each (b, g, i) the rows a_{o_g+jS+i}, j = 0..nW_g-1, are a strided
  * matrix (leading dimension S*D), so every projection is one sgemm of nW_g rows, and one of
  * B*nW_g rows when sequence b+1's rows continue sequence b's stride (row_blocks below). Rows
@@ -53,12 +60,14 @@ static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
 /* The rows (b, j), j < nW_{b,g}, of head g as strided blocks: one block of B*nW_g rows when the
  * last window of sequence b is followed, one stride on, by the first of sequence b+1, both in a
  * (nW_g S = T) and in the [B,nW,G,W,.] buffers (nW_g = nW): the aligned grid when S divides T and
- * no sequence is shifted; otherwise one block per sequence b, of nW_{b,g} rows (maybe 0) at that
- * sequence's offset. Block k starts at sequence b = k. blk has room for B blocks. */
+ * no sequence is shifted (and o >= 0: no masked slots); otherwise one block per sequence b, of
+ * nW_{b,g} rows (maybe 0) at that sequence's offset. Block k starts at sequence b = k. blk has room
+ * for B blocks. Offset i's rows of a block start at window block_skip(blk, i): the windows before
+ * it hold slot i masked (a partial window, o < 0). */
 typedef struct { int rows, o; } RowBlock;
 static int row_blocks(const CompShape *s, int g, RowBlock *blk) {
     const int nWg = comp_head_windows(s, 0, g);
-    if (!s->grid_shift && nWg == s->n_windows && (long)nWg * s->stride == s->T) {
+    if (!s->grid_shift && nWg == s->n_windows && (long)nWg * s->stride == s->T && comp_head_offset(s, 0, g) >= 0) {
         blk[0].rows = s->B * nWg;
         blk[0].o = comp_head_offset(s, 0, g);
         return nWg > 0 ? 1 : 0;
@@ -68,6 +77,11 @@ static int row_blocks(const CompShape *s, int g, RowBlock *blk) {
         blk[b].o = comp_head_offset(s, b, g);
     }
     return s->B;
+}
+
+static inline int block_skip(const CompShape *s, const RowBlock *blk, int i) {
+    const int j0 = vis_first_window_of_slot(i, s->stride, blk->o);
+    return j0 < blk->rows ? j0 : blk->rows;
 }
 
 /* enough work to be worth an OpenMP region: the projections' multiply-adds */
@@ -131,16 +145,16 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
                 const int n_blocks = row_blocks(s, g0, blk);
                 pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
                 for (int b = 0; b < n_blocks; b++) {
-                    const int rows_n = blk[b].rows, o = blk[b].o;
-                    if (rows_n == 0) continue;
-                    const float *rows = a + ((size_t)b * T + o + i) * D;    /* a_{o_g+jS+i}, stride S*D */
+                    const int j0 = block_skip(s, &blk[b], i), rows_n = blk[b].rows - j0, o = blk[b].o;
+                    if (rows_n <= 0) continue;
+                    const float *rows = a + ((size_t)b * T + o + j0 * S + i) * D;    /* a_{o_g+jS+i}, j >= j0, stride S*D */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, ng * hc, D, 1.0f, rows, S * D, wcat, D,
                                 0.0f, out, ng * hc);
                     for (int r = 0; r < rows_n; r++)
                         for (int e = 0; e < ng; e++) {
                             const float *src = out + ((size_t)r * ng + e) * hc;
-                            memcpy(payload + slot(s, b, r, g0 + e, i) * d, src, sizeof(float) * d);
-                            if (hc > d) memcpy(alpha + slot(s, b, r, g0 + e, i) * c, src + d, sizeof(float) * c);
+                            memcpy(payload + slot(s, b, j0 + r, g0 + e, i) * d, src, sizeof(float) * d);
+                            if (hc > d) memcpy(alpha + slot(s, b, j0 + r, g0 + e, i) * c, src + d, sizeof(float) * c);
                         }
                 }
             }
@@ -160,21 +174,28 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
                     if (pn_rstd) for (int i = 0; i < W; i++) pn_rstd[slot(s, b, j, g, i)] = 0.0f;
                     continue;
                 }
+                /* slots i < f before the sequence (a partial window): masked, alpha = 0, p = 0 */
+                const int f = vis_window_first_slot(j, S, comp_head_offset(s, b, g));
+                if (f > 0) {
+                    memset(al, 0, sizeof(float) * f * c);
+                    memset(payload + slot(s, b, j, g, 0) * d, 0, sizeof(float) * f * d);
+                    if (pn_rstd) for (int i = 0; i < f; i++) pn_rstd[slot(s, b, j, g, i)] = 0.0f;
+                }
                 if (s->gate == GATE_UNIFORM) {
-                    for (int x = 0; x < W * c; x++) al[x] = 1.0f / W;
+                    for (int x = f * c; x < W * c; x++) al[x] = 1.0f / (W - f);
                 } else {
                     if (gate_b)
-                        for (int x = 0; x < W * c; x++) al[x] += gate_b[(size_t)g * W * c + x];
+                        for (int x = f * c; x < W * c; x++) al[x] += gate_b[(size_t)g * W * c + x];
                     for (int ch = 0; ch < c; ch++) {
                         float mx = -INFINITY, sum = 0.0f;
-                        for (int i = 0; i < W; i++) if (al[i * c + ch] > mx) mx = al[i * c + ch];
-                        for (int i = 0; i < W; i++) { al[i * c + ch] = cpu_expf(al[i * c + ch] - mx); sum += al[i * c + ch]; }
-                        for (int i = 0; i < W; i++) al[i * c + ch] /= sum;
+                        for (int i = f; i < W; i++) if (al[i * c + ch] > mx) mx = al[i * c + ch];
+                        for (int i = f; i < W; i++) { al[i * c + ch] = cpu_expf(al[i * c + ch] - mx); sum += al[i * c + ch]; }
+                        for (int i = f; i < W; i++) al[i * c + ch] /= sum;
                     }
                 }
                 float *e = entry + (((size_t)b * nW + j) * G + g) * d;
                 memset(e, 0, sizeof(float) * d);
-                for (int i = 0; i < W; i++) {
+                for (int i = f; i < W; i++) {
                     const float *p = payload + slot(s, b, j, g, i) * d;
                     float rs = 1.0f;
                     const float *w = NULL;
@@ -219,7 +240,12 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                     if (j >= comp_head_windows(s, b, g)) continue;              /* no such window: never read */
                     const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
                     const float *al = alpha + slot(s, b, j, g, 0) * c;
-                    for (int i = 0; i < W; i++) {
+                    const int f = vis_window_first_slot(j, S, comp_head_offset(s, b, g));   /* masked slots i < f */
+                    for (int i = 0; i < f; i++) {          /* no gradient: dp = ds = 0 (never read by the sgemms) */
+                        memset(dgrad + dgrad_at(s, b, j, i, g), 0, sizeof(float) * hc);
+                        for (int ch = 0; ch < c; ch++) dal[i * c + ch] = 0.0f;
+                    }
+                    for (int i = f; i < W; i++) {
                         size_t sl = slot(s, b, j, g, i);
                         const float *p = payload + sl * d;
                         float *dpi = dgrad + dgrad_at(s, b, j, i, g);
@@ -247,12 +273,12 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                     if (has_gate) {
                         if (dalpha_extra) {
                             const float *dx = dalpha_extra + slot(s, b, j, g, 0) * c;
-                            for (int x = 0; x < W * c; x++) dal[x] += dx[x];
+                            for (int x = f * c; x < W * c; x++) dal[x] += dx[x];
                         }
                         for (int ch = 0; ch < c; ch++) {
                             float sum = 0.0f;
-                            for (int i = 0; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
-                            for (int i = 0; i < W; i++)
+                            for (int i = f; i < W; i++) sum += al[i * c + ch] * dal[i * c + ch];
+                            for (int i = f; i < W; i++)
                                 dgrad[dgrad_at(s, b, j, i, g) + d + ch] = al[i * c + ch] * (dal[i * c + ch] - sum);
                         }
                     }
@@ -291,10 +317,11 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                 for (int i = 0; i < W; i++) {
                     if (comp_map_index(s, i) != m) continue;
                     for (int b = 0; b < n_blocks; b++) {
-                        if (blk[b].rows == 0) continue;
-                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, blk[b].rows, 1.0f,
-                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, a + ((size_t)b * T + blk[b].o + i) * D, S * D,
-                                    beta, acc, D);
+                        const int j0 = block_skip(s, &blk[b], i);
+                        if (blk[b].rows - j0 <= 0) continue;
+                        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, blk[b].rows - j0, 1.0f,
+                                    dgrad + dgrad_at(s, b, j0, i, g0), ld_dgrad,
+                                    a + ((size_t)b * T + blk[b].o + j0 * S + i) * D, S * D, beta, acc, D);
                         beta = 1.0f;
                     }
                 }
@@ -326,11 +353,12 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                 for (int i = 0; i < W; i++) {
                     int packed = 0;
                     for (int b = 0; b < n_blocks; b++) {
-                        if (blk[b].rows == 0 || (blk[b].o + i) % S != r) continue;
+                        const int j0 = block_skip(s, &blk[b], i);
+                        if (blk[b].rows - j0 <= 0 || vis_phase(blk[b].o + i, S, 0) != r) continue;
                         if (!packed++) pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
-                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk[b].rows, D, ng * hc, 1.0f,
-                                    dgrad + dgrad_at(s, b, 0, i, g0), ld_dgrad, wcat, D, 1.0f,
-                                    da + ((size_t)b * T + blk[b].o + i) * D, S * D);
+                        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk[b].rows - j0, D, ng * hc, 1.0f,
+                                    dgrad + dgrad_at(s, b, j0, i, g0), ld_dgrad, wcat, D, 1.0f,
+                                    da + ((size_t)b * T + blk[b].o + j0 * S + i) * D, S * D);
                     }
                 }
             }

@@ -10,6 +10,10 @@
  * mean over j and g of docs/spec.md. Gradient (dalpha not NULL), with grad_scale the weight of
  * sequence b's penalty in the objective:
  *   d per_seq[b] / d alpha_{b,j,g,i,ch} = (ln gbar_{b,i} + 1) / n_b   (0 for absent windows)
+ * Partial windows (a negative o_base, docs/spec.md §6.1): a masked slot (before the sequence) counts
+ * as weight 0 (its alpha is 0) and its window still counts whole in n_b, so gbar stays a
+ * distribution over the W offsets (every window's alpha sums to 1 over its present slots); its
+ * dalpha is 0 (alpha there is the constant 0, not a function of the parameters).
  * Uniform gates have constant alpha: per_seq = 0 and no gradient (the caller skips them).
  * Sums run in a fixed order in double: deterministic. */
 #include <math.h>
@@ -51,7 +55,8 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
             int nWg = comp_head_windows(s, b, g);
             for (int j = 0; j < nWg; j++) {
                 float *d = da + (((size_t)j * G + g) * W) * c;
-                for (int i = 0; i < W; i++)
+                const int f = vis_window_first_slot(j, s->stride, comp_head_offset(s, b, g));   /* masked: 0 */
+                for (int i = f; i < W; i++)
                     for (int ch = 0; ch < c; ch++) d[i * c + ch] = coef[i];
             }
         }

@@ -51,8 +51,7 @@ void cpu_embedding_fwd(BackendCtx *ctx, act_t *out_, const int32_t *tokens, cons
     for (int n = 0; n < N; n++) memcpy(out + (size_t)n * D, table + (size_t)tokens[n] * D, sizeof(float) * D);
 }
 
-void cpu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const act_t *dout_, int N, int D) {
-    const float *dout = CF(dout_);
+void cpu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const float *dout, int N, int D) {
     #pragma omp parallel num_threads(ctx->threads)
     {
         int nt = omp_get_num_threads(), tid = omp_get_thread_num();

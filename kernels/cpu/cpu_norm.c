@@ -3,8 +3,11 @@
  * Backward, with xhat = x * rstd and gy = dy * w:
  *   dx = rstd * (gy - xhat * mean(gy * xhat)),   dw += sum_rows dy * xhat
  * Used for the block norms (C = D), the per-head q/k norms (rows = tokens x heads, C = d) and
- * the compressor's ck-norm and post-norm. The weight gradient is reduced per thread over a
- * fixed row partition, then summed in thread order: deterministic for a fixed thread count.
+ * the compressor's ck-norm and post-norm. rmsnorm_bwd_residual is the same backward for the
+ * residual stream's norms: its dx is fp32 here as everywhere (act_t is fp32 on the CPU, so the
+ * two ops share one loop, and the act_t copy is a memcpy, skipped where it aliases dx).
+ * The weight gradient is reduced per thread over a fixed row partition, then summed in thread
+ * order: deterministic for a fixed thread count.
  * The per-thread rows are sized by the region's team (at most ctx->threads; formerly by
  * omp_get_max_threads(), which OpenBLAS caps at 64 while the team was run.threads: a heap
  * overflow in every backward above 64 threads). */
@@ -31,10 +34,9 @@ void cpu_rmsnorm_fwd(BackendCtx *ctx, act_t *out_, float *rstd, const act_t *in_
     }
 }
 
-void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din_, float *dw, const act_t *dout_, const act_t *in_, const act_t *w_,
-                     const float *rstd, int rows, int C, int accumulate) {
-    float *din = F(din_);
-    const float *dout = CF(dout_), *in = CF(in_), *w = CF(w_);
+/* din [rows, C] (accumulate ? += : =), dw [C] += (NULL: not wanted) */
+static void rmsnorm_bwd_f32(BackendCtx *ctx, float *din, float *dw, const float *dout, const float *in, const float *w,
+                            const float *rstd, int rows, int C, int accumulate) {
     const int max_team = ctx->threads > 1 ? ctx->threads : 1;   /* bounds the team of num_threads() */
     float *dw_part = dw ? cpu_scratch_zeroed(sizeof(float) * (size_t)max_team * C, "the norm weight gradient's per-thread sums")
                         : NULL;                                   /* [team, C] */
@@ -71,4 +73,16 @@ void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din_, float *dw, const act_t *dout_
             for (int c = 0; c < C; c++) dw[c] += dw_part[(size_t)t * C + c];
         free(dw_part);
     }
+}
+
+void cpu_rmsnorm_bwd(BackendCtx *ctx, act_t *din, float *dw, const act_t *dout, const act_t *in, const act_t *w,
+                     const float *rstd, int rows, int C, int accumulate) {
+    rmsnorm_bwd_f32(ctx, F(din), dw, CF(dout), CF(in), CF(w), rstd, rows, C, accumulate);
+}
+
+/* round_act: act_t is fp32, nothing to round */
+void cpu_rmsnorm_bwd_residual(BackendCtx *ctx, float *dres, act_t *dres_act, float *dw, const act_t *dout, const act_t *in,
+                              const act_t *w, const float *rstd, int rows, int C, int accumulate, int round_act) {
+    rmsnorm_bwd_f32(ctx, dres, dw, CF(dout), CF(in), CF(w), rstd, rows, C, accumulate);
+    if (dres_act && F(dres_act) != dres) memcpy(F(dres_act), dres, sizeof(float) * (size_t)rows * C);
 }

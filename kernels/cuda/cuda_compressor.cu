@@ -9,6 +9,13 @@
  * Rows j >= nW_g of a head (staggered only) do not exist: entry, payload, alpha, pn_rstd are 0.
  * In general the offset is o_base + o_g + u_b (docs/spec.md §6.1: a per-sequence shift u_b with
  * phase jitter), so slices and window counts are per sequence (comp_slices(q, b), head_windows).
+ * Partial windows (o < 0: a negative o_base, docs/spec.md §6.1): window j's slots i < f_j =
+ * max(0, -(o + jS)) lie before the sequence and are masked as in the CPU reference (alpha = 0,
+ * p = 0, pn_rstd = 0, softmax over the present slots; their dcat rows are 0). The GEMMs never read
+ * a masked row: a slice's windows j >= j_full (= the first window with every slot present) are the
+ * batched calls below, and windows j < j_full are issued for their present rows j0(i) <= j < j_full
+ * (j0 = vis_first_window_of_slot) in runs of offsets with one j0 (partial_run): a few small GEMMs
+ * (V4's CSA: window 0, offsets S..W-1, one call each for the projections and da).
  *
  * Projections. The gate and payload maps of every KV head are packed, per map m, into one
  * bf16 matrix Wcat_m [NP, D] (rows g*(c+d) + [0,c): Z_{g,m}; g*(c+d) + c + [0,d): C_{g,m};
@@ -98,6 +105,96 @@ static int comp_slices(const CompDims &q, int b, CompSlice *sl) {   /* sl has ro
 /* map of offset i: paper i; deepseek 0 for i < S else 1; shared (docs/spec.md §2b) 0 (comp_map_index) */
 static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.window, q.stride, i); }   /* kernels/kernels.h: the rule */
 
+/* The first window of a slice with every slot a real position (0 unless o < 0). */
+static int slice_full_from(const CompDims &q, const CompSlice &z) {
+    const int j = vis_first_window_of_slot(0, q.stride, z.o);
+    return j < z.nw ? j : z.nw;
+}
+/* The first window of a slice whose slot i is a real position. */
+static int slice_slot_from(const CompDims &q, const CompSlice &z, int i) {
+    const int j = vis_first_window_of_slot(i, q.stride, z.o);
+    return j < z.nw ? j : z.nw;
+}
+
+/* The offsets of a slice's partial windows in runs [i, *i_end) with one first present window
+ * j0 = slice_slot_from(i) < jf, at most S offsets (their rows o + jS + i are then disjoint) and one
+ * map unless every offset has its own: one GEMM call per run (V4's CSA: offsets S..W-1, one run).
+ * Returns j0, or -1 when offset i has no partial rows. */
+static int partial_run(const CompDims &q, const CompSlice &z, int jf, int i, int *i_end) {
+    const int j0 = slice_slot_from(q, z, i);
+    if (j0 >= jf) { *i_end = i + 1; return -1; }
+    int e = i + 1;
+    while (e < q.window && e - i < q.stride && slice_slot_from(q, z, e) == j0 &&
+           (q.n_maps == q.window || map_of(q, e) == map_of(q, i)))
+        e++;
+    *i_end = e;
+    return j0;
+}
+
+/* Forward projections of slice z in sequence b (a_b = a + b*T*D, cat_b = cat + b*W*nW*NP):
+ *   cat[b, i, j, cols] = a_{o+jS+i} Wcat_{m(i)}^T   for windows j in [j0, j1), offsets i in [i0, i1)
+ * (every row o + jS + i >= 0): one batched GEMM over the offsets when each has its own map, else
+ * one per run of offsets with one map (weight stride 0). */
+static void proj_fwd_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, const bf16 *a_b, float *cat_b,
+                          const CompSlice &z, int j0, int j1, int i0, int i1) {
+    if (j1 <= j0 || i1 <= i0) return;
+    const int nj = j1 - j0;
+    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * q.stride + i0) * q.D;   /* lda S*D, offset i: +D */
+    float *C = cat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    if (q.n_maps == q.window) {
+        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D,
+                (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, i1 - i0);
+        return;
+    }
+    for (int ia = i0; ia < i1;) {             /* runs of offsets with one map (shared: one; deepseek: two halves) */
+        const int m = map_of(q, ia);
+        int ib = ia + 1;
+        while (ib < i1 && map_of(q, ib) == m) ib++;
+        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A + (size_t)(ia - i0) * q.D, q.stride * q.D, q.D,
+                wcat + ((size_t)m * q.cat_cols + z.col0) * q.D, q.D, 0,
+                C + (size_t)(ia - i0) * q.n_windows * q.cat_cols, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f,
+                ib - ia);
+        ia = ib;
+    }
+}
+
+/* Weight gradients of slice z in sequence b over windows [j0, j1) and offsets [i0, i1):
+ *   dWcat_{m(i)} [cols, D] += dcat[b, i, j0..j1)^T A_i   (fp32, beta = 1; batched over the offsets
+ *                                                         when each has its own map) */
+static void proj_dw_gemm(BackendCtx *ctx, const CompDims &q, float *dw, const bf16 *a_b, const bf16 *dcat_b,
+                         const CompSlice &z, int j0, int j1, int i0, int i1) {
+    if (j1 <= j0 || i1 <= i0) return;
+    const int nj = j1 - j0;
+    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * q.stride + i0) * q.D;
+    const bf16 *dC = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    if (q.n_maps == q.window) {
+        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols, A, q.stride * q.D, q.D,
+                dw + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D, (long long)q.cat_cols * q.D, 1, 1.0f, 1.0f, i1 - i0);
+        return;
+    }
+    for (int i = i0; i < i1; i++)
+        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC + (size_t)(i - i0) * q.n_windows * q.cat_cols, q.cat_cols, 0,
+                A + (size_t)(i - i0) * q.D, q.stride * q.D, 0, dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0,
+                1, 1.0f, 1.0f, 1);
+}
+
+/* Input gradient of slice z in sequence b over windows [j0, j1) and offsets [i0, i1) (within one
+ * group of at most S offsets with one map, or each its own: their rows are disjoint):
+ *   da rows o+jS+i (+)= dcat[b, i, j] Wcat_{m(i)}   (bf16 da directly, or the fp32 buffer da32) */
+static void proj_da_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, void *da_b, int da_f32, const bf16 *dcat_b,
+                         const CompSlice &z, int j0, int j1, int i0, int i1) {
+    if (j1 <= j0 || i1 <= i0) return;
+    const int m0 = map_of(q, i0);
+    if (q.n_maps != q.window && map_of(q, i1 - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
+    const long long sB = q.n_maps == q.window ? (long long)q.cat_cols * q.D : 0;
+    const bf16 *A = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    const bf16 *Bm = wcat + ((size_t)m0 * q.cat_cols + z.col0) * q.D;
+    const size_t row0 = (size_t)((long long)z.o + (long long)j0 * q.stride + i0);
+    void *C = da_f32 ? (void *)((float *)da_b + row0 * q.D) : (void *)((bf16 *)da_b + row0 * q.D);
+    cu_gemm(ctx, 0, 0, j1 - j0, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
+            C, q.stride * q.D, q.D, da_f32, 1.0f, 1.0f, i1 - i0);
+}
+
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
 __global__ void comp_pack_kernel(bf16 *wcat, const bf16 *gate_w, const bf16 *payload_w, CompDims q) {
     size_t total = (size_t)q.n_maps * q.cat_cols * q.D;
@@ -141,28 +238,33 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
         if (pn_rstd) for (int x = lane; x < W; x += 32) pn_rstd[slot0 + x] = 0.0f;
         return;
     }
+    /* slots i < f before the sequence (a partial window): masked, alpha = 0, p = 0 */
+    const int f = vis_window_first_slot(j, q.stride, head_offset(q, b, g));
+    for (int x = lane; x < f * c; x += 32) al[x] = 0.0f;
+    for (int x = lane; x < f * d; x += 32) payload[slot0 * d + x] = __float2bfloat16(0.0f);
+    if (pn_rstd) for (int x = lane; x < f; x += 32) pn_rstd[slot0 + x] = 0.0f;
     if (uniform) {
-        for (int x = lane; x < W * c; x += 32) al[x] = 1.0f / W;
+        for (int x = f * c + lane; x < W * c; x += 32) al[x] = 1.0f / (W - f);
     } else {
         for (int ch = lane; ch < c; ch += 32) {
             float mx = -INFINITY;
-            for (int i = 0; i < W; i++) {
+            for (int i = f; i < W; i++) {
                 float sv = cat[(((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + ch];
                 if (gate_b) sv += bf(gate_b[((size_t)g * W + i) * c + ch]);
                 al[i * c + ch] = sv;
                 mx = fmaxf(mx, sv);
             }
             float sum = 0.0f;
-            for (int i = 0; i < W; i++) { float e = __expf(al[i * c + ch] - mx); al[i * c + ch] = e; sum += e; }
+            for (int i = f; i < W; i++) { float e = __expf(al[i * c + ch] - mx); al[i * c + ch] = e; sum += e; }
             float inv = 1.0f / sum;
-            for (int i = 0; i < W; i++) al[i * c + ch] *= inv;
+            for (int i = f; i < W; i++) al[i * c + ch] *= inv;
         }
     }
     __syncwarp();   /* alpha written by one lane is read by all below */
     float acc[POOL_MAXK];
     #pragma unroll
     for (int k = 0; k < POOL_MAXK; k++) acc[k] = 0.0f;
-    for (int i = 0; i < W; i++) {
+    for (int i = f; i < W; i++) {
         const float *src = cat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + q.gate_channels;
         bf16 *pdst = payload + (slot0 + i) * d;
         float pv[POOL_MAXK];
@@ -216,24 +318,15 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
     for (int b = 0; b < q.B; b++) {
         const int ns = comp_slices(q, b, sl);
+        const bf16 *a_b = a + (size_t)b * q.T * q.D;
+        float *cat_b = cat + (size_t)b * q.window * q.n_windows * q.cat_cols;
         for (int x = 0; x < ns; x++) {
             const CompSlice &z = sl[x];
-            const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;     /* rows a_{o+jS+i}: lda S*D, offset i: +D */
-            float *C = cat + (size_t)b * q.window * q.n_windows * q.cat_cols + z.col0;
-            if (q.n_maps == q.window) {   /* every offset its own map: one batched GEMM over all offsets */
-                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D,
-                        (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, q.window);
-            } else if (q.n_maps == 1) {   /* shared: every offset uses map 0 (weight stride 0) */
-                cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + (size_t)z.col0 * q.D, q.D, 0,
-                        C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, q.window);
-            } else {            /* deepseek: offsets [0,S) use map 0, [S,W) map 1 */
-                for (int half = 0; half < 2; half++) {
-                    int i0 = half ? q.stride : 0, ni = half ? q.window - q.stride : q.stride;
-                    if (ni <= 0) continue;
-                    cu_gemm(ctx, 0, 1, z.nw, z.ncol, q.D, A + (size_t)i0 * q.D, q.stride * q.D, q.D,
-                            wcat + ((size_t)half * q.cat_cols + z.col0) * q.D, q.D, 0,
-                            C + (size_t)i0 * q.n_windows * q.cat_cols, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, ni);
-                }
+            const int jf = slice_full_from(q, z);
+            proj_fwd_gemm(ctx, q, wcat, a_b, cat_b, z, jf, z.nw, 0, q.window);          /* whole windows, all offsets */
+            for (int i = 0, e; i < q.window; i = e) {                                   /* partial windows: present rows */
+                const int j0 = partial_run(q, z, jf, i, &e);
+                if (j0 >= 0) proj_fwd_gemm(ctx, q, wcat, a_b, cat_b, z, j0, jf, i, e);
             }
         }
     }
@@ -263,6 +356,12 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
         return;
     }
     const float *al = alpha + slot0 * c;
+    const int f = vis_window_first_slot(j, q.stride, head_offset(q, b, g));   /* masked slots i < f: no gradient */
+    for (int i = 0; i < f; i++) {
+        bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+        for (int x = lane; x < q.head_cols; x += 32) dst[x] = __float2bfloat16(0.0f);
+        if (gated) for (int x = lane; x < c; x += 32) ds32[(slot0 + i) * c + x] = 0.0f;
+    }
     float de[POOL_MAXK], pw[POOL_MAXK], dpw[POOL_MAXK], sumad[POOL_MAXK];
     #pragma unroll
     for (int k = 0; k < POOL_MAXK; k++) {
@@ -273,7 +372,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
         sumad[k] = 0.0f;
     }
     float sumad_scalar = 0.0f;
-    for (int i = 0; i < W; i++) {
+    for (int i = f; i < W; i++) {
         const bf16 *p = payload + (slot0 + i) * d;
         float rs = post_w ? pn_rstd[slot0 + i] : 1.0f;
         bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
@@ -322,7 +421,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     }
     if (gated) {
         __syncwarp();
-        for (int i = 0; i < W; i++) {
+        for (int i = f; i < W; i++) {
             bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
             if (c == 1) {
                 if (lane == 0) {
@@ -404,18 +503,14 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
         CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
         for (int b = 0; b < q.B; b++) {
             const int ns = comp_slices(q, b, sl);
+            const bf16 *a_b = a + (size_t)b * q.T * q.D, *dcat_b = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols;
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
-                const bf16 *dC = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols + z.col0;
-                const bf16 *A = a + ((size_t)b * q.T + z.o) * q.D;
-                if (q.n_maps == q.window) {
-                    cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols,
-                            A, q.stride * q.D, q.D, dw + (size_t)z.col0 * q.D, q.D, (long long)q.cat_cols * q.D, 1, 1.0f, 1.0f, q.window);
-                } else {
-                    for (int i = 0; i < q.window; i++)
-                        cu_gemm(ctx, 1, 0, z.ncol, q.D, z.nw, dC + (size_t)i * q.n_windows * q.cat_cols, q.cat_cols, 0,
-                                A + (size_t)i * q.D, q.stride * q.D, 0,
-                                dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0, 1, 1.0f, 1.0f, 1);
+                const int jf = slice_full_from(q, z);
+                proj_dw_gemm(ctx, q, dw, a_b, dcat_b, z, jf, z.nw, 0, q.window);
+                for (int i = 0, e; i < q.window; i = e) {
+                    const int j0 = partial_run(q, z, jf, i, &e);
+                    if (j0 >= 0) proj_dw_gemm(ctx, q, dw, a_b, dcat_b, z, j0, jf, i, e);
                 }
             }
         }
@@ -438,23 +533,20 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
         }
         for (int b = 0; b < q.B; b++) {
             const int ns = comp_slices(q, b, sl);
-            for (int x = 0; x < ns; x++)
+            const bf16 *dcat_b = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols;
+            void *da_b = direct ? (void *)(da + (size_t)b * q.T * q.D) : (void *)(da32 + (size_t)b * q.T * q.D);
+            for (int x = 0; x < ns; x++) {
+                const CompSlice &z = sl[x];
+                const int jf = slice_full_from(q, z);
                 for (int i0 = 0; i0 < q.window; i0 += q.stride) {
-                    const CompSlice &z = sl[x];
                     int ni = q.window - i0 < q.stride ? q.window - i0 : q.stride;
-                    int m0 = map_of(q, i0);
-                    long long sB = q.n_maps == q.window ? (long long)q.cat_cols * q.D : 0;
-                    if (q.n_maps != q.window && map_of(q, i0 + ni - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
-                    const bf16 *A = dcat + ((size_t)b * q.window + i0) * q.n_windows * q.cat_cols + z.col0;
-                    const bf16 *Bm = wcat + ((size_t)m0 * q.cat_cols + z.col0) * q.D;
-                    size_t row0 = (size_t)b * q.T + z.o + i0;
-                    if (direct)
-                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
-                                da + row0 * q.D, q.stride * q.D, q.D, 0, 1.0f, 1.0f, ni);
-                    else
-                        cu_gemm(ctx, 0, 0, z.nw, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
-                                da32 + row0 * q.D, q.stride * q.D, q.D, 1, 1.0f, 1.0f, ni);
+                    proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, jf, z.nw, i0, i0 + ni);
                 }
+                for (int i = 0, e; i < q.window; i = e) {
+                    const int j0 = partial_run(q, z, jf, i, &e);
+                    if (j0 >= 0) proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, j0, jf, i, e);
+                }
+            }
         }
         if (!direct) {
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
@@ -466,7 +558,8 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
 /* ---------------- gate-coverage penalty (docs/spec.md §2b; kernels/cpu/cpu_coverage.c is the reference) ----------------
  * Only the (window, head) pairs that exist count: n_b = c * sum_g nW_{b,g} rows in sequence b
  * (aligned, unshifted: nW * G * c). Absent windows (j >= nW_g, staggered grids) have alpha = 0 (the forward writes
- * zeros), so they add nothing to the sums, and their dalpha is 0.
+ * zeros), so they add nothing to the sums, and their dalpha is 0. A masked slot of a partial window
+ * (o < 0) likewise has alpha = 0 and dalpha = 0; its window counts whole in n_b.
  *   sums[b, i] = sum over j, g, ch of alpha[b, j, g, i, ch]   (one block per (b, i), fixed-order tree)
  *   gbar = sums / n;  per_seq[b] = ln W - H(gbar) (double);  coef[b, i] = grad_scale (ln gbar_i + 1) / n
  *   dalpha[b, j, g, i, ch] = coef[b, i]  (j < nW_g), else 0 */
@@ -510,7 +603,8 @@ __global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, 
         int i = (int)((idx / c) % W);
         size_t jg = (idx % per_b) / ((size_t)W * c);      /* j * G + g */
         int g = (int)(jg % q.G), j = (int)(jg / q.G);
-        dalpha[idx] = j < head_windows(q, (int)b, g) ? coef[b * W + i] : 0.0f;
+        const bool present = j < head_windows(q, (int)b, g) && i >= vis_window_first_slot(j, q.stride, head_offset(q, (int)b, g));
+        dalpha[idx] = present ? coef[b * W + i] : 0.0f;   /* absent windows and masked slots: 0 */
     }
 }
 

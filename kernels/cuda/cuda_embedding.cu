@@ -1,6 +1,7 @@
 /* Token embedding on the CUDA backend.
  *   forward   out[n, :] = table[tok_n, :]           one thread per element (16-byte rows when D % 8 == 0)
- *   backward  dtable[tok_n, :] += dout[n, :]       deterministic, no atomics:
+ *   backward  dtable[tok_n, :] += dout[n, :]       dout fp32 (the residual gradient, kept in fp32:
+ *             docs/spec.md §1.1), deterministic, no atomics:
  *     1. a stable radix sort (CUB) of (token, n) pairs groups equal tokens with n ascending;
  *     2. one block per sorted position that starts a run of equal tokens sums the run's rows
  *        column by column in position order and adds the sum to the fp32 row of dtable.
@@ -36,7 +37,7 @@ __global__ void iota_kernel(int32_t *v, int n) {
     if (i < n) v[i] = i;
 }
 
-__global__ void embedding_bwd_runs_kernel(float *dtable, const int32_t *skeys, const int32_t *sidx, const bf16 *dout,
+__global__ void embedding_bwd_runs_kernel(float *dtable, const int32_t *skeys, const int32_t *sidx, const float *dout,
                                           int N, int D) {
     int i = blockIdx.x;
     int tok = skeys[i];
@@ -46,12 +47,12 @@ __global__ void embedding_bwd_runs_kernel(float *dtable, const int32_t *skeys, c
     float *dst = dtable + (size_t)tok * D;
     for (int c = threadIdx.x; c < D; c += blockDim.x) {
         float acc = 0.0f;
-        for (int j = i; j < end; j++) acc += bf(dout[(size_t)sidx[j] * D + c]);
+        for (int j = i; j < end; j++) acc += dout[(size_t)sidx[j] * D + c];
         dst[c] += acc;
     }
 }
 
-void cu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const act_t *dout, int N, int D) {
+void cu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, const float *dout, int N, int D) {
     if (N <= 0) return;
     int32_t *buf = (int32_t *)cu_workspace(ctx, WS_EMB, (size_t)3 * N * sizeof(int32_t));
     int32_t *idx_in = buf, *keys_out = buf + N, *idx_out = buf + 2 * (size_t)N;
@@ -61,6 +62,6 @@ void cu_embedding_bwd(BackendCtx *ctx, float *dtable, const int32_t *tokens, con
     CU(cub::DeviceRadixSort::SortPairs(NULL, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, ctx->stream));
     void *temp = cu_workspace(ctx, WS_EMB2, temp_bytes);
     CU(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, keys_out, idx_in, idx_out, N, 0, 32, ctx->stream));
-    CU_KERNEL(embedding_bwd_runs_kernel, N, 256, 0, ctx->stream)(dtable, keys_out, idx_out, (const bf16 *)dout, N, D);
+    CU_KERNEL(embedding_bwd_runs_kernel, N, 256, 0, ctx->stream)(dtable, keys_out, idx_out, dout, N, D);
     CU_LAUNCH();
 }

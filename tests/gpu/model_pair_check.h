@@ -38,6 +38,11 @@ typedef struct {
     const char *zero_tensor;     /* tensors whose name contains it start at 0 (NULL: none) */
 } ModelPairCase;
 
+static inline int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static inline void model_pair_check(const Backend *cpu, const Backend *gpu, const ModelConfig *cfg, const ModelPairCase *pc) {
     const int B = pc->B, T = pc->T, n = B * T;
     char err[ERR_LEN] = "", name[256];
@@ -115,7 +120,7 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
     gpu->synchronize(gpu->ctx);
     gpu->download(gpu->ctx, gg, model_grads(mg), tt->n_floats * sizeof(float));
     int bad = 0;
-    double worst = 0, worst_ind = 0;
+    double worst = 0, worst_ind = 0, *rels = calloc(tt->n, sizeof(double));   /* [tensors] relative L2 errors */
     const char *worst_name = "", *worst_ind_name = "";
     char why[1024] = "";
     for (int i = 0; i < tt->n; i++) {
@@ -130,6 +135,7 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         }
         double rel = nc > 0 ? sqrt(nd / nc) : sqrt(nd);
         const int ind = strstr(t->name, ".indexer.") != NULL;
+        rels[i] = rel;
         if (ind && rel > worst_ind) { worst_ind = rel; worst_ind_name = t->name; }
         if (!ind && rel > worst) { worst = rel; worst_name = t->name; }
         if (!finite || rel > (ind && pc->indexer_weight > 0 ? pc->indexer_grad_tol : pc->grad_tol)) {
@@ -140,7 +146,10 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
                          finite ? "" : " (non-finite)");
         }
     }
-    printf("# %s: largest gradient relative L2 error %.3g (%s)\n", pc->prefix, worst, worst_name);
+    qsort(rels, tt->n, sizeof(double), cmp_double);
+    printf("# %s: largest gradient relative L2 error %.3g (%s), median over the %d tensors %.3g\n", pc->prefix, worst,
+           worst_name, tt->n, rels[tt->n / 2]);
+    free(rels);
     if (pc->indexer_weight > 0)
         printf("# %s: largest indexer gradient relative L2 error %.3g (%s)\n", pc->prefix, worst_ind, worst_ind_name);
     snprintf(name, sizeof name, "%s: gradients of %d tensors", pc->prefix, tt->n);

@@ -49,6 +49,13 @@ static void v_stag_g4(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; c->
 
 /* docs/spec.md §6.3: token shift (the decoder's compressor input a_t + M a_{t-1}) */
 static void v_ts(ModelConfig *c) { v_comp(c); c->token_shift = 1; }
+/* docs/spec.md §5.4: csa layers on DeepSeek-V4's geometry (o_base = S - W: the partial entry 0 the
+ * decoder writes at t = o_base + W - 1 from the present inputs); no indexer (CPU only) */
+static void v_sched_csa(ModelConfig *c) { tu_schedule(c, 2, "csa,window"); c->kv_tied = 1; c->attn_sink = 1; c->csa_topk = 0; }
+static void v_sched_csa_scalar_s1(ModelConfig *c) {
+    tu_schedule(c, 2, "full,csa"); c->csa_topk = 0; c->csa_gate = GATE_SCALAR; c->csa_compressor = COMPRESSOR_PAPER;
+    c->csa_window = 4; c->csa_stride = 1; c->post_norm = 1;
+}
 static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->token_shift = 1; }
 
 /* docs/spec.md §5.4: a window,csa,hca stack with the lightning indexer, top-3. Its weights_proj
@@ -71,6 +78,7 @@ static const Variant variants[] = {
     {"staggered_g2_tail_sink", v_stag_tail_sink, NULL}, {"staggered_g4_w4s2_tail_vector_tied", v_stag_g4_w4s2_tail_vec_tied, NULL},
     {"staggered_g4", v_stag_g4, NULL},
     {"token_shift", v_ts, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, NULL},
+    {"schedule_csa_v4_geometry_window", v_sched_csa, NULL}, {"schedule_full_csa_scalar_s1_postnorm", v_sched_csa_scalar_s1, NULL},
     {"csa_indexer_top3_scores_tied", v_csa_indexer, ".indexer.weights_proj."},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))

@@ -105,7 +105,7 @@ static void run_embedding(const ParityCase *pc) {
     int32_t *tok = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) tok[i] = (int32_t)(urand() * V) % V;
     float *ht = hrand((size_t)V * D, 1, 0), *hd = hrand((size_t)N * D, 1, 0), *hdt = hrand((size_t)V * D, 1, 0);
-    Pair t = pi(tok, N), table = pa(ht, (size_t)V * D), out = pa(hd, (size_t)N * D), dout = pa(hd, (size_t)N * D);
+    Pair t = pi(tok, N), table = pa(ht, (size_t)V * D), out = pa(hd, (size_t)N * D), dout = pf(hd, (size_t)N * D);
     Pair dtab = pf(hdt, (size_t)V * D);
     CPU->embedding_fwd(CPU->ctx, out.c, t.c, table.c, N, D); GPU->embedding_fwd(GPU->ctx, out.g, t.g, table.g, N, D);
     cmp_act(G, "embedding_fwd", out, (size_t)N * D, pc->tol.out);
@@ -119,7 +119,96 @@ static void run_embedding(const ParityCase *pc) {
 long cuemu_launch_count(const char *name);   /* tests/cuemu: launches so far of the kernels name* */
 #endif
 
-/* rmsnorm: fwd out (out), rstd (aux), bwd din (grad), dw += (wgrad), accumulate 0 and 1; shape rows, C */
+/* rmsnorm_bwd_residual (the residual norms' backward, fp32 dx; docs/spec.md §1.1), on run_rmsnorm's
+ * bf16-exact inputs x, w, dy (no new random draws: the table's stream stays as it was) and ONE rstd
+ * (the CPU's, uploaded to both), so the CUDA result differs from the CPU's only by the order of
+ * fp32 sums. The old dx, dres0 = din0 + dy / 1024 (host values), is not bf16-exact: an fp32 dx must
+ * keep it. For accumulate 0 and 1:
+ *   round_act 0: dres and dw within T_RES_F32 of the CPU (a bf16 dres would be off by ~2^-9 relative),
+ *                the bf16 copy == bfr(dres) bit for bit, and without a copy (NULL) the same dres bits;
+ *   round_act 1: dres == the bf16 copy == what rmsnorm_bwd (bf16 din) gives from bfr(dres0), bit for
+ *                bit (PHASELAB_BF16_RESIDUAL_GRAD=1 is the old path), and within t->grad of the CPU.
+ * In the emulator the fused kernel must take every one of these calls where it takes rmsnorm_bwd. */
+#define T_RES_F32 1e-4
+static void run_rmsnorm_residual(const ParityCase *pc, Pair x, Pair wt, Pair rstd, Pair dy, const float *hdin, const float *hdw) {
+    const char *G = pc->group;
+    const int rows = pc->shape[0], C = pc->shape[1];
+    const size_t n = (size_t)rows * C;
+    char w[160];
+    float *hr = get_f32(CPU, rstd.c, rows), *hdy = get_act(CPU, dy.c, n);
+    float *h0 = malloc(sizeof(float) * n), *h0b = malloc(sizeof(float) * n);   /* [rows, C] old dres, and bfr of it */
+    for (size_t i = 0; i < n; i++) { h0[i] = hdin[i] + hdy[i] / 1024.0f; h0b[i] = bfr(h0[i]); }
+    Pair r1 = pf(hr, rows);
+#ifdef PHASELAB_CUEMU
+    const long fused_before = cuemu_launch_count("rmsnorm_bwd_fused");
+    int calls = 0;
+#endif
+    for (int acc = 0; acc < 2; acc++)
+        for (int rnd = 0; rnd < 2; rnd++) {
+            const float *start = rnd ? h0b : h0;
+            Pair dres = pf(start, n), copy = pa(start, n), dw = pf(hdw, C);
+            CPU->rmsnorm_bwd_residual(CPU->ctx, dres.c, copy.c, dw.c, dy.c, x.c, wt.c, r1.c, rows, C, acc, rnd);
+            GPU->rmsnorm_bwd_residual(GPU->ctx, dres.g, copy.g, dw.g, dy.g, x.g, wt.g, r1.g, rows, C, acc, rnd);
+            float *gd = get_f32(GPU, dres.g, n), *gc = get_act(GPU, copy.g, n);
+            size_t copy_bad = 0, self_bad = 0, ref_bad = 0;
+            for (size_t i = 0; i < n; i++) {
+                copy_bad += memcmp(&gc[i], (float[]){bfr(gd[i])}, 4) != 0;
+                self_bad += rnd && memcmp(&gd[i], (float[]){bfr(gd[i])}, 4) != 0;
+            }
+            snprintf(w, sizeof w, "rmsnorm_bwd_residual [%d,%d] accumulate=%d round_act=%d: bf16 copy == bf16(dres)%s", rows,
+                     C, acc, rnd, rnd ? ", dres bf16-exact" : "");
+            char wn[224];
+            snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: %s", G, w);
+            check(!copy_bad && !self_bad, wn, "%zu copies differ from bf16(dres), %zu dres not bf16-exact, of %zu", copy_bad,
+                  self_bad, n);
+            snprintf(w, sizeof w, "rmsnorm_bwd_residual dres [%d,%d] accumulate=%d round_act=%d", rows, C, acc, rnd);
+            cmp_f32(G, w, dres, n, rnd ? pc->tol.grad : T_RES_F32);
+            snprintf(w, sizeof w, "rmsnorm_bwd_residual dw [%d,%d] accumulate=%d round_act=%d", rows, C, acc, rnd);
+            cmp_f32(G, w, dw, C, T_RES_F32);
+#ifdef PHASELAB_CUEMU
+            calls++;
+#endif
+            if (!rnd) {   /* no copy wanted: the same dres */
+                Pair d2 = pf(h0, n);
+                GPU->rmsnorm_bwd_residual(GPU->ctx, d2.g, NULL, NULL, dy.g, x.g, wt.g, r1.g, rows, C, acc, 0);
+                float *g2 = get_f32(GPU, d2.g, n);
+                snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: rmsnorm_bwd_residual [%d,%d] accumulate=%d without copy or dw: "
+                         "the same dres bits", G, rows, C, acc);
+                check(!memcmp(g2, gd, sizeof(float) * n), wn, "dres differs");
+                free(g2); pfree(d2);
+#ifdef PHASELAB_CUEMU
+                calls++;
+#endif
+            } else {      /* the old bf16 path: rmsnorm_bwd on a bf16 din */
+                Pair din = pa(h0b, n);
+                GPU->rmsnorm_bwd(GPU->ctx, din.g, NULL, dy.g, x.g, wt.g, r1.g, rows, C, acc);
+                float *gb = get_act(GPU, din.g, n);
+                snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: rmsnorm_bwd_residual [%d,%d] accumulate=%d round_act=1 == "
+                         "rmsnorm_bwd (bf16 din), bit for bit", G, rows, C, acc);
+                for (size_t i = 0; i < n; i++) ref_bad += memcmp(&gb[i], &gd[i], 4) != 0;
+                check(!ref_bad, wn, "%zu of %zu values differ", ref_bad, n);
+                free(gb); pfree(din);
+#ifdef PHASELAB_CUEMU
+                calls++;
+#endif
+            }
+            free(gd); free(gc);
+            pfree(dres); pfree(copy); pfree(dw);
+        }
+#ifdef PHASELAB_CUEMU
+    const int nvec = C / 8, want_fused = C % 8 == 0 && ((nvec % 32 == 0 && nvec <= 128) || (nvec <= 32 && !(nvec & (nvec - 1))));
+    const long fused = cuemu_launch_count("rmsnorm_bwd_fused") - fused_before;
+    char wn[224];
+    snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: rmsnorm_bwd_residual [%d,%d] takes the %s kernel", G, rows, C,
+             want_fused ? "fused" : "unfused");
+    check(fused == (want_fused ? calls : 0), wn, "%ld fused launches for %d calls", fused, calls);
+#endif
+    pfree(r1);
+    free(hr); free(hdy); free(h0); free(h0b);
+}
+
+/* rmsnorm: fwd out (out), rstd (aux), bwd din (grad), dw += (wgrad), accumulate 0 and 1; shape rows, C;
+ * then rmsnorm_bwd_residual on the same inputs (run_rmsnorm_residual) */
 static void run_rmsnorm(const ParityCase *pc) {
     const char *G = pc->group;
     const Tol *t = &pc->tol;
@@ -155,6 +244,7 @@ static void run_rmsnorm(const ParityCase *pc) {
     snprintf(wn, sizeof wn, PARITY_NAME_PREFIX "%s: %s", G, w);
     check(fused == (want_fused ? 2 : 0), wn, "%ld fused launches for 2 calls", fused);
 #endif
+    run_rmsnorm_residual(pc, x, wt, rstd, dy, hdin, hdw);
     pfree(x); pfree(wt); pfree(out); pfree(rstd); pfree(dy);
     free(hx); free(hw); free(hdy); free(hdin); free(hdw);
 }
@@ -368,7 +458,8 @@ static void run_attention_decode(const ParityCase *pc) {
 /* ---- compressor: fwd entry (out), alpha payload pn_rstd (aux), bwd da += (grad), weight grads += (wgrad);
  * COMP_DETERMINISM: the GPU backward twice, identical bits ---- */
 /* maps: 0 paper (one map per offset), 1 deepseek (two half-window maps), 2 shared (docs/spec.md §2b: one) */
-typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps; } CompCase;
+/* base: the static grid offset o_base (docs/spec.md §6.1; < 0: partial first windows, masked slots) */
+typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps, base; } CompCase;
 enum { COMP_PARITY = 0, COMP_DETERMINISM = 1 };
 
 static void run_compressor(const ParityCase *pc) {
@@ -379,7 +470,8 @@ static void run_compressor(const ParityCase *pc) {
     CompShape s;
     memset(&s, 0, sizeof s);
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
-    s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
+    s.grid_base = cc->base;
+    s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -447,25 +539,36 @@ static void run_compressor(const ParityCase *pc) {
 
 static const CompCase COMP_CASES[] = {
     /* name                                B  T   D    G  d    W  S  gate            bias post maps */
-    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   0},
-    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0},
-    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   1,   0},
-    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATE_VECTOR,  0,   0,   0},
-    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATE_UNIFORM, 0,   1,   0},
-    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATE_UNIFORM, 0,   0,   0},
-    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   0,   1},
-    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   1,   1},
-    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATE_SCALAR,  1,   0,   0},
-    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2},
-    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2},
-    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2},
+    {"scalar+bias W8 S8",                  2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   0,   0},
+    {"scalar no-bias W8 S4 (overlap)",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0,   0},
+    {"vector+bias post-norm W4 S4",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   1,   0,   0},
+    {"vector no-bias W8 S4 G1 d40",        1, 50, 40,  1, 40,  8, 4, GATE_VECTOR,  0,   0,   0,   0},
+    {"uniform post-norm W6 S3",            2, 30, 32,  2, 16,  6, 3, GATE_UNIFORM, 0,   1,   0,   0},
+    {"uniform W8 S8",                      1, 64, 64,  1, 32,  8, 8, GATE_UNIFORM, 0,   0,   0,   0},
+    {"deepseek scalar+bias W8 S4",         2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   0,   1,   0},
+    {"deepseek vector+bias post W8 S4",    1, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   1,   1,   0},
+    {"scalar+bias W8 S8 d128 D256",        1, 64, 256, 2, 128, 8, 8, GATE_SCALAR,  1,   0,   0,   0},
+    {"shared scalar+bias W8 S8",           2, 40, 48,  2, 16,  8, 8, GATE_SCALAR,  1,   0,   2,   0},
+    {"shared scalar no-bias W8 S4",        2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   2,   0},
+    {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,   0},
     /* the paper's shapes (GPU runs only, is_paper_case): d_model 1024, T = 4096, 1 and 8 KV heads */
-    {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
-    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0},
+    {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
+    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
+    /* negative static offsets (docs/spec.md §6.1, §5.4: DeepSeek-V4's CSA is o_base = S - W = -4):
+     * partial first windows, masked slots; the last row writes da directly (W <= S) */
+    /* name                                B  T   D    G  d    W  S  gate            bias post maps base */
+    {"csa deepseek vector+bias W8 S4 o-4", 2, 40, 32,  2, 16,  8, 4, GATE_VECTOR,  1,   0,   1,  -4},
+    {"csa deepseek scalar+bias post o-4",  2, 44, 48,  2, 16,  8, 4, GATE_SCALAR,  1,   1,   1,  -4},
+    {"paper scalar no-bias W8 S4 o-7",     2, 40, 48,  2, 16,  8, 4, GATE_SCALAR,  0,   0,   0,  -7},
+    {"shared vector+bias post W6 S3 o-5",  1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,  -5},
+    {"uniform post W8 S2 o-7",             2, 30, 32,  1, 16,  8, 2, GATE_UNIFORM, 0,   1,   0,  -7},
+    {"paper vector+bias W4 S4 o-3",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   0,   0,  -3},
 };
 
 /* the compressor backward twice (overlapping windows: the fp32 accumulation path) */
-static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0};
+static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0, 0};
+/* ... and on V4's CSA geometry (o_base = -4: the partial first windows' own GEMMs) */
+static const CompCase DET_COMP_CASE_V4 = {"deepseek vector+bias W8 S4 o-4", 2, 64, 64, 2, 32, 8, 4, GATE_VECTOR, 1, 0, 1, -4};
 
 /* ---- gate-coverage penalty on the shape of a compressor case: per_seq (out), dalpha (grad).
  * alpha [B,nW,G,W,c] is a softmax over the window offsets i of random logits. ---- */
@@ -474,7 +577,8 @@ static void run_gate_coverage(const ParityCase *pc) {
     CompShape s;
     memset(&s, 0, sizeof s);
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
-    s.n_windows = cc->T >= cc->W ? (cc->T - cc->W) / cc->S + 1 : 0;
+    s.grid_base = cc->base;
+    s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -482,12 +586,13 @@ static void run_gate_coverage(const ParityCase *pc) {
     const int W = s.window, c = s.channels;
     const size_t nslot = (size_t)s.B * s.n_windows * s.G * W, na = nslot * c;
     float *ha = hrand(na, 1, 0);
-    for (size_t r = 0; r < nslot / W; r++)          /* softmax over i of [.., W, c] */
+    for (size_t r = 0; r < nslot / W; r++)          /* softmax over the present i of [.., W, c]; masked slots 0 */
         for (int ch = 0; ch < c; ch++) {
             float *row = ha + r * W * c + ch;
+            const int f = vis_window_first_slot((int)(r / s.G) % s.n_windows, s.stride, s.grid_base);
             double sum = 0;
-            for (int i = 0; i < W; i++) sum += exp(row[i * c]);
-            for (int i = 0; i < W; i++) row[i * c] = (float)(exp(row[i * c]) / sum);
+            for (int i = f; i < W; i++) sum += exp(row[i * c]);
+            for (int i = 0; i < W; i++) row[i * c] = i < f ? 0.0f : (float)(exp(row[i * c]) / sum);
         }
     float *hz = hrand(na > (size_t)s.B ? na : (size_t)s.B, 1, 0);
     Pair alpha = pf(ha, na), dalpha = pf(hz, na), per_seq = pf(hz, s.B), per_seq2 = pf(hz, s.B);
@@ -725,7 +830,7 @@ static void run_determinism_embedding(const ParityCase *pc) {
     int32_t *tok = malloc(sizeof(int32_t) * N);
     for (int i = 0; i < N; i++) tok[i] = (int32_t)(urand() * V) % V;
     float *hd = hrand((size_t)N * D, 1, 0);
-    void *t = put_i32(GPU, tok, N), *d_ = put_act(GPU, hd, (size_t)N * D);
+    void *t = put_i32(GPU, tok, N), *d_ = put_f32(GPU, hd, (size_t)N * D);
     float *r1 = malloc(sizeof(float) * V * D), *r2 = malloc(sizeof(float) * V * D);
     for (int rep = 0; rep < 2; rep++) {
         float *dt = GPU->alloc(GPU->ctx, sizeof(float) * V * D);
@@ -897,7 +1002,7 @@ static void run_indexer(const ParityCase *pc) {
  * Tolerances per group (out, aux, grad, wgrad):
  *   elementwise  add swiglu_fwd | cast_params | swiglu_bwd dg du | -      (memory: copy zero copy_2d, exact)
  *   embedding    embedding_fwd | - | - | embedding_bwd dtable
- *   rmsnorm      out | rstd | din | dw
+ *   rmsnorm      out | rstd | din | dw     (rmsnorm_bwd_residual: fp32 dres and dw T_RES_F32, bit checks)
  *   matmul       out | - | din | dw
  *   rope         x | - | - | -
  *   attention    out | lse | dq dk dv dck dcv | dsink               (decode: out)
@@ -938,16 +1043,16 @@ static const ParityCase CASES[] = {
     {"elementwise", "n=1001", ELEM_OPS, T_ELEM, run_elementwise, {1001}, NULL, 0},
     {"elementwise", "n=4096", ELEM_OPS, T_ELEM, run_elementwise, {4096}, NULL, 0},
     {"embedding", "N=300 D=40 V=50", "embedding_fwd embedding_bwd", TOL(1e-6, 0, 0, 1e-5), run_embedding, {300, 40, 50}, NULL, 0},
-    {"rmsnorm", "[50,96]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {50, 96}, NULL, 0},
-    {"rmsnorm", "[300,128]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {300, 128}, NULL, 0},
-    {"rmsnorm", "[7,33]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {7, 33}, NULL, 0},
+    {"rmsnorm", "[50,96]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {50, 96}, NULL, 0},
+    {"rmsnorm", "[300,128]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {300, 128}, NULL, 0},
+    {"rmsnorm", "[7,33]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {7, 33}, NULL, 0},
     /* the fused backward's shapes: 32 lanes x V = 1..4 vectors per row; 8 and 2 lanes per row */
-    {"rmsnorm", "[90,1024]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {90, 1024}, NULL, 0},
-    {"rmsnorm", "[45,768]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {45, 768}, NULL, 0},
-    {"rmsnorm", "[33,512]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {33, 512}, NULL, 0},
-    {"rmsnorm", "[1100,256]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {1100, 256}, NULL, 0},
-    {"rmsnorm", "[77,64]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {77, 64}, NULL, 0},
-    {"rmsnorm", "[5,16]", "rmsnorm_fwd rmsnorm_bwd", T_RMS, run_rmsnorm, {5, 16}, NULL, 0},
+    {"rmsnorm", "[90,1024]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {90, 1024}, NULL, 0},
+    {"rmsnorm", "[45,768]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {45, 768}, NULL, 0},
+    {"rmsnorm", "[33,512]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {33, 512}, NULL, 0},
+    {"rmsnorm", "[1100,256]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {1100, 256}, NULL, 0},
+    {"rmsnorm", "[77,64]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {77, 64}, NULL, 0},
+    {"rmsnorm", "[5,16]", "rmsnorm_fwd rmsnorm_bwd rmsnorm_bwd_residual", T_RMS, run_rmsnorm, {5, 16}, NULL, 0},
     {"matmul", "67x96x80", "matmul_fwd matmul_bwd", T_MM, run_matmul, {67, 96, 80}, NULL, 0},
     {"matmul", "33x50x24", "matmul_fwd matmul_bwd", T_MM, run_matmul, {33, 50, 24}, NULL, 0},
     {"matmul", "256x384x512", "matmul_fwd matmul_bwd", T_MM, run_matmul, {256, 384, 512}, NULL, 0},
@@ -1010,6 +1115,9 @@ static const ParityCase CASES[] = {
     {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {0}, &COMP_CASES[13], COMP_PARITY},
     {"classifier", "paper T=4096 N=4096 D=1024 V=151936", "classifier logits_argmax", T_CLS_BF16, run_classifier,
      {4096, 1024, 151936, 0}, NULL, 0},
+    /* added with DeepSeek-V4's CSA geometry (negative o_base: partial first windows) */
+    COMP(14), COMP(15), COMP(16), COMP(17), COMP(18), COMP(19), COV(14), COV(16), COV(18),
+    {"determinism", NULL, "compressor_fwd compressor_bwd", T_EXACT, run_compressor, {0}, &DET_COMP_CASE_V4, COMP_DETERMINISM},
     /* added with the lightning indexer on CUDA (docs/spec.md §5.4): its four ops, and the attention
      * with a top-k entry_select on a window and a tail case (custom kernels: cuDNN takes no such mask) */
     IDX(0), IDX(1), IDX(2), IDX(3),

@@ -1,6 +1,13 @@
 """transformers configuration of phaselab checkpoints that are not plain Qwen3 (model_type
 "phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of docs/spec.md
-sections 2, 2b and 6.3 (token_shift), which phaselab writes in the "phaselab" object of config.json.
+sections 2, 2b, 5 (the per-layer schedule model.layer_attention and its csa_*/hca_*/indexer keys)
+and 6.3 (token_shift), which phaselab writes in the "phaselab" object of config.json, with
+layer_grid_base, each layer's static grid offset o_base (docs/spec.md §6.1; 0 when absent).
+
+layer_config(L) is the config layer L runs with, derived as model/layer_kinds.c's layer_config:
+the model's keys with attention, window, stride, gate, compressor, local and grid replaced by its
+kind's (full | compressed | window | csa | hca), plus indexer_topk (csa_topk on csa layers, else 0)
+and grid_base (o_base).
 
 Copied by ./train into every non-vanilla checkpoint next to modeling_phaselab.py (the model);
 the project's copy is tools/hf/configuration_phaselab.py."""
@@ -13,6 +20,33 @@ VARIANT_DEFAULTS = dict(attention="full", window=0, stride=0, gate="scalar", gat
 VARIANT_CHOICES = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                        local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
                        grid=("aligned", "staggered"))
+# docs/spec.md §5: the schedule and its per-kind keys (trainer/run_config.c defaults); in the config
+# only when layer_attention is given
+SCHEDULE_DEFAULTS = dict(layer_attention="", csa_window=8, csa_stride=4, csa_gate="vector", csa_compressor="deepseek",
+                         hca_window=32, hca_stride=32, hca_gate="vector", hca_compressor="shared", csa_topk=16,
+                         indexer_heads=4, indexer_dim=16)
+LAYER_KINDS = ("full", "compressed", "window", "csa", "hca")
+
+
+def parse_schedule(text, n_layers):
+    """model.layer_attention -> one kind per layer (docs/spec.md §5.1: KIND or KIND*N items, exactly
+    n_layers in all), as model/layer_kinds.c's layer_schedule_parse."""
+    kinds = []
+    for item_no, item in enumerate(text.split(","), 1):
+        word, star, num = item.partition("*")
+        if word not in LAYER_KINDS:
+            raise ValueError(f"phaselab config: layer_attention item {item_no} {item!r} is not a layer kind; "
+                             f"expected {' | '.join(LAYER_KINDS)}, optionally KIND*N")
+        reps = 1
+        if star:
+            if not num.isdigit() or not 1 <= int(num) <= 1024:
+                raise ValueError(f"phaselab config: layer_attention item {item_no} {item!r}: expected KIND*N with N in 1..1024")
+            reps = int(num)
+        kinds += [word] * reps
+    if len(kinds) != n_layers:
+        raise ValueError(f"phaselab config: layer_attention = {text!r} names {len(kinds)} layers; "
+                         f"num_hidden_layers = {n_layers} needs exactly one kind per layer")
+    return kinds
 
 
 class PhaselabConfig(PretrainedConfig):
@@ -32,13 +66,16 @@ class PhaselabConfig(PretrainedConfig):
         self.rope_theta = float(rope_theta)
         self.rms_norm_eps = float(rms_norm_eps)
         self.max_position_embeddings = max_position_embeddings
-        if (phaselab or {}).get("layer_attention"):
-            # docs/spec.md §5: the per-layer schedule has no transformers implementation yet
-            raise NotImplementedError("phaselab config: layer_attention = %r (a per-layer schedule) is not "
-                                      "implemented in the transformers remote code yet" % phaselab["layer_attention"])
         variant = dict(VARIANT_DEFAULTS)
-        variant.update({k: v for k, v in (phaselab or {}).items() if k in VARIANT_DEFAULTS})
-        for k in VARIANT_DEFAULTS:  # a top-level key (PhaselabConfig(window=8)) wins
+        given = dict(phaselab or {})
+        for k in list(SCHEDULE_DEFAULTS) + ["layer_grid_base"]:   # a top-level key (PhaselabConfig(window=8)) wins
+            if k in kwargs:
+                given[k] = kwargs.pop(k)
+        if given.get("layer_attention"):
+            variant.update(SCHEDULE_DEFAULTS)
+            variant.update({k: v for k, v in given.items() if k in SCHEDULE_DEFAULTS})
+        variant.update({k: v for k, v in given.items() if k in VARIANT_DEFAULTS})
+        for k in VARIANT_DEFAULTS:
             if k in kwargs:
                 variant[k] = kwargs.pop(k)
         if variant["rope_dims"] is None:
@@ -46,26 +83,65 @@ class PhaselabConfig(PretrainedConfig):
         for k, allowed in VARIANT_CHOICES.items():
             if variant[k] not in allowed:
                 raise ValueError(f"phaselab config: {k} = {variant[k]!r}, expected one of {allowed}")
+        for k in ("csa_gate", "hca_gate", "csa_compressor", "hca_compressor"):
+            if k in variant and variant[k] not in VARIANT_CHOICES[k[4:]]:
+                raise ValueError(f"phaselab config: {k} = {variant[k]!r}, expected one of {VARIANT_CHOICES[k[4:]]}")
         if num_attention_heads % num_key_value_heads:
             raise ValueError("phaselab config: num_attention_heads must be a multiple of num_key_value_heads")
         r = variant["rope_dims"]
         if r < 0 or r > head_dim or r % 2:
             raise ValueError(f"phaselab config: rope_dims = {r}, expected an even number in 0..head_dim")
-        if variant["attention"] == "compressed":
-            if variant["window"] < 1 or variant["stride"] < 1:
-                raise ValueError("phaselab config: compressed attention needs window >= 1 and stride >= 1")
-            if variant["compressor"] == "deepseek" and variant["window"] != 2 * variant["stride"]:
-                raise ValueError("phaselab config: compressor = deepseek requires window = 2 * stride")
-        elif variant["token_shift"]:
-            raise ValueError("phaselab config: token_shift = true needs attention = compressed (docs/spec.md §6.3)")
+        self.layer_kinds = (parse_schedule(variant["layer_attention"], num_hidden_layers) if variant.get("layer_attention")
+                            else [variant["attention"]] * num_hidden_layers)
+        bases = given.get("layer_grid_base")
+        if bases is not None:
+            if len(bases) != num_hidden_layers or not all(isinstance(o, int) for o in bases):
+                raise ValueError(f"phaselab config: layer_grid_base = {bases!r}, expected {num_hidden_layers} integers")
+            variant["layer_grid_base"] = list(bases)
+        if variant["token_shift"] and (variant["attention"] != "compressed" or set(self.layer_kinds) != {"compressed"}):
+            raise ValueError("phaselab config: token_shift = true needs attention = compressed and no layer schedule "
+                             "(docs/spec.md §5.1, §6.3)")
         self.phaselab = variant
+        for L in range(num_hidden_layers):   # every layer's geometry, as layer_schedule_check and §6.1
+            lc = self.layer_config(L)
+            if lc["attention"] != "compressed":
+                continue
+            W, S, o = lc["window"], lc["stride"], lc["grid_base"]
+            if W < 1 or S < 1 or S > W:
+                raise ValueError(f"phaselab config: layer {L} ({self.layer_kinds[L]}): compressed attention needs "
+                                 f"1 <= stride <= window, got window {W}, stride {S}")
+            if lc["compressor"] == "deepseek" and W != 2 * S:
+                raise ValueError(f"phaselab config: layer {L} ({self.layer_kinds[L]}): compressor = deepseek requires "
+                                 f"window = 2 * stride, got window {W}, stride {S}")
+            if o <= -W:
+                raise ValueError(f"phaselab config: layer {L}: layer_grid_base {o}, expected > -window = {-W} "
+                                 "(docs/spec.md §6.1)")
         for k, v in variant.items():
             setattr(self, "phaselab_" + k, v)
         kwargs.setdefault("use_cache", False)  # the model recomputes the prefix at every step
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)
 
+    def layer_config(self, L):
+        """The variant keys layer L runs with (model/layer_kinds.c layer_config, docs/spec.md §5.1):
+        attention full | compressed | window, window, stride, gate, compressor, local, grid of its
+        kind; indexer_topk (csa_topk on a csa layer, else 0); grid_base = o_base (layer_grid_base[L],
+        0 when config.json has none)."""
+        v = self.phaselab
+        kind = self.layer_kinds[L]
+        lc = dict(v, indexer_topk=0, grid_base=v.get("layer_grid_base", [0] * self.num_hidden_layers)[L])
+        if kind == "window":
+            lc.update(attention="window", grid="aligned")
+        elif kind in ("csa", "hca"):
+            lc.update(attention="compressed", window=v[kind + "_window"], stride=v[kind + "_stride"],
+                      gate=v[kind + "_gate"], compressor=v[kind + "_compressor"], local="window", grid="aligned",
+                      indexer_topk=v["csa_topk"] if kind == "csa" else 0)
+        else:
+            lc["attention"] = kind
+        return lc
+
     def to_dict(self):
         out = super().to_dict()
-        for k in VARIANT_DEFAULTS:
+        out.pop("layer_kinds", None)
+        for k in list(VARIANT_DEFAULTS) + list(SCHEDULE_DEFAULTS) + ["layer_grid_base"]:
             out.pop("phaselab_" + k, None)
         return out

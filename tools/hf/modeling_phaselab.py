@@ -1,7 +1,11 @@
-"""PyTorch / transformers implementation of phaselab's model, written from docs/spec.md §1 and §2
-and 2b: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
+"""PyTorch / transformers implementation of phaselab's model, written from docs/spec.md §1, §2, 2b,
+§5 and §6: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
 (gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
-window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift).
+window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift),
+and the DeepSeek-V4 layer stacks of §5 (model.layer_attention: per layer full, compressed, window,
+csa with or without the lightning indexer, hca), each layer built from its own config
+(PhaselabConfig.layer_config, as model/layer_kinds.c) with its static grid offset o_base
+(config.json layer_grid_base, §6.1; negative offsets give partial first windows).
 
 ./train copies this file and configuration_phaselab.py into every checkpoint whose model is not
 a plain Qwen3 (config.json: model_type "phaselab", auto_map), so that
@@ -9,17 +13,21 @@ a plain Qwen3 (config.json: model_type "phaselab", auto_map), so that
     AutoModelForCausalLM.from_pretrained(CKPT, trust_remote_code=True)
 
 loads it and computes phaselab's logits. Parameter names and shapes are those of the
-checkpoint (HuggingFace Qwen3 names, docs/spec.md §2 compressor names). Every sequence starts at
-position 0 (docs/spec.md: t is 0-based inside a training sequence); there is no KV cache:
-generate() recomputes the whole prefix at every step (use_cache is off), and an attention_mask
-with padding is refused. Computation is in the parameters' dtype (float32 as stored); RMSNorm
-in float32 at least. The project's copy is tools/hf/modeling_phaselab.py.
+checkpoint (HuggingFace Qwen3 names, docs/spec.md §2 compressor names, §5.4 indexer names). Every
+sequence starts at position 0 (docs/spec.md: t is 0-based inside a training sequence); there is no
+KV cache, for one-kind models and stacks alike: generate() recomputes the whole prefix at every
+step (use_cache is off), and an attention_mask with padding is refused. Forward and loss only: the
+lightning indexer selects its top-k, but its training KL term (§5.4) is not computed. Computation
+is in the parameters' dtype (float32 as stored); RMSNorm in float32 at least. The project's copy
+is tools/hf/modeling_phaselab.py.
 
 Choices where docs/spec.md leaves room (the same as the C model and tests/ref/spec_model.py):
 attn_sink is an unscaled per-head logit that only adds exp(sink) to the softmax denominator;
 qk_norm = false also drops cknorm; kv_tied (and deepseek) use Vhat = Khat (normed, RoPE'd);
 vector gates take the softmax over offsets per channel; a raw token inside a visible window is
-still attended raw."""
+still attended raw. With a negative o_base (§6.1; csa layers: S - W): a partial
+window's slots before position 0 are masked out of the gate softmax (uniform gates: the mean over
+its real slots), and entry j is rotated to o - o_base + jS (V4's csa entry j, pooling 4j-4 .. 4j+3: 4j)."""
 import math
 
 import torch
@@ -71,14 +79,48 @@ class PhaselabRMSNorm(nn.Module):
         return rms_norm(x, self.weight, self.eps)
 
 
-class PhaselabCompressor(nn.Module):
-    """The chunked compressor of one layer (docs/spec.md §2, §2b): per KV head g and branch B, windows
-    of W tokens every S tokens (head g starting at o_g, 0 unless grid = staggered), gate logits
-    s_{j,i} = Z_{g,i} . a + b_{g,i}, alpha = softmax over offsets, entries sum_i alpha_i C_{g,i} a."""
+def window_starts(T, W, S, o):
+    """Window starts o + jS of a grid with offset o (> -W) for the windows that exist in T tokens,
+    o + jS + W - 1 <= T - 1 (kernels/visibility.h vis_n_windows; docs/spec.md §6.1)."""
+    n = (T - o - W) // S + 1 if T - o >= W else 0
+    return o + S * torch.arange(max(n, 0))
 
-    def __init__(self, cfg):
+
+def pool_windows(a, starts, W, map_of, payload, gate=None, bias=None, post_norm=None):
+    """Entries [B, nw, d] of windows starting at starts [nw] (docs/spec.md §2.2, §6.1): per window j
+    and offset i the position p = starts_j + i, gate logits s = Z_{m(i)} a_p + b_i, alpha = softmax
+    over the offsets (per channel), entry = sum_i alpha_i C_{m(i)} a_p (post_norm: RMSNorm of each
+    payload first). Slots before position 0 (p < 0, a partial window of a negative offset) are
+    masked out of the softmax and pool nothing. a [B, T, D]; payload [M, d, D]; gate [M, c, D] or
+    None (uniform: equal weights over the real slots); bias [W, c] or None; map_of[i] = m(i)."""
+    pos = starts[:, None] + torch.arange(W)[None, :]                          # [nw, W]
+    real = (pos >= 0).to(a.device)                                            # [nw, W]
+    maps = torch.tensor(map_of, device=a.device)
+    a_win = a[:, pos.clamp(min=0).to(a.device)]                               # [B, nw, W, D]
+    p = torch.einsum("bjie,ide->bjid", a_win, payload[maps])                  # [B, nw, W, d]
+    if post_norm is not None:
+        p = post_norm(p)
+    if gate is None:
+        score = torch.zeros(a.shape[0], pos.shape[0], W, 1, dtype=a.dtype, device=a.device)
+    else:
+        score = torch.einsum("bjie,ice->bjic", a_win, gate[maps])             # [B, nw, W, c]
+        if bias is not None:
+            score = score + bias                                              # [W, c]
+    score = score.masked_fill(~real[None, :, :, None], float("-inf"))
+    alpha = torch.softmax(score, dim=2)                                       # over offsets (per channel)
+    return (alpha * p).sum(dim=2)                                             # [B, nw, d]
+
+
+class PhaselabCompressor(nn.Module):
+    """The chunked compressor of one layer (docs/spec.md §2, §2b, §6.1): per KV head g and branch B,
+    windows of W tokens every S tokens starting at o_g = o_base + (floor(g S / G) if grid = staggered
+    else 0), o_base the layer's static offset (may be negative: partial first windows), gate logits
+    s_{j,i} = Z_{g,m(i)} . a + b_{g,i}, alpha = softmax over offsets, entries sum_i alpha_i C_{g,m(i)} a.
+    lc: the layer's config (PhaselabConfig.layer_config)."""
+
+    def __init__(self, cfg, lc):
         super().__init__()
-        v = cfg.phaselab
+        v = lc
         G, W, S, d, D = cfg.num_key_value_heads, v["window"], v["stride"], cfg.head_dim, cfg.hidden_size
         self.G, self.W, self.S, self.d, self.eps = G, W, S, d, cfg.rms_norm_eps
         self.gate, self.gate_bias, self.post_norm = v["gate"], v["gate_bias"], v["post_norm"]
@@ -97,7 +139,8 @@ class PhaselabCompressor(nn.Module):
                 setattr(self, f"{br}_post_norm", PhaselabRMSNorm(d, cfg.rms_norm_eps))
         if self.qk_norm:
             self.ck_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
-        self.offsets = [(g * S) // G if v["grid"] == "staggered" else 0 for g in range(G)]
+        self.o_base = v.get("grid_base", 0)
+        self.offsets = [self.o_base + ((g * S) // G if v["grid"] == "staggered" else 0) for g in range(G)]
         # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (a_{-1} = 0)
         self.shift = bool(v.get("token_shift", False))
         if self.shift:
@@ -112,37 +155,27 @@ class PhaselabCompressor(nn.Module):
 
     def starts(self, g, T):
         """Window starts o_g + jS of KV head g for windows with o_g + jS + W - 1 <= T - 1."""
-        o = self.offsets[g]
-        n = (T - o - self.W) // self.S + 1 if T - o >= self.W else 0
-        return o + self.S * torch.arange(max(n, 0))
+        return window_starts(T, self.W, self.S, self.offsets[g])
 
     def branch(self, br, a, g, starts):
         """Pooled entries E^B [B, nw, d] of KV head g from a [B, T, D]."""
-        pos = starts[:, None] + torch.arange(self.W)[None, :]                   # [nw, W]
-        maps = torch.tensor(self.map_of, device=a.device)
-        a_win = a[:, pos]                                                       # [B, nw, W, D]
-        C = getattr(self, f"{br}_payload").weight[g][maps]               # [W, d, D]
-        payload = torch.einsum("bjie,ide->bjid", a_win, C)                      # [B, nw, W, d]
-        if self.post_norm:
-            payload = getattr(self, f"{br}_post_norm")(payload)
-        if self.gate == "uniform":
-            return payload.mean(dim=2)
-        holder = getattr(self, f"{br}_gate")
-        Z = holder.weight[g][maps]                                       # [W, ch, D]
-        score = torch.einsum("bjie,ice->bjic", a_win, Z)                        # [B, nw, W, ch]
-        if self.gate_bias:
-            score = score + holder.bias[g]                                      # [W, ch]
-        alpha = torch.softmax(score, dim=2)                                     # over offsets (per channel)
-        return (alpha * payload).sum(dim=2)                                     # [B, nw, d]
+        holder = getattr(self, f"{br}_gate", None)
+        return pool_windows(a, starts, self.W, self.map_of, getattr(self, f"{br}_payload").weight[g],
+                            gate=None if holder is None else holder.weight[g],
+                            bias=holder.bias[g] if holder is not None and self.gate_bias else None,
+                            post_norm=getattr(self, f"{br}_post_norm") if self.post_norm else None)
 
     def entries(self, a, g, rope_dims, theta):
-        """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), start), Vhat = E^V or Khat."""
+        """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), pos), Vhat = E^V or Khat; entry
+        j's RoPE position is o_g - o_base + jS (docs/spec.md §6.1, kernels/visibility.h
+        vis_entry_position): its window's start without the static offset, so V4's csa entry j
+        (pooling 4j-4 .. 4j+3) is rotated to 4j and a partial first window to 0."""
         starts = self.starts(g, a.shape[1])
         a = self.compressor_input(a)
         ek = self.branch("k", a, g, starts)
         if self.qk_norm:
             ek = self.ck_norm(ek)
-        khat = rope(ek[:, :, None, :], starts, rope_dims, theta)[:, :, 0, :]
+        khat = rope(ek[:, :, None, :], starts - self.o_base, rope_dims, theta)[:, :, 0, :]
         vhat = khat if self.tied else self.branch("v", a, g, starts)
         return khat, vhat, starts
 
@@ -157,14 +190,63 @@ class _Holder(nn.Module):
             self.bias = nn.Parameter(torch.zeros(bias))
 
 
-class PhaselabAttention(nn.Module):
-    def __init__(self, cfg):
+class PhaselabIndexer(nn.Module):
+    """The lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.c), inference only:
+        q^I_t = a_t W_iq^T [HI, dI],   w_t = a_t W_iw^T / sqrt(dI HI) [HI]
+        k^I_j = RMSNorm(E^I_j; w_ik), E^I the layer's windows (W, S, maps, o_base) pooled with
+                G = 1, c = d = dI, vector gates, a per-offset bias, no post-norm
+        I(t, j) = sum_h w_{t,h} ReLU(q^I_{t,h} . k^I_j) over the visible entries (end <= t)
+        selected(t) = the min(k, n_t) visible entries of largest I; ties: the lower j first.
+    The training KL term (§5.4) is not computed: this model is forward and loss only."""
+
+    def __init__(self, cfg, lc):
         super().__init__()
         v = cfg.phaselab
+        HI, dI, D, W = v["indexer_heads"], v["indexer_dim"], cfg.hidden_size, lc["window"]
+        self.HI, self.dI, self.topk, self.W, self.S = HI, dI, lc["indexer_topk"], W, lc["stride"]
+        self.o = lc.get("grid_base", 0)   # the layer's KV head 0 offset (csa layers: S - W, §5.4)
+        n_maps = {"paper": W, "deepseek": 2, "shared": 1}[lc["compressor"]]
+        self.map_of = [{"paper": i, "deepseek": i // lc["stride"], "shared": 0}[lc["compressor"]] for i in range(W)]
+        self.q_proj = nn.Linear(D, HI * dI, bias=False)
+        self.weights_proj = nn.Linear(D, HI, bias=False)
+        self.compressor = nn.Module()
+        self.compressor.gate = _Holder(weight=(1, n_maps, dI, D), bias=(1, W, dI))
+        self.compressor.payload = _Holder(weight=(1, n_maps, dI, D))
+        self.k_norm = PhaselabRMSNorm(dI, cfg.rms_norm_eps)
+
+    def select(self, a, entry_vis):
+        """a [B, T, D], entry_vis [T, nw] (the main grid's visibility) -> selected [B, T, nw] (bool)."""
+        B, T, _ = a.shape
+        starts = window_starts(T, self.W, self.S, self.o)
+        c = self.compressor
+        ek = pool_windows(a, starts, self.W, self.map_of, c.payload.weight[0], gate=c.gate.weight[0], bias=c.gate.bias[0])
+        kI = self.k_norm(ek)                                                    # [B, nw, dI]
+        qI = self.q_proj(a).view(B, T, self.HI, self.dI)
+        w = self.weights_proj(a) / math.sqrt(self.dI * self.HI)                 # [B, T, HI]
+        dots = torch.relu(torch.einsum("bthx,bjx->bthj", qI, kI))               # [B, T, HI, nw]
+        score = torch.einsum("bth,bthj->btj", w, dots)                          # [B, T, nw]
+        vis = entry_vis[None].expand(B, -1, -1)
+        score = score.masked_fill(~vis, float("-inf"))
+        order = torch.sort(-score, dim=-1, stable=True).indices                 # largest first, lower j first on ties
+        rank = torch.empty_like(order)
+        rank.scatter_(-1, order, torch.arange(order.shape[-1], device=a.device).expand_as(order))
+        n_t = vis.sum(-1, keepdim=True)                                         # [B, T, 1]
+        return vis & (rank < torch.clamp(n_t, max=self.topk))
+
+
+class PhaselabAttention(nn.Module):
+    """One layer's attention, of the kind its config lc says (docs/spec.md §5.1): full (§1.2), window
+    (§5.2: raw n_local window only), compressed / hca (§2 over visible entries and the raw tokens),
+    csa (§2, and with indexer_topk > 0 only the entries the lightning indexer selects, §5.4)."""
+
+    def __init__(self, cfg, lc):
+        super().__init__()
+        v = lc
         D, H, G, d = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
         self.H, self.G, self.d, self.eps = H, G, d, cfg.rms_norm_eps
         self.rope_dims, self.theta = v["rope_dims"], cfg.rope_theta
-        self.compressed = v["attention"] == "compressed"
+        self.kind = v["attention"]   # full | window | compressed
+        self.compressed = self.kind == "compressed"
         self.local, self.n_local = v["local"], v["n_local"]
         self.qk_norm, self.has_sink = v["qk_norm"], v["attn_sink"]
         self.q_proj = nn.Linear(D, H * d, bias=False)
@@ -175,7 +257,9 @@ class PhaselabAttention(nn.Module):
             self.q_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
             self.k_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
         if self.compressed:
-            self.compressor = PhaselabCompressor(cfg)
+            self.compressor = PhaselabCompressor(cfg, lc)
+        if v.get("indexer_topk", 0) > 0:
+            self.indexer = PhaselabIndexer(cfg, lc)
         if self.has_sink:
             self.attn_sink = nn.Parameter(torch.zeros(H))   # one logit per query head
 
@@ -193,6 +277,10 @@ class PhaselabAttention(nn.Module):
         tq, ts = t[:, None], t[None, :]
         out = torch.empty(B, T, H, d, dtype=q.dtype, device=q.device)
         per = H // G
+        selected = None
+        if hasattr(self, "indexer"):   # one selection for every head (AttnShape.entry_select [B, T, nW])
+            ends = (self.compressor.starts(0, T) + self.compressor.W - 1).to(a.device)
+            selected = self.indexer.select(a, ends[None, :] <= tq)             # [B, T, nw]
         for g in range(G):   # query heads g*per .. (g+1)*per-1 read KV head g (GQA)
             if self.compressed:
                 khat, vhat, starts = self.compressor.entries(a, g, self.rope_dims, self.theta)
@@ -207,14 +295,18 @@ class PhaselabAttention(nn.Module):
                     else:
                         e_t = torch.full((T, 1), -1, device=a.device)
                     raw_vis = (e_t < ts) & (ts <= tq)
+                entry_vis = entry_vis[None].expand(B, -1, -1) if selected is None else selected   # [B, T, nw]
                 keys = torch.cat([khat, k[:, :, g]], dim=1)                     # [B, nw+T, d]
                 vals = torch.cat([vhat, v[:, :, g]], dim=1)
-                vis = torch.cat([entry_vis, raw_vis], dim=1)                    # [T, nw+T]
+                vis = torch.cat([entry_vis, raw_vis[None].expand(B, -1, -1)], dim=2)   # [B, T, nw+T]
+            elif self.kind == "window":   # §5.2: the raw window only
+                keys, vals = k[:, :, g], v[:, :, g]
+                vis = ((tq - self.n_local + 1 <= ts) & (ts <= tq))[None]
             else:
-                keys, vals, vis = k[:, :, g], v[:, :, g], ts <= tq
+                keys, vals, vis = k[:, :, g], v[:, :, g], (ts <= tq)[None]
             qg = q[:, :, g * per:(g + 1) * per]                                 # [B, T, per, d]
             scores = torch.einsum("bthd,bsd->bhts", qg, keys) / math.sqrt(d)    # [B, per, T, S]
-            scores = scores.masked_fill(~vis[None, None], float("-inf"))
+            scores = scores.masked_fill(~vis[:, None], float("-inf"))
             m = scores.amax(dim=-1, keepdim=True)
             if self.has_sink:   # unscaled logit, adds exp(sink_h) to the denominator only
                 sink = self.attn_sink[g * per:(g + 1) * per].to(scores.dtype)[None, :, None, None]
@@ -240,10 +332,10 @@ class PhaselabMLP(nn.Module):
 
 
 class PhaselabDecoderLayer(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, L):
         super().__init__()
         self.input_layernorm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.self_attn = PhaselabAttention(cfg)
+        self.self_attn = PhaselabAttention(cfg, cfg.layer_config(L))
         self.post_attention_layernorm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = PhaselabMLP(cfg)
 
@@ -270,7 +362,7 @@ class PhaselabModel(PhaselabPreTrainedModel):
     def __init__(self, cfg):
         super().__init__(cfg)
         self.embed_tokens = nn.Embedding(cfg.vocab_size, cfg.hidden_size)
-        self.layers = nn.ModuleList(PhaselabDecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
+        self.layers = nn.ModuleList(PhaselabDecoderLayer(cfg, L) for L in range(cfg.num_hidden_layers))
         self.norm = PhaselabRMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_init()
 

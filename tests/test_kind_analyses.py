@@ -1,0 +1,224 @@
+"""The analyses of a layer schedule on a checkpoint (docs/spec.md §3.4, §3.7, §4.1, §4.2, §5.4, §5.5),
+end to end on a window,csa,hca stack trained 10 steps (configs/test/tiny_stack.ini, T = 64):
+- the training's gate statistics cover the csa and hca layers, each over its own W (the profile
+  sums to W_l, NaN past it and for the window layer);
+- plain --eval --probe stores each compressed kind's own phase fold: the counts equal the stored
+  per-residue counts summed over r = phi (mod S_k) (numpy, not the code under test), and the
+  Pearson chi-square of each fold recomputed from them;
+- --knockout csa:all stores the kind's knockout; its fold by the csa phase is recomputed from the
+  stored accuracies and prompt counts; --knockout all adds each kind knocked out whole (the csa one
+  equal to csa:all's) and the layers' kinds; bad KIND targets are refused (exit 2, one line);
+- --gate-cycle all --layers csa cycles the csa layer over its own period 4: the prediction of delta
+  is the clean phase curve rolled by delta, delta 0 is the clean probe, a window layer or a delta
+  past the period is refused;
+- --indexer-stats counts, for every prompt, whether the indexer's top-k at the query holds an entry
+  pooling t_K: n per phase equals the probe's prompts per phase (every t_K is in a visible entry
+  here), the rates and Wilson intervals follow from the counts, each query sees nW(63) entries of
+  which it selects k, so the counts by age are prompts x 1 and the selected ones sum to prompts x k;
+- tools/report shows the kind folds, the kinds knocked out and the indexer table."""
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trainutil as tu  # noqa: E402
+from pycheck import check, finish, skip  # noqa: E402
+
+try:
+    import h5py
+except ImportError:
+    skip("kind analyses", "h5py missing")
+    finish()
+
+tu.require_train()
+ROOT = tu.ROOT
+STACK = os.path.join(ROOT, "configs", "test", "tiny_stack.ini")
+d, data = tu.scratch_with_corpus("test_kind_analyses")
+rc, out = tu.run([STACK, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs", "run.name=stack"])
+check(rc == 0 and "done: 10 steps" in out, "the window,csa,hca stack trains 10 steps", out[-600:])
+ck = f"{d}/runs/stack/checkpoints/step_00000010"
+
+# ---- gate statistics of every compressed layer of the stack (docs/spec.md §3.4) ----
+with h5py.File(f"{d}/runs/stack/metrics.h5", "r") as f:
+    prof = np.asarray(f["gates/profile"][()]) if "gates/profile" in f else None       # [n, L, G, 2, W]
+    eff = np.asarray(f["gates/eff_static"][()]) if "gates/eff_static" in f else None  # [n, L, G, 2]
+check(prof is not None and prof.shape[1:] == (3, 2, 2, 16), "gates: /gates/profile [n, 3 layers, 2 KV heads, 2, widest W 16]",
+      f"{None if prof is None else prof.shape}")
+if prof is not None and eff is not None:
+    last = prof[-1]
+    # the profile W E[alpha_i] sums to the layer's own W over its offsets (sum_i E[alpha_i] = 1); NaN past it
+    check(np.isnan(last[0]).all() and np.isnan(eff[-1][0]).all(), "gates: the window layer has none (NaN)", f"{last[0]}")
+    check(np.allclose(last[1][..., :8].sum(axis=-1), 8, atol=1e-3) and np.isnan(last[1][..., 8:]).all(),
+          "gates: the csa layer's profile sums to its W 8 over offsets 0..7, NaN past them", f"{last[1]}")
+    check(np.allclose(last[2].sum(axis=-1), 16, atol=1e-3), "gates: the hca layer's profile sums to its W 16", f"{last[2]}")
+    check(((eff[-1][1] >= 1 - 1e-4) & (eff[-1][1] <= 8 + 1e-4)).all() and ((eff[-1][2] >= 1 - 1e-4) & (eff[-1][2] <= 16 + 1e-4)).all(),
+          "gates: eff_static within 1..W of each layer", f"{eff[-1]}")
+probe, calib = f"{d}/probe.bin", f"{d}/probe.calib.bin"
+for path, seed, per in ((probe, 1, 8), (calib, 99, 4)):
+    r = tu.subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", path, "--seed", str(seed),
+                           "--per-residue", str(per), "--residues", "16", "--max-len", "64", "--quiet"], capture_output=True, text=True)
+    check(r.returncode == 0, f"make-probe {os.path.basename(path)}", r.stderr[-300:])
+H5 = f"{ck}/analysis.h5"
+
+
+def last(kind):
+    with h5py.File(H5, "r") as f:
+        name = sorted(k for k in f if k.startswith(kind + "_"))[-1]
+        g = f[name]
+        text = lambda v: v.decode() if isinstance(v, bytes) else v
+        return {k: np.asarray(g[k][()]) for k in g}, {k: text(g.attrs[k]) for k in g.attrs}
+
+
+def pearson_chi2(c, n):
+    keep = n > 0
+    c, n = c[keep].astype(float), n[keep].astype(float)
+    C, N = c.sum(), n.sum()
+    if C == 0 or C == N:
+        return 0.0
+    ec, ei = n * C / N, n * (N - C) / N
+    return float(((c - ec) ** 2 / ec + ((n - c) - ei) ** 2 / ei).sum())
+
+
+def one_line_error(args, want, name):
+    rc, out = tu.run(["--eval", ck, "--probe", probe, "--out", H5] + args)
+    line = [x for x in out.splitlines() if x.startswith("phaselab:")]
+    check(rc == 2 and len(line) == 1 and want in line[0], name, f"rc {rc}: {out[-300:]}")
+
+
+# ---- per-kind phase folds of the plain probe ----
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--out", H5])
+check(rc == 0 and "by the csa layers' phase" in out and "by the hca layers' phase" in out,
+      "--eval --probe prints each compressed kind's fold", out[-800:])
+g, a = last("probe")
+check(str(a.get("kinds")) == "csa,hca", "probe group: kinds csa,hca (the window layer has no grid)", f"{a.get('kinds')}")
+for kind in ("csa", "hca"):
+    S, o = int(a[f"kind_{kind}_stride"]), int(a[f"kind_{kind}_grid_offset"])
+    check(S == {"csa": 4, "hca": 16}[kind], f"probe group: {kind} stride", f"{S}")
+    tot, cor = g["total"], g["correct"]                      # [2, 16] by residue r = t_K mod 16
+    want_t = np.zeros((2, S)); want_c = np.zeros((2, S))
+    for r in range(tot.shape[1]):
+        want_t[:, (r - o) % S] += tot[:, r]
+        want_c[:, (r - o) % S] += cor[:, r]
+    check(np.array_equal(g[f"kind_{kind}_total"], want_t) and np.array_equal(g[f"kind_{kind}_correct"], want_c),
+          f"probe group: the {kind} fold sums the residues of each phase (r - o) mod {S}", f"{g[f'kind_{kind}_total']} vs {want_t}")
+    chi = [pearson_chi2(want_c[p], want_t[p]) for p in range(2)]
+    check(np.allclose(g[f"kind_{kind}_test"][:, 0], chi, rtol=1e-9, atol=1e-12),
+          f"probe group: the {kind} fold's chi-square recomputed from its counts", f"{g[f'kind_{kind}_test'][:, 0]} vs {chi}")
+
+# ---- knockout by kind ----
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--calib", calib, "--knockout", "csa:all", "--out", H5])
+check(rc == 0 and "kind csa knocked out whole (2 KV heads at once)" in out, "--knockout csa:all runs", out[-600:])
+g, a = last("knockout")
+S = int(a["kind_csa_stride"])
+ok = g["kind_acc"].shape == (1, 2, 16) and g["kind_csa_rel_change_phase"].shape == (2, S) and S == 4
+check(ok, "knockout csa:all: kind_acc [1, 2, P] and kind_csa_rel_change_phase [2, 4]", f"{g['kind_acc'].shape}")
+check(np.isnan(g["rel_change_mean"]).all(), "knockout csa:all: no single head knocked out (the [L, G] maps are NaN)", "")
+if ok:
+    with h5py.File(H5, "r") as f:
+        pg = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+        tot = np.asarray(pg["total"][()])
+    o = int(a["kind_csa_grid_offset"])
+    want = np.full((2, S), np.nan)
+    for p in range(2):
+        ck_ = np.zeros(S); cc_ = np.zeros(S); nn = np.zeros(S)
+        for r in range(16):
+            ck_[(r - o) % S] += round(g["kind_acc"][0, p, r] * tot[p, r] / 100)
+            cc_[(r - o) % S] += round(g["acc_clean"][p, r] * tot[p, r] / 100)
+            nn[(r - o) % S] += tot[p, r]
+        for s in range(S):
+            if cc_[s] > 0:
+                want[p, s] = 100 * (ck_[s] / nn[s] - cc_[s] / nn[s]) / (cc_[s] / nn[s])
+    got = g["kind_csa_rel_change_phase"]
+    check(np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(got)], want[~np.isnan(want)]),
+          "knockout csa:all: the change by csa phase recomputed from the stored accuracies and counts", f"{got} vs {want}")
+kcsa = g["kind_acc"][0]
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--calib", calib, "--knockout", "all", "--out", H5])
+check(rc == 0 and "per-head knockouts grouped by layer kind" in out, "--knockout all runs and groups the heads by kind", out[-600:])
+g, a = last("knockout")
+check(str(a.get("kinds")) == "window,csa,hca" and list(g["layer_kind"]) == [2, 3, 4] and g["kind_acc"].shape == (3, 2, 16),
+      "knockout all: every kind knocked out whole, and each layer's kind", f"{a.get('kinds')} {g.get('layer_kind')}")
+check(np.array_equal(g["kind_acc"][1], kcsa, equal_nan=True), "knockout all: its csa row equals --knockout csa:all", "")
+check(np.isfinite(g["rel_change_mean"]).any() or np.isfinite(g["acc"]).any(), "knockout all: the per-head sweep is kept", "")
+one_line_error(["--knockout", "full:all"], "no full layer", "--knockout full:all on a stack without full layers: exit 2, one line")
+one_line_error(["--knockout", "csa:9"], "KV head 0..1", "--knockout csa:9: exit 2 naming the KV heads")
+one_line_error(["--knockout", "swa:all"], "KIND:all", "--knockout swa:all: exit 2 with the syntax")
+
+# ---- gate cycling on the csa layer ----
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "all", "--layers", "csa", "--out", H5])
+check(rc == 0 and "common period 4" in out, "--gate-cycle all --layers csa runs over the csa period", out[-600:])
+g, a = last("gate_cycle")
+check(list(g["delta"]) == [0, 1, 2, 3] and int(a["stride"]) == 4 and str(a.get("cycled_layers")) == "1:csa",
+      "gate cycle: deltas 0..3, period 4, layer 1 (csa)", f"{g['delta']} {a.get('stride')} {a.get('cycled_layers')}")
+clean = g["acc_phase"][0]
+check(all(np.array_equal(g["predicted_phase"][k], np.roll(clean, k, axis=1), equal_nan=True) for k in range(4)),
+      "gate cycle: the prediction of delta is the clean phase curve rolled by delta", "")
+with h5py.File(H5, "r") as f:
+    pg = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    pacc = np.asarray(pg["acc"][()])
+check(np.array_equal(g["acc"][0], pacc, equal_nan=True), "gate cycle: delta 0 is the plain probe's accuracy", "")
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "4", "--layers", "csa", "--out", H5])
+g4, _ = last("gate_cycle")
+check(rc == 0 and np.array_equal(g4["acc"][0], pacc, equal_nan=True), "gate cycle: delta 4 (the period) is the identity", out[-300:])
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "--layers", "hca", "--out", H5])
+g1, _ = last("gate_cycle")
+check(rc == 0 and g1["acc_phase"].shape == (1, 2, 16), "gate cycle: --layers hca folds by the hca period 16", out[-300:])
+one_line_error(["--gate-cycle", "1", "--layers", "0"], "layer 0 is a window layer", "--gate-cycle on a window layer: exit 2, one line")
+one_line_error(["--gate-cycle", "5", "--layers", "csa"], "0..4", "--gate-cycle 5 past the csa period: exit 2")
+
+# ---- the indexer's selection by phase ----
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--indexer-stats", "--out", H5])
+check(rc == 0 and "homogeneity across phases" in out, "--indexer-stats runs", out[-600:])
+g, a = last("indexer")
+W, S, o, nW, k = (int(x) for x in g["geometry"][0])
+check((W, S, k) == (8, 4, 4) and list(g["indexer_layer"]) == [1], "indexer: layer 1, W8/S4, top-4", f"{g['geometry']}")
+with h5py.File(H5, "r") as f:
+    pg = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    tot = np.asarray(pg["total"][()])
+want_n = np.zeros((2, S))
+for r in range(16):
+    want_n[:, (r - o) % S] += tot[:, r]
+n_q = sum(1 for j in range(nW) if o + j * S + W - 1 <= 63)                    # entries visible to q = 63
+check(np.array_equal(g["n"][0], want_n) and g["uncounted"].sum() == 0,
+      "indexer: every prompt counted once, at its key's phase (t_K - o) mod S", f"{g['n'][0]} vs {want_n}")
+hits, n = g["hits"][0], g["n"][0]
+check(np.allclose(g["rate"][0], 100 * hits / n) and (hits <= n).all(), "indexer: rate = 100 hits / n", "")
+z = 1.959963984540054
+ph = hits / n
+cen = (ph + z * z / (2 * n)) / (1 + z * z / n)
+half = z * np.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+check(np.allclose(g["rate_lo"][0], 100 * np.maximum(0, cen - half)) and np.allclose(g["rate_hi"][0], 100 * np.minimum(1, cen + half)),
+      "indexer: the Wilson interval of each phase from its counts", "")
+chi = [pearson_chi2(hits[p], n[p]) for p in range(2)]
+check(np.allclose(g["phase_test"][0][:, 0], chi), "indexer: the homogeneity chi-square recomputed from the counts",
+      f"{g['phase_test'][0][:, 0]} vs {chi}")
+prompts = int(tot.sum())
+check(np.array_equal(g["age_visible"][0][:n_q], np.full(n_q, prompts)) and g["age_visible"][0][n_q:].sum() == 0,
+      f"indexer: each of the {prompts} queries sees the {n_q} entries ages 0..{n_q - 1}", f"{g['age_visible'][0]}")
+check(g["age_selected"][0].sum() == prompts * min(k, n_q), f"indexer: each query selects min(k, n_q) = {min(k, n_q)}",
+      f"{g['age_selected'][0].sum()}")
+check(((g["chance"][0] > 0) & (g["chance"][0] < 100)).all(), "indexer: the chance rate lies in (0, 100)", f"{g['chance'][0]}")
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--indexer-stats", "--out", H5, "model.csa_topk=0"])
+line = [x for x in out.splitlines() if x.startswith("phaselab:")]
+check(rc == 2 and line and "no lightning indexer" in line[-1], "--indexer-stats without an indexer: exit 2, one line", out[-300:])
+
+# ---- the report ----
+try:
+    import matplotlib  # noqa: F401
+    have_mpl = True
+except ImportError:
+    have_mpl = False
+if have_mpl:
+    rep = f"{d}/report"
+    r = tu.subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), f"{d}/runs/stack", "--out", rep], capture_output=True, text=True,
+                          timeout=600)
+    md = open(f"{rep}/analysis.md").read() if os.path.exists(f"{rep}/analysis.md") else ""
+    check("**csa layers** (S = 4" in md and "**hca layers** (S = 16" in md, "report: the probe's per-kind folds", md[:400])
+    check("layer kinds knocked out whole" in md and "indexer selection by phase" in md,
+          "report: the kinds knocked out and the indexer's selection", r.stderr[-400:])
+    check(os.path.isdir(rep) and any(x.startswith("indexer_") and x.endswith(".png") for x in os.listdir(rep)),
+          "report: the indexer figure", r.stderr[-400:])
+else:
+    skip("report: kind tables", "matplotlib missing")
+finish()

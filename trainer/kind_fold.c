@@ -1,0 +1,69 @@
+/* Per-kind phase folds of the probe counts (trainer/kind_fold.h, docs/spec.md §3.7, §5.5). */
+#include "trainer/kind_fold.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "model/dims.h"
+#include "model/layer_kinds.h"
+
+int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFold *out) {
+    if (!mc->layer_attention[0]) return 0;
+    int n = 0;
+    for (int k = 0; k < N_KINDS; k++) {
+        KindFold *f = &out[n];
+        memset(f, 0, sizeof *f);
+        f->kind = k, f->first_layer = -1;
+        for (int l = 0; l < mc->n_layers; l++) {
+            if (layer_kind(mc, l) != k) continue;
+            const ModelConfig lc = layer_config(mc, l);
+            if (lc.attention != ATTN_COMPRESSED) break;           /* full, window: no grid */
+            if (f->first_layer < 0) {
+                const ModelDims d = dims_of(&lc, T);
+                f->first_layer = l, f->S = lc.stride, f->o = dims_grid_offset(&d, 0);
+            }
+            f->n_layers++;
+        }
+        if (!f->n_layers) continue;
+        f->name = layer_kind_names[k];
+        int map[PROBE_MAX_RESIDUES];
+        f->ok = f->S <= PROBE_MAX_RESIDUES && head_phase_map(pr->residues, f->S, f->o, map) == 0;
+        for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+            if (f->ok && fold_by_phase_map(pr->correct[p], pr->total[p], pr->residues, f->S, map, f->correct[p], f->total[p]) == 0)
+                f->test[p] = phase_homogeneity_test(f->correct[p], f->total[p], f->S);
+            else
+                f->test[p] = (ChiSquare){NAN, NAN, 0, NAN, 0};
+        }
+        n++;
+    }
+    return n;
+}
+
+void probe_print_kind_folds(FILE *f, const KindFold *kf, int n) {
+    for (int k = 0; k < n; k++) {
+        const KindFold *x = &kf[k];
+        if (!x->ok) {
+            fprintf(f, "%s layers (%d, S %d, o %d): no fold: S does not divide the probe's residues P\n", x->name,
+                    x->n_layers, x->S, x->o);
+            continue;
+        }
+        fprintf(f, "by the %s layers' phase (t_K - (%d)) mod %d (%d layer%s from %d): accuracy %% (n)\n", x->name, x->o, x->S,
+                x->n_layers, x->n_layers == 1 ? "" : "s", x->first_layer);
+        for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
+            long N = 0;
+            for (int s = 0; s < x->S; s++) N += x->total[p][s];
+            if (!N) continue;
+            fprintf(f, "  %-3s", probe_protocol_name(p));
+            int worst = -1;
+            double wa = INFINITY;
+            for (int s = 0; s < x->S; s++) {
+                double a = x->total[p][s] ? 100.0 * x->correct[p][s] / x->total[p][s] : NAN;
+                if (isfinite(a) && a < wa) wa = a, worst = s;
+                fprintf(f, " %d:%.1f(%ld)", s, a, x->total[p][s]);
+            }
+            const ChiSquare *t = &x->test[p];
+            fprintf(f, "\n  %-3s worst phase %d (%.1f%%); phase test chi2 %.2f (df %d) p %.3g%s\n", probe_protocol_name(p), worst, wa,
+                    t->chi2, t->df, t->p, t->permutations ? " (permutation p: an expected count < 5)" : "");
+        }
+    }
+}
