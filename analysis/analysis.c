@@ -121,7 +121,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     int n = !!a->gate_cycle + !!a->knockout + !!a->filler + a->indexer_stats;
     if (n > 1) return usage_error("--gate-cycle, --knockout, --filler-sweep and --indexer-stats: give one analysis per call");
-    if (n == 0) return usage_error("%s needs one of --gate-cycle, --knockout, --filler-sweep", a->calib ? "--calib" : "--layers");
+    if (n == 0) return usage_error("%s needs one of --gate-cycle, --knockout, --filler-sweep, --indexer-stats", a->calib ? "--calib" : "--layers");
     if (a->layers && !a->gate_cycle) return usage_error("--layers: only with --gate-cycle");
     if (a->calib && !a->knockout) return usage_error("--calib: only with --knockout");
     if ((a->gate_cycle || a->knockout) && !a->probe) {

@@ -82,10 +82,11 @@ int gate_cycle_layers(const ModelConfig *mc, const char *text, int *mask, char *
 
 /* For x [G, A, inner] with A = nb blocks of S: every block rolls by delta within itself
  * (np.roll on each block's axis), in place via a scratch copy. */
-static void roll_blocks(float *x, int G, int A, int S, size_t inner, int delta) {
+static int roll_blocks(float *x, int G, int A, int S, size_t inner, int delta) {
     int s = ((delta % S) + S) % S;
-    if (s == 0) return;
+    if (s == 0) return 0;
     float *tmp = malloc(sizeof(float) * (size_t)S * inner);
+    if (!tmp) return -1;
     for (int g = 0; g < G; g++)
         for (int h = 0; h < A / S; h++) {
             float *blk = x + ((size_t)g * A + (size_t)h * S) * inner;
@@ -93,6 +94,7 @@ static void roll_blocks(float *x, int G, int A, int S, size_t inner, int delta) 
             memcpy(blk, tmp, sizeof(float) * (size_t)S * inner);
         }
     free(tmp);
+    return 0;
 }
 
 int gate_cycle_apply(const TensorTable *tt, float *params, const ModelConfig *mc, int delta, const int *layer_mask,
@@ -115,7 +117,8 @@ int gate_cycle_apply(const TensorTable *tt, float *params, const ModelConfig *mc
                 int G = (int)ti->shape[0], A = (int)ti->shape[1];
                 if (A != W) continue;            /* a map per block (deepseek) or per window (shared): unchanged */
                 size_t inner = ti->numel / ((size_t)G * A);
-                roll_blocks(params + ti->offset, G, A, S, inner, delta);
+                if (roll_blocks(params + ti->offset, G, A, S, inner, delta))
+                    return set_err(err, "%s: out of memory for the roll's scratch (%zu floats)", name, (size_t)S * inner);
             }
     }
     return 0;

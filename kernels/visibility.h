@@ -11,7 +11,8 @@
  *
  * The offset (vis_entry_offset) is one sum, the same mechanism for every source of it:
  *     o = o_base + o_g + u_b
- *   o_base  a static offset of the model (ModelDims.grid_base; 0 for every grid of §2/§2b). It may
+ *   o_base  a static offset of the layer (ModelDims.grid_base, set by dims_of: S - W on csa layers of a
+ *           layer schedule, docs/spec.md §5.4; 0 for every grid of §2/§2b). It may
  *           be negative, down to 1 - W: window 0 then starts before position 0 and holds only its
  *           slots i >= -o (vis_window_first_slot); e.g. DeepSeek-V4's CSA geometry (W = 2S, entry
  *           j pools 4j-4..4j+3, visible iff j < (t+1) div 4) is o_base = S - W = -S

@@ -22,7 +22,7 @@ the same checks, plus: no checkpoint tensor missing or unused, config.json's lay
 each layer's o_base, and with the indexer's selection switched off in the remote code the logits
 move away from phaselab's (the selection matters, so the equality can fail).
 The negative static offset of §6.1 (o_base = S - W = -4, DeepSeek-V4's CSA geometry: partial first
-windows), which checkpoints do not carry yet: the remote code's compressor entries, their count
+windows; the csa layers of every stack checkpoint carry it): the remote code's compressor entries, their count
 and visibility, and the indexer's keys, against an independent float64 loop over positions.
 Skipped as a whole ("skipped: torch/transformers not installed") when neither this python nor
 $PHASELAB_HF_PYTHON nor build/venv-hf/bin/python has torch and transformers.
@@ -231,10 +231,11 @@ for name, v in VARIANTS.items():
         bases = cfg["phaselab"].get("layer_grid_base")
         read = [model.model.layers[L].self_attn.compressor.o_base if hasattr(model.model.layers[L].self_attn, "compressor")
                 else 0 for L in range(len(kinds))]
-        check(kinds == ["full", "window", "csa", "hca", "compressed"] and bases is not None and len(bases) == len(kinds)
-              and read == bases, f"{name}: config.json's schedule and per-layer o_base {bases} are the remote code's layers",
+        # the csa layer (W 8, S 4) sits on V4's grid, o_base = S - W = -4 (docs/spec.md §5.4); the others on 0
+        check(kinds == ["full", "window", "csa", "hca", "compressed"] and bases == [0, 0, -4, 0, 0]
+              and read == bases, f"{name}: config.json's schedule and per-layer o_base {bases} (csa: S - W = -4) are the remote code's layers",
               f"kinds {kinds}, layer_grid_base {bases}, remote code {read}")
-        # weights alone (trainer/ckpt_source.c reads config.json, layer_grid_base included, back to a config)
+        # weights alone (trainer/ckpt_source.c reads config.json back to a config and checks its layer_grid_base)
         bare = os.path.join(d, "bare_" + name)
         os.makedirs(bare, exist_ok=True)
         for f in ("config.json", "model.safetensors"):

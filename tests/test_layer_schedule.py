@@ -4,8 +4,10 @@ stack by kind with its parameters, FLOPs and cache bytes; a tiny mixed stack (wi
 trains, checkpoints, evaluates and generates, and its generation through the decoder's cache
 prints the cache by kind; with the lightning indexer the KL is logged every step (dense during the
 warm-up), stored as /train/indexer_kl, and the checkpoint decodes."""
+import json
 import os
 import re
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -59,6 +61,24 @@ check(rc == 0 and "done: 10 steps" in out, "a window,csa,hca stack trains 10 ste
 ck = f"{runs}/mix/checkpoints/step_00000010"
 rc, out = tu.run(["--eval", ck])
 check(rc == 0 and "validation loss" in out, "--eval of the stack's checkpoint", out[-600:])
+# the checkpoint records each layer's grid offset (config.json phaselab.layer_grid_base; csa: S - W = -4)
+# and a checkpoint whose record disagrees with this build, or a csa stack without one (written on the
+# aligned grid, before V4's geometry), is refused at load, not evaluated on a grid it was not trained on
+cj = json.load(open(f"{ck}/config.json"))
+check(cj["phaselab"].get("layer_grid_base") == [0, -4, 0], "config.json records the grid offsets [0, -4, 0]",
+      str(cj["phaselab"].get("layer_grid_base")))
+for tag, edit, want in (("missing", lambda p: p.pop("layer_grid_base"), "layer_grid_base missing, but layer 1 is a csa layer"),
+                        ("aligned", lambda p: p.__setitem__("layer_grid_base", [0, 0, 0]), "layer_grid_base[1] = 0")):
+    bad = f"{d}/ckpt_grid_{tag}"
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(ck, bad)
+    cj2 = json.load(open(f"{bad}/config.json"))
+    edit(cj2["phaselab"])
+    json.dump(cj2, open(f"{bad}/config.json", "w"))
+    rc, out = tu.run(["--eval", bad])
+    line = err_line(out)
+    check(rc == 2 and want in line and "config.json" in line, f"--eval refuses a checkpoint whose grid record is {tag}",
+          f"rc {rc}: {line}")
 prompt = f"{d}/prompt.txt"
 open(prompt, "w").write("16 80 17 81 18 82 16\n")
 rc, out = tu.run(["--generate", ck, "--prompt-ids", prompt, "--max-new", "6"])

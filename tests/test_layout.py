@@ -6,7 +6,8 @@
   3. the repository is readable on its own: no source or document cites a document outside it
      (SPEC.md, DESIGN.md, ../shared/notes, /work/shared); test data under ../shared/data is
      allowed in tests and tools (CI has it; the tests skip without it);
-  4. every code folder has a README.md that names each of its source files.
+  4. every code folder has a README.md that names each of its source files;
+  5. no text file carries a merge-conflict marker (a line starting with <<<<<<< , ======= or >>>>>>> ).
 
 Each rule is checked against a hand-made bad tree too (a file that breaks it), so that a check
 that can no longer fail is caught."""
@@ -86,6 +87,25 @@ def outside_citations(root):
     return found
 
 
+CONFLICT = re.compile(r"^(<{7} |={7}$|>{7} )")
+
+
+def conflict_markers(root):
+    """Lines of text files that start with a merge-conflict marker (a committed, unresolved merge)."""
+    found = []
+    for rel in walk(root):
+        if not rel.endswith(TEXT_EXT[:-1]) or rel == os.path.join("tests", "test_layout.py"):
+            continue
+        try:
+            text = open(os.path.join(root, rel), errors="replace").read()
+        except OSError:
+            continue
+        for no, line in enumerate(text.splitlines(), 1):
+            if CONFLICT.match(line):
+                found.append(f"{rel}:{no}: {line[:40]}")
+    return found
+
+
 def readme_gaps(root):
     gaps = []
     for folder in sorted(ALLOWED):
@@ -112,6 +132,7 @@ def bad_tree(scratch):
     open(os.path.join(scratch, "trainer", "t.h"), "w").write('#include "cli/x.h"\n')        # includes cli/
     open(os.path.join(scratch, "cli", "x.h"), "w").write("\n")
     open(os.path.join(scratch, "data", "d.c"), "w").write('#include "data/gone.h"\n/* see SPEC.md section 2 */\n')
+    open(os.path.join(scratch, "data", "notes.md"), "w").write("text\n<<<<<<< HEAD\nours\n=======\ntheirs\n>>>>>>> branch\n")
     return scratch
 
 
@@ -124,6 +145,8 @@ def main():
     check(os.path.exists(os.path.join(ROOT, "docs", "spec.md")), "layout_spec_in_repo", "docs/spec.md missing")
     gaps = readme_gaps(ROOT)
     check(not gaps, "layout_folder_readmes", "; ".join(gaps[:10]))
+    marks = conflict_markers(ROOT)
+    check(not marks, "layout_no_conflict_markers", "; ".join(marks[:10]))
 
     scratch = bad_tree(os.path.join(ROOT, "build", "scratch", "test_layout", "tree"))
     b, m = include_violations(scratch)
@@ -132,6 +155,8 @@ def main():
     check(any("data/gone.h" in x for x in m), "layout_detects_missing_include", str(m))
     check(any("d.c:2" in x for x in outside_citations(scratch)), "layout_detects_outside_citation", "")
     check(any("README.md missing" in x for x in readme_gaps(scratch)), "layout_detects_missing_readme", "")
+    cm = conflict_markers(scratch)
+    check(len(cm) == 3 and all("notes.md" in x for x in cm), "layout_detects_conflict_markers", str(cm))
     finish()
 
 

@@ -20,6 +20,8 @@
 #include "common/sha256.h"
 #include "data/shard.h"
 #include "data/synth.h"
+#include "model/dims.h"
+#include "model/layer_kinds.h"
 #include "model/model.h"
 
 /* malloc'd printf */
@@ -243,6 +245,42 @@ static long safetensors_step(const char *path) {
     return step;
 }
 
+/* The static grid offset of every layer (docs/spec.md §5.4, §6.1) is derived by this build (dims_of);
+ * config.json's phaselab.layer_grid_base records the offsets the checkpoint was trained with. They
+ * must agree: a checkpoint is never evaluated on a grid it was not trained on. A stack with a csa
+ * layer whose config.json lacks the key was written before csa layers moved to DeepSeek-V4's
+ * geometry (o_base = S - W; it was trained on the aligned grid, o_base = 0) and is refused. */
+static int check_grid_geometry(const cJSON *j, const char *path, const ModelConfig *mc, int T, char *err) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "phaselab");
+    if (!cJSON_IsObject(p)) return 0;            /* a plain Qwen3 config.json: no grid */
+    const cJSON *bases = cJSON_GetObjectItemCaseSensitive(p, "layer_grid_base");
+    if (!bases) {
+        for (int l = 0; l < mc->n_layers; l++) {
+            const ModelConfig lc = layer_config(mc, l);
+            if (dims_of(&lc, T).grid_base != 0)
+                return set_err(err, "%s: phaselab.layer_grid_base missing, but layer %d is a csa layer, which this build "
+                               "runs on DeepSeek-V4's grid (o_base = %d, docs/spec.md §5.4): the checkpoint was written "
+                               "before that geometry and trained on the aligned grid (o_base = 0); retrain it",
+                               path, l, dims_of(&lc, T).grid_base);
+        }
+        return 0;
+    }
+    if (!cJSON_IsArray(bases) || cJSON_GetArraySize(bases) != mc->n_layers)
+        return set_err(err, "%s: phaselab.layer_grid_base: expected an array of %d integers (one grid offset per layer)",
+                       path, mc->n_layers);
+    for (int l = 0; l < mc->n_layers; l++) {
+        const cJSON *v = cJSON_GetArrayItem(bases, l);
+        const ModelConfig lc = layer_config(mc, l);
+        const int want = dims_of(&lc, T).grid_base;
+        if (!cJSON_IsNumber(v))
+            return set_err(err, "%s: phaselab.layer_grid_base[%d]: expected an integer grid offset", path, l);
+        if (v->valuedouble != (double)want)
+            return set_err(err, "%s: phaselab.layer_grid_base[%d] = %g, but this build derives o_base = %d for that layer "
+                           "(docs/spec.md §6.1): the checkpoint was trained on another grid", path, l, v->valuedouble, want);
+    }
+    return 0;
+}
+
 void ckpt_source_close(CkptSource *c) {
     free(c->dir);
     free(c->config_path);
@@ -310,6 +348,10 @@ int ckpt_source_open(CkptSource *c, const char *dir, int n_over, char **over, FI
     } else {
         rc = set_err(err, "%s: not a checkpoint directory: no readable config.ini or config.json (expected a checkpoint "
                      "step_N directory, or a directory with config.json and model.safetensors)", dir), rc = -2;
+        goto done;
+    }
+    if (j && check_grid_geometry(j, json_path ? json_path : c->config_path, &c->cfg.model, (int)c->cfg.data.seq_len, err)) {
+        rc = -2;
         goto done;
     }
     c->has_state = access(state, F_OK) == 0;

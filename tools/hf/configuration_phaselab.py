@@ -95,8 +95,9 @@ class PhaselabConfig(PretrainedConfig):
                             else [variant["attention"]] * num_hidden_layers)
         bases = given.get("layer_grid_base")
         if bases is not None:
-            if len(bases) != num_hidden_layers or not all(isinstance(o, int) for o in bases):
-                raise ValueError(f"phaselab config: layer_grid_base = {bases!r}, expected {num_hidden_layers} integers")
+            if len(bases) != num_hidden_layers or not all(type(o) is int and o <= 0 for o in bases):
+                raise ValueError(f"phaselab config: layer_grid_base = {bases!r}, expected {num_hidden_layers} integers <= 0 "
+                                 "(static grid offsets, docs/spec.md §6.1)")
             variant["layer_grid_base"] = list(bases)
         if variant["token_shift"] and (variant["attention"] != "compressed" or set(self.layer_kinds) != {"compressed"}):
             raise ValueError("phaselab config: token_shift = true needs attention = compressed and no layer schedule "
