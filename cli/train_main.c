@@ -432,6 +432,7 @@ int main(int argc, char **argv) {
     if (rc) return rc;
     Comm comm;
     char err[ERR_LEN];
+    train_catch_stop_signals();   /* a stop that arrives while MPI and the run start is kept, not fatal */
     if (comm_init(&comm, &argc, &argv, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     rc = train_main(&cfg, &comm, PHASELAB_VERSION);
     if (rc && comm.world > 1) comm_abort(&comm, rc);

@@ -468,8 +468,24 @@ static void teardown(Trainer *tr) {
     if (tr->lock_fd >= 0) close(tr->lock_fd);
 }
 
+/* From here on SIGTERM, SIGUSR1 and SIGINT only ask the run to stop (at the next step, with a
+ * checkpoint): installed by ./train before MPI starts and again by train_main, so that a signal that
+ * arrives while the run is still starting (MPI_Init, reading data, building the model) is kept for
+ * the first step instead of ending the process by the default action (a sweep's stop reached a rank
+ * of a starting mpirun run that way and lost it). */
+void train_catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;   /* no SA_RESTART: a blocked console write returns */
+    main_thread = pthread_self();
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+}
+
 int train_main(Config *cfg, Comm *comm, const char *code_version) {
     char err[ERR_LEN] = "";
+    train_catch_stop_signals();
     Trainer tr;
     memset(&tr, 0, sizeof tr);
     tr.cfg = cfg;
@@ -487,13 +503,6 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
         teardown(&tr);
         return rc == -2 ? 2 : 1;
     }
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_stop_signal;   /* no SA_RESTART: a blocked console write returns */
-    main_thread = pthread_self();
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    sigaction(SIGINT, &sa, NULL);
 
     const int T = cfg->data.seq_len, micro = tr.micro;
     const long Bg = cfg->train.batch_tokens / T, Br = Bg / comm->world;

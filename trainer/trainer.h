@@ -31,4 +31,7 @@ int train_dry_run(const Config *cfg, ResumePlan *plan, char *err);
  * status: 0 done or stopped by a signal after a checkpoint, 1 runtime error, 2 bad config or
  * refused resume, 3 too many non-finite steps in a row. */
 int train_main(Config *cfg, struct Comm *comm, const char *code_version);
+/* SIGTERM, SIGUSR1 and SIGINT ask the run to stop with a checkpoint at the next step (train_main
+ * installs it too; call it earlier, before MPI starts, so that no stop is lost while starting). */
+void train_catch_stop_signals(void);
 #endif
