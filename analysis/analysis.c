@@ -435,10 +435,7 @@ static int run_gate_cycle(Ctx *c) {
         /* layers 0..L-1 or kind names (csa, hca, ...), comma-separated, at least one, no empty element */
         if (gate_cycle_layers(mc, c->a.layers, mask, err)) { free(mask); return usage_error("%s", err); }
     } else {
-        for (int l = 0; l < L; l++) {         /* every layer; with a schedule those with gates */
-            const ModelConfig lc = layer_config(mc, l);
-            mask[l] = !mixed || (lc.attention == ATTN_COMPRESSED && lc.gate != GATE_UNIFORM);
-        }
+        for (int l = 0; l < L; l++) mask[l] = gate_cycle_default_layer(mc, l);   /* every layer; with a schedule those with gates */
     }
     /* S: the common period of the chosen layers' strides (one kind: the stride, W = S) */
     int S = 0, nd = 0;
@@ -868,7 +865,7 @@ static int run_knockout(Ctx *c) {
         }
     }
     /* each kind knocked out whole: every chosen KV head of every layer of the kind at once, folded by
-     * the kind's own phase (t_K - o_k) mod S_k (its layers' stride and grid offset from dims_of; 8 and
+     * the kind's own phase (t_K - o_k) mod S_k (kind_fold_geometry: its layers' stride and grid offset; 8 and
      * 0 for full and window layers, which have no grid) */
     if (nk) {
         kacc = malloc(sizeof(double) * nk * 2 * P), krel = malloc(sizeof(double) * nk * 2 * P);
@@ -876,11 +873,7 @@ static int run_knockout(Ctx *c) {
         if (!kacc || !krel || !krelm || !kmacc) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
     }
     for (int i = 0; i < nk; i++) {
-        int first = 0;
-        while (layer_kind(mc, first) != kinds[i]) first++;
-        const ModelConfig lc = layer_config(mc, first);
-        const ModelDims ld = dims_of(&lc, c->T);
-        kS[i] = ld.compressed ? lc.stride : 8, kO[i] = ld.compressed ? dims_grid_offset(&ld, 0) : 0;
+        kind_fold_geometry(mc, kinds[i], c->T, &kS[i], &kO[i], NULL);    /* a kind of the schedule: never -1 */
         int *kmap = malloc(sizeof(int) * P);
         double *kph = malloc(sizeof(double) * 2 * kS[i]);
         krelp[i] = malloc(sizeof(double) * 2 * kS[i]);

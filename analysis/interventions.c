@@ -30,17 +30,21 @@ static int gate_cycle_layer_check(const ModelConfig *lc, int k, int l, int mixed
     return 0;
 }
 
+int gate_cycle_default_layer(const ModelConfig *mc, int l) {
+    if (!layer_schedule_mixed(mc)) return 1;
+    const ModelConfig lc = layer_config(mc, l);
+    return layer_has_gates(&lc);
+}
+
 int gate_cycle_check(const ModelConfig *mc, const int *layer_mask, const char *flag, int *period, char *err) {
     const int mixed = layer_schedule_mixed(mc);
     long lcm = 0;
     int n = 0;
     for (int l = 0; l < mc->n_layers; l++) {
         const ModelConfig lc = layer_config(mc, l);
-        if (layer_mask ? !layer_mask[l] : mixed && (lc.attention != ATTN_COMPRESSED || lc.gate == GATE_UNIFORM)) continue;
+        if (layer_mask ? !layer_mask[l] : !gate_cycle_default_layer(mc, l)) continue;
         if (gate_cycle_layer_check(&lc, layer_kind(mc, l), l, mixed, flag, err)) return -1;
-        long a = lcm ? lcm : lc.stride, b = lc.stride;
-        while (b) { long r = a % b; a = b; b = r; }
-        lcm = lcm ? lcm / a * lc.stride : lc.stride;
+        lcm = stride_lcm(lcm, lc.stride);
         if (lcm > 65536) return set_err(err, "%s: the chosen layers' strides have a common period above 65536", flag);
         n++;
     }
@@ -100,10 +104,9 @@ static int roll_blocks(float *x, int G, int A, int S, size_t inner, int delta) {
 int gate_cycle_apply(const TensorTable *tt, float *params, const ModelConfig *mc, int delta, const int *layer_mask,
                      char *err) {
     if (gate_cycle_check(mc, layer_mask, "--gate-cycle", NULL, err)) return -1;
-    const int mixed = layer_schedule_mixed(mc);
     for (int l = 0; l < mc->n_layers; l++) {
         const ModelConfig lc = layer_config(mc, l);
-        if (layer_mask ? !layer_mask[l] : mixed && (lc.attention != ATTN_COMPRESSED || lc.gate == GATE_UNIFORM)) continue;
+        if (layer_mask ? !layer_mask[l] : !gate_cycle_default_layer(mc, l)) continue;
         const int W = lc.window, S = lc.stride;
         for (int br = 0; br < 2; br++)
             for (int kind = 0; kind < 2; kind++) {

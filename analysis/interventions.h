@@ -23,8 +23,11 @@
 #include "model/tensors.h"
 #include <stdint.h>
 
-/* 0 when gate cycling applies to the layers with layer_mask[l] != 0 (NULL: every layer; with a
- * mixed schedule: every layer that has gates), else -1 with err saying why (prefixed by flag). One
+/* 1 when layer l is cycled without --layers: every layer of a one-kind model, and on a mixed
+ * schedule every layer with gates (layer_has_gates). */
+int gate_cycle_default_layer(const ModelConfig *mc, int l);
+/* 0 when gate cycling applies to the layers with layer_mask[l] != 0 (NULL: the
+ * gate_cycle_default_layer ones), else -1 with err saying why (prefixed by flag). One
  * kind (no mixed schedule): compressed attention, gates, W = S. A mixed schedule (docs/spec.md §5):
  * each chosen layer compressed (csa, hca, compressed), with gates, and W = S or deepseek W = 2S.
  * *period (may be NULL): the least common multiple of the chosen layers' strides. */

@@ -138,3 +138,12 @@ int layer_schedule_check(const ModelConfig *c, int seq_len, const char **bad_key
     }
     return 0;
 }
+
+int layer_has_gates(const ModelConfig *lc) { return lc->attention == ATTN_COMPRESSED && lc->gate != GATE_UNIFORM; }
+
+long stride_lcm(long acc, long S) {
+    if (!acc) return S;
+    long a = acc, b = S;
+    while (b) { long r = a % b; a = b; b = r; }
+    return acc / a * S;
+}

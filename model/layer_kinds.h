@@ -31,6 +31,13 @@ ModelConfig layer_config(const ModelConfig *c, int L);
 int layer_has_indexer(const ModelConfig *c, int L);
 /* 1 when some layer has one. */
 int model_has_indexer(const ModelConfig *c);
+/* 1 when a layer running config lc (layer_config) has compressor gates: attention = compressed
+ * and gate != uniform (the layers gate statistics, gate cycling and the gate-coverage penalty
+ * act on). */
+int layer_has_gates(const ModelConfig *lc);
+/* The common period of strides: lcm(acc, S) (acc = 0: none yet, the result is S), the period a
+ * fold over several layers' phases (t - o_l) mod S_l runs on. Callers cap it. */
+long stride_lcm(long acc, long S);
 /* 1 when some layer's config differs from c's own (a mixed schedule): per-model readers of
  * model.window/stride (gate statistics, interventions, the HF remote code) must then refuse or
  * go layer by layer. */

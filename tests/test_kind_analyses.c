@@ -9,7 +9,12 @@
  *     maps shared by a block or a window stay, every other float stays (expected indices written out);
  *   - gate_cycle_check's common period and its refusals, gate_cycle_layers' kind names;
  *   - knockout_parse_target's masks for KIND:all and KIND:H, and its errors;
- *   - probe_kind_folds: counts folded by each kind's own stride, and the chi-square by hand. */
+ *   - probe_kind_folds: counts folded by each kind's own stride, and the chi-square by hand; the
+ *     offsets pinned literally (csa o = S - W, docs/spec.md §5.4; hca 0), and a csa layer W7/S4
+ *     (paper maps) with o = -3, whose phase (r + 3) mod 4 differs from r mod 4 (o ignored) and from
+ *     (r - 3) mod 4 (o's sign flipped) (expected sums written out);
+ *   - kind_fold_geometry: (S, o) of a compressed kind, 8 and 0 for a kind without a grid, -1 for
+ *     a kind the schedule lacks. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +195,7 @@ int main(void) {
         int n = probe_kind_folds(&c, 16, &pr, kf);
         check(n == 2 && kf[0].kind == KIND_CSA && kf[0].S == 2 && kf[1].kind == KIND_HCA && kf[1].S == 4,
               "kind folds: csa (S 2) and hca (S 4), not the window layer", "%d", n);
+        check(n == 2 && kf[0].o == -2 && kf[1].o == 0, "kind folds: csa W4/S2 o = S - W = -2, hca o = 0", "%d %d", kf[0].o, kf[1].o);
         if (n == 2) {
             check(kf[0].correct[0][0] == 12 && kf[0].correct[0][1] == 16 && kf[0].total[0][0] == 40 && kf[0].total[0][1] == 40,
                   "kind folds: csa by r mod 2: 0+2+4+6 = 12 and 1+3+5+7 = 16 of 40", "%ld %ld", kf[0].correct[0][0], kf[0].correct[0][1]);
@@ -203,6 +209,32 @@ int main(void) {
         }
         ModelConfig plain = tu_tiny_config();
         check(probe_kind_folds(&plain, 16, &pr, kf) == 0, "kind folds: none without a schedule", "");
+
+        /* csa W7/S4 (paper maps): o = S - W = -3, phase (r + 3) mod 4 of r = 0..7 with correct(r) = r:
+         * phase 0 <- r 1, 5 (6); 1 <- 2, 6 (8); 2 <- 3, 7 (10); 3 <- 0, 4 (4), each of 20 prompts (by
+         * r mod 4: 4, 6, 8, 10; by (r - 3) mod 4: 10, 4, 6, 8) */
+        ModelConfig c7 = c;
+        c7.csa_window = 7, c7.csa_stride = 4, c7.csa_compressor = COMPRESSOR_PAPER;
+        n = probe_kind_folds(&c7, 16, &pr, kf);
+        check(n == 2 && kf[0].kind == KIND_CSA && kf[0].S == 4 && kf[0].o == -3, "kind folds: csa W7/S4 has S 4, o = S - W = -3",
+              "%d: S %d o %d", n, kf[0].S, kf[0].o);
+        if (n == 2) {
+            const long want[4] = {6, 8, 10, 4};
+            int same = 1;
+            for (int s = 0; s < 4; s++) same &= kf[0].correct[0][s] == want[s] && kf[0].total[0][s] == 20;
+            check(same, "kind folds: csa W7/S4 folds by (r + 3) mod 4: 6, 8, 10, 4 of 20", "%ld %ld %ld %ld", kf[0].correct[0][0],
+                  kf[0].correct[0][1], kf[0].correct[0][2], kf[0].correct[0][3]);
+        }
+        int S = 0, o = 0, first = -1;
+        check(kind_fold_geometry(&c7, KIND_CSA, 16, &S, &o, &first) == 1 && S == 4 && o == -3 && first == 1,
+              "kind geometry: csa W7/S4 at layer 1: S 4, o -3", "S %d o %d first %d", S, o, first);
+        check(kind_fold_geometry(&c7, KIND_HCA, 16, &S, &o, &first) == 1 && S == 4 && o == 0 && first == 2,
+              "kind geometry: hca W4/S4 at layer 2: S 4, o 0", "S %d o %d first %d", S, o, first);
+        check(kind_fold_geometry(&c7, KIND_WINDOW, 16, &S, &o, &first) == 0 && S == 8 && o == 0 && first == 0,
+              "kind geometry: a window layer has no grid: S 8, o 0 by convention", "S %d o %d first %d", S, o, first);
+        S = o = 77;
+        check(kind_fold_geometry(&c7, KIND_FULL, 16, &S, &o, NULL) == -1 && S == 77 && o == 77,
+              "kind geometry: a kind the schedule lacks: -1", "S %d o %d", S, o);
     }
     return check_exit_code();
 }

@@ -15,9 +15,17 @@ end to end on a window,csa,hca stack trained 10 steps (configs/test/tiny_stack.i
   pooling t_K: n per phase equals the probe's prompts per phase (every t_K is in a visible entry
   here), the rates and Wilson intervals follow from the counts, each query sees nW(63) entries of
   which it selects k, so the counts by age are prompts x 1 and the selected ones sum to prompts x k;
+- the grid offsets are pinned literally (docs/spec.md §5.4: o = S - W on csa layers, -4 for W8/S4;
+  0 on hca layers), not read back from the stored attributes alone;
+- a second stack whose csa layer is W7/S4 (paper maps: o = -3, so (t_K - o) mod 4 = (t_K + 3) mod 4
+  differs from t_K mod 4 and from (t_K - 3) mod 4), evaluated on a thinned probe whose residues r
+  hold 1, 3, 5, 7 prompts by r mod 4 (the plain probe's equal counts fold alike under any phase
+  map): the csa fold's counts, the knockout's fold and the indexer's counts per phase follow
+  (r + 3) mod 4, written out here;
 - tools/report shows the kind folds, the kinds knocked out and the indexer table."""
 import math
 import os
+import struct
 import sys
 
 import numpy as np
@@ -64,7 +72,11 @@ H5 = f"{ck}/analysis.h5"
 
 
 def last(kind):
-    with h5py.File(H5, "r") as f:
+    return last_in(H5, kind)
+
+
+def last_in(path, kind):
+    with h5py.File(path, "r") as f:
         name = sorted(k for k in f if k.startswith(kind + "_"))[-1]
         g = f[name]
         text = lambda v: v.decode() if isinstance(v, bytes) else v
@@ -96,6 +108,7 @@ check(str(a.get("kinds")) == "csa,hca", "probe group: kinds csa,hca (the window 
 for kind in ("csa", "hca"):
     S, o = int(a[f"kind_{kind}_stride"]), int(a[f"kind_{kind}_grid_offset"])
     check(S == {"csa": 4, "hca": 16}[kind], f"probe group: {kind} stride", f"{S}")
+    check(o == {"csa": -4, "hca": 0}[kind], f"probe group: {kind} grid offset (csa: S - W = 4 - 8)", f"{o}")
     tot, cor = g["total"], g["correct"]                      # [2, 16] by residue r = t_K mod 16
     want_t = np.zeros((2, S)); want_c = np.zeros((2, S))
     for r in range(tot.shape[1]):
@@ -120,6 +133,7 @@ if ok:
         pg = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
         tot = np.asarray(pg["total"][()])
     o = int(a["kind_csa_grid_offset"])
+    check(o == -4, "knockout csa:all: the csa grid offset S - W = -4", f"{o}")
     want = np.full((2, S), np.nan)
     for p in range(2):
         ck_ = np.zeros(S); cc_ = np.zeros(S); nn = np.zeros(S)
@@ -172,7 +186,7 @@ rc, out = tu.run(["--eval", ck, "--probe", probe, "--indexer-stats", "--out", H5
 check(rc == 0 and "homogeneity across phases" in out, "--indexer-stats runs", out[-600:])
 g, a = last("indexer")
 W, S, o, nW, k = (int(x) for x in g["geometry"][0])
-check((W, S, k) == (8, 4, 4) and list(g["indexer_layer"]) == [1], "indexer: layer 1, W8/S4, top-4", f"{g['geometry']}")
+check((W, S, o, k) == (8, 4, -4, 4) and list(g["indexer_layer"]) == [1], "indexer: layer 1, W8/S4, o = S - W = -4, top-4", f"{g['geometry']}")
 with h5py.File(H5, "r") as f:
     pg = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
     tot = np.asarray(pg["total"][()])
@@ -202,6 +216,81 @@ check(((g["chance"][0] > 0) & (g["chance"][0] < 100)).all(), "indexer: the chanc
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--indexer-stats", "--out", H5, "model.csa_topk=0"])
 line = [x for x in out.splitlines() if x.startswith("phaselab:")]
 check(rc == 2 and line and "no lightning indexer" in line[-1], "--indexer-stats without an indexer: exit 2, one line", out[-300:])
+
+# ---- a csa layer whose grid offset is not a multiple of its stride: W7/S4 paper, o = -3 ----
+def thin_probe(src, dst, keep):
+    """dst: src's prompts (data/probe.h: 256-byte header, 32-byte records, u32 tokens) with only the
+    first keep(r) of each (protocol, residue r), their tokens re-packed."""
+    raw = open(src, "rb").read()
+    n = struct.unpack_from("<I", raw, 16)[0]
+    recs = [struct.unpack_from("<IIIIIIQ", raw, 256 + 32 * i) for i in range(n)]
+    tok0 = 256 + 32 * n
+    seen, table, toks, off = {}, bytearray(), bytearray(), 0
+    for (proto, r, tk, ans, length, idx, o) in recs:
+        seen[proto, r] = seen.get((proto, r), 0) + 1
+        if seen[proto, r] > keep(r):
+            continue
+        table += struct.pack("<IIIIIIQ", proto, r, tk, ans, length, idx, off)
+        toks += raw[tok0 + 4 * o: tok0 + 4 * (o + length)]
+        off += length
+    head = bytearray(raw[:256])
+    struct.pack_into("<I", head, 16, len(table) // 32)
+    struct.pack_into("<Q", head, 32, off)
+    struct.pack_into("<I", head, 124, 0)                      # prompts per residue: unknown (not equal)
+    open(dst, "wb").write(bytes(head) + bytes(table) + bytes(toks))
+
+
+thin = f"{d}/probe.thin.bin"
+thin_probe(probe, thin, lambda r: 1 + 2 * (r % 4))
+rc, out = tu.run([STACK, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs", "run.name=w7",
+                  "model.csa_window=7", "model.csa_compressor=paper"])
+check(rc == 0 and "done: 10 steps" in out, "the stack with a csa W7/S4 layer (paper maps) trains 10 steps", out[-600:])
+ck7 = f"{d}/runs/w7/checkpoints/step_00000010"
+H7 = f"{ck7}/analysis.h5"
+tot7 = np.zeros((2, 16))
+for r in range(16):
+    tot7[:, r] = 1 + 2 * (r % 4)                                 # the thinned probe's prompts per residue
+
+
+def fold_w7(x):
+    """[2, 16] by residue r -> [2, 4] by the csa phase (r - (-3)) mod 4 = (r + 3) mod 4"""
+    y = np.zeros((2, 4))
+    for r in range(16):
+        y[:, (r + 3) % 4] += x[:, r]
+    return y
+
+
+want_t7 = fold_w7(tot7)
+check(not np.array_equal(want_t7, tot7[:, :4] * 4) and not np.array_equal(want_t7, np.roll(want_t7, 2, axis=1)),
+      "W7: the thinned probe tells (r + 3) mod 4 from r mod 4 and from (r - 3) mod 4", f"{want_t7}")
+rc, out = tu.run(["--eval", ck7, "--probe", thin, "--out", H7])
+check(rc == 0 and "by the csa layers' phase (t_K - (-3)) mod 4" in out, "W7: --eval --probe folds by (t_K + 3) mod 4", out[-600:])
+with h5py.File(H7, "r") as f:
+    g7 = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    a7 = dict(g7.attrs)
+    got_t, got_c, cor7, pt7 = (np.asarray(g7[k][()]) for k in ("kind_csa_total", "kind_csa_correct", "correct", "total"))
+check(int(a7["kind_csa_stride"]) == 4 and int(a7["kind_csa_grid_offset"]) == -3, "W7: probe group csa S 4, o = S - W = -3",
+      f"{a7.get('kind_csa_stride')} {a7.get('kind_csa_grid_offset')}")
+check(np.array_equal(pt7, tot7), "W7: the probe counts 1, 3, 5, 7 prompts by r mod 4", f"{pt7}")
+check(np.array_equal(got_t, want_t7) and np.array_equal(got_c, fold_w7(cor7)),
+      "W7: the csa fold sums each residue r into phase (r + 3) mod 4", f"{got_t} vs {want_t7}")
+rc, out = tu.run(["--eval", ck7, "--probe", thin, "--calib", calib, "--knockout", "csa:all", "--out", H7])
+g, a = last_in(H7, "knockout")
+check(rc == 0 and int(a["kind_csa_grid_offset"]) == -3, "W7: --knockout csa:all stores o = -3", out[-400:])
+if rc == 0:
+    ck_ = fold_w7(np.round(g["kind_acc"][0] * tot7 / 100))
+    cc_ = fold_w7(np.round(g["acc_clean"] * tot7 / 100))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(cc_ > 0, 100 * (ck_ / want_t7 - cc_ / want_t7) / (cc_ / want_t7), np.nan)
+    got = g["kind_csa_rel_change_phase"]
+    check(np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(got)], want[~np.isnan(want)]),
+          "W7: the knockout's change by csa phase folds by (r + 3) mod 4", f"{got} vs {want}")
+rc, out = tu.run(["--eval", ck7, "--probe", thin, "--indexer-stats", "--out", H7])
+g, a = last_in(H7, "indexer")
+W, S, o, nW, k = (int(x) for x in g["geometry"][0])
+check(rc == 0 and (W, S, o) == (7, 4, -3), "W7: indexer geometry W7/S4, o = -3", f"{g['geometry']}")
+check(np.array_equal(g["n"][0], want_t7) and g["uncounted"].sum() == 0, "W7: the indexer counts each prompt at phase (t_K + 3) mod 4",
+      f"{g['n'][0]} vs {want_t7}")
 
 # ---- the report ----
 try:

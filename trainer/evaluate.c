@@ -85,12 +85,12 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
      * every compressed layer, in slots as wide as the widest W, c and nW of them */
     ModelDims *ld = malloc(sizeof(ModelDims) * (L > 0 ? L : 1));
     if (!ld) return set_err(err, "out of memory for %d layers' sizes", L);
-    int W = 0, c = 0, nW = 0;
+    const int W = eval_gate_window(mc, T);
+    int c = 0, nW = 0;
     for (int l = 0; l < L; l++) {
         const ModelConfig lc = layer_config(mc, l);
         ld[l] = dims_of(&lc, T);
         if (!ld[l].compressed) continue;
-        if (ld[l].window > W) W = ld[l].window;
         if (ld[l].channels > c) c = ld[l].channels;
         if (ld[l].n_windows > nW) nW = ld[l].n_windows;
     }

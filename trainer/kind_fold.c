@@ -7,6 +7,18 @@
 #include "model/dims.h"
 #include "model/layer_kinds.h"
 
+int kind_fold_geometry(const ModelConfig *mc, int kind, int T, int *S, int *o, int *first_layer) {
+    int l = 0;
+    while (l < mc->n_layers && layer_kind(mc, l) != kind) l++;
+    if (l == mc->n_layers) return -1;
+    if (first_layer) *first_layer = l;
+    const ModelConfig lc = layer_config(mc, l);
+    const ModelDims d = dims_of(&lc, T);
+    if (!d.compressed) { *S = 8, *o = 0; return 0; }          /* full, window: no grid */
+    *S = lc.stride, *o = dims_grid_offset(&d, 0);
+    return 1;
+}
+
 int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFold *out) {
     if (!mc->layer_attention[0]) return 0;
     int n = 0;
@@ -14,17 +26,8 @@ int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFo
         KindFold *f = &out[n];
         memset(f, 0, sizeof *f);
         f->kind = k, f->first_layer = -1;
-        for (int l = 0; l < mc->n_layers; l++) {
-            if (layer_kind(mc, l) != k) continue;
-            const ModelConfig lc = layer_config(mc, l);
-            if (lc.attention != ATTN_COMPRESSED) break;           /* full, window: no grid */
-            if (f->first_layer < 0) {
-                const ModelDims d = dims_of(&lc, T);
-                f->first_layer = l, f->S = lc.stride, f->o = dims_grid_offset(&d, 0);
-            }
-            f->n_layers++;
-        }
-        if (!f->n_layers) continue;
+        if (kind_fold_geometry(mc, k, T, &f->S, &f->o, &f->first_layer) != 1) continue;   /* absent, or no grid */
+        for (int l = 0; l < mc->n_layers; l++) f->n_layers += layer_kind(mc, l) == k;
         f->name = layer_kind_names[k];
         int map[PROBE_MAX_RESIDUES];
         f->ok = f->S <= PROBE_MAX_RESIDUES && head_phase_map(pr->residues, f->S, f->o, map) == 0;

@@ -26,6 +26,15 @@ typedef struct {
     ChiSquare test[PROBE_N_PROTOCOLS];
 } KindFold;
 
+/* The fold geometry of layer kind `kind` (KIND_*), the one rule for every per-kind fold (the
+ * probe's folds here, the kinds knocked out whole in analysis/analysis.c): the stride and grid
+ * offset of the kind's first layer l,
+ *     S_k = layer_config(l).stride,  o_k = dims_grid_offset(dims_of(layer_config(l), T), 0)
+ * returning 1; a kind without a grid (full, window) returns 0 with the convention S_k = 8,
+ * o_k = 0 (the default fold of probe_phase_fold); a kind no layer has returns -1 (S_k, o_k
+ * untouched). first_layer (may be NULL) gets l. */
+int kind_fold_geometry(const ModelConfig *mc, int kind, int T, int *S, int *o, int *first_layer);
+
 /* The compressed kinds of mc's schedule in KIND_* order (none without a schedule: the model's own
  * fold is then ProbeResult.fold), folded from pr's counts; T: the evaluation length (dims_of).
  * Returns the number of kinds written to out[KIND_FOLD_MAX]. */

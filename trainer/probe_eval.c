@@ -81,9 +81,7 @@ int probe_phase_fold(const ModelConfig *mc) {
     for (int L = 0; L < mc->n_layers; L++) {
         const ModelConfig lc = layer_config(mc, L);
         if (lc.attention != ATTN_COMPRESSED) continue;
-        long a = fold ? fold : lc.stride, b = lc.stride;
-        while (b) { long r = a % b; a = b; b = r; }
-        fold = fold ? fold / a * lc.stride : lc.stride;
+        fold = stride_lcm(fold, lc.stride);
         if (fold > PROBE_MAX_RESIDUES) return lc.stride;   /* beyond any probe's residues: the last layer's S */
     }
     return fold ? (int)fold : 8;

@@ -718,7 +718,7 @@ static int validate(const LoadCtx *c) {
     int gated_layer = 0;   /* some compressed layer with gates: the penalty has something to act on (§2b.3, §5) */
     for (int L = 0; L < m->n_layers; L++) {
         const ModelConfig lc = layer_config(m, L);
-        if (lc.attention == ATTN_COMPRESSED && lc.gate != GATE_UNIFORM) gated_layer = 1;
+        if (layer_has_gates(&lc)) gated_layer = 1;
     }
     if (cfg->train.gate_coverage > 0 && !gated_layer) {
         char v[32];

@@ -12,6 +12,9 @@
  *   KL sum                  |KL_cuda - KL_cpu| <= kl_tol |KL_cpu|, the same query count, KL_cpu > 0
  * and the indexer's tensors (".indexer." in the name) are held to indexer_grad_tol instead.
  * zero_tensor: the tensors whose name contains it are set to 0 on both sides (NULL: none).
+ * cuda_grad_hash (may be NULL) gets an FNV-1a hash of the CUDA gradients' bits, so that a caller
+ * can tell two runs on one draw apart (the fp32 and bf16 residual gradients, which the tolerances
+ * alone cannot); grad_worst (may be NULL) the largest relative L2 error of a non-indexer tensor.
  * Each check is named "PREFIX: what" (PREFIX names the case). The tolerances and why they are
  * what they are: the header of test_cuda_model_parity.c. */
 #ifndef PHASELAB_TESTS_GPU_MODEL_PAIR_CHECK_H
@@ -36,6 +39,8 @@ typedef struct {
     int indexer_dense;           /* 1: the dense warm-up (every visible entry) */
     double kl_tol, indexer_grad_tol;
     const char *zero_tensor;     /* tensors whose name contains it start at 0 (NULL: none) */
+    uint64_t *cuda_grad_hash;    /* out (may be NULL): FNV-1a of the CUDA gradient floats' bits */
+    double *grad_worst;          /* out (may be NULL): the largest relative L2 gradient error */
 } ModelPairCase;
 
 static inline int cmp_double(const void *a, const void *b) {
@@ -146,6 +151,13 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
                          finite ? "" : " (non-finite)");
         }
     }
+    if (pc->cuda_grad_hash) {
+        uint64_t h = 1469598103934665603ull;
+        const unsigned char *bytes = (const unsigned char *)gg;
+        for (size_t j = 0; j < tt->n_floats * sizeof(float); j++) h = (h ^ bytes[j]) * 1099511628211ull;
+        *pc->cuda_grad_hash = h;
+    }
+    if (pc->grad_worst) *pc->grad_worst = worst;
     qsort(rels, tt->n, sizeof(double), cmp_double);
     printf("# %s: largest gradient relative L2 error %.3g (%s), median over the %d tensors %.3g\n", pc->prefix, worst,
            worst_name, tt->n, rels[tt->n / 2]);

@@ -27,6 +27,10 @@
  * 7.6% x 1.3 = 10%; 8 layers 9.5% x 1.5 = 15% (two draws of the 8-layer case gave 5.8% and 8.8%). The 28-layer check still catches a gradient that is missing, zero or wrong in
  * sign (error >= 100%). With matrices N(0, 0.35) the tiny model is ill-conditioned (errors 13-32%
  * at 2 layers). Each figure is one draw's: another draw (seed 328) gave 25.3% at 28 layers (bf16).
+ * The tolerances cannot tell which residual gradient the CUDA model used (both paths pass them), so
+ * each pair in BF16_PAIRS also checks that the two runs on the same draw give CUDA gradients that
+ * are not bit-identical (an FNV-1a hash of their bits): PHASELAB_BF16_RESIDUAL_GRAD reaches the
+ * CUDA model and changes its residual gradient, and the unset run is not the bf16 path.
  * The jitter_ variants run with per-sequence grid shifts (docs/spec.md §6.2).
  * The csa_indexer variants (docs/spec.md §5.4) add the KL term: its sum within 2% (measured
  * 0.03-0.3%: the target p comes from the bf16 attention, r from bf16 projections) and the six
@@ -132,10 +136,11 @@ static double grad_tol(int n_layers, int bf16_residual_grad) {
 
 #ifndef PHASELAB_CUDA
 int main(void) {
-    char name[128];
-    for (int i = 0; i < N_VARIANTS + N_BF16_PAIRS; i++) {
+    char name[192];
+    for (int i = 0; i < N_VARIANTS + 2 * N_BF16_PAIRS; i++) {
         if (i < N_VARIANTS) snprintf(name, sizeof name, "cuda_model_parity %s", variants[i].name);
-        else snprintf(name, sizeof name, "cuda_model_parity %s_bf16_residual_grad", BF16_PAIRS[i - N_VARIANTS]);
+        else if (i < N_VARIANTS + N_BF16_PAIRS) snprintf(name, sizeof name, "cuda_model_parity %s_bf16_residual_grad", BF16_PAIRS[i - N_VARIANTS]);
+        else snprintf(name, sizeof name, "cuda_model_parity %s: fp32 and bf16 residual gradients differ", BF16_PAIRS[i - N_VARIANTS - N_BF16_PAIRS]);
         check_skip(name, "no GPU (built without CUDA)");
     }
     return 0;
@@ -146,9 +151,10 @@ int main(void) {
     const Backend *cpu = backend_cpu(0), *gpu = backend_cuda(0, err);
     char name[192];
     if (!gpu) {
-        for (int i = 0; i < N_VARIANTS + N_BF16_PAIRS; i++) {
+        for (int i = 0; i < N_VARIANTS + 2 * N_BF16_PAIRS; i++) {
             if (i < N_VARIANTS) snprintf(name, sizeof name, "cuda_model_parity %s", variants[i].name);
-            else snprintf(name, sizeof name, "cuda_model_parity %s_bf16_residual_grad", BF16_PAIRS[i - N_VARIANTS]);
+            else if (i < N_VARIANTS + N_BF16_PAIRS) snprintf(name, sizeof name, "cuda_model_parity %s_bf16_residual_grad", BF16_PAIRS[i - N_VARIANTS]);
+            else snprintf(name, sizeof name, "cuda_model_parity %s: fp32 and bf16 residual gradients differ", BF16_PAIRS[i - N_VARIANTS - N_BF16_PAIRS]);
             check_skip(name, "no GPU");
         }
         fprintf(stderr, "(%s)\n", err);
@@ -156,6 +162,10 @@ int main(void) {
     }
     char *was = getenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* the caller's value: the pairs set it, then restore it */
     was = was ? strdup(was) : NULL;
+    /* per pair: the CUDA gradients' hash and largest error on each path ([0] fp32, [1] bf16) */
+    uint64_t pair_hash[N_BF16_PAIRS][2];
+    double pair_worst[N_BF16_PAIRS][2];
+    int pair_have[N_BF16_PAIRS][2] = {{0}};
     for (int i = 0; i < N_VARIANTS + N_BF16_PAIRS; i++) {
         const int bf16 = i >= N_VARIANTS;
         int vi = i;
@@ -171,12 +181,29 @@ int main(void) {
                             .grad_tol = grad_tol(cfg.n_layers, bf16), .shift = variants[vi].shift,
                             .indexer_weight = variant_ind_weight, .indexer_dense = variant_ind_dense,
                             .kl_tol = 0.02, .indexer_grad_tol = 0.15, .zero_tensor = variant_zero};
+        int pair = -1;                                   /* this run's BF16_PAIRS entry, if any */
+        for (int k = 0; k < N_BF16_PAIRS; k++)
+            if (!strcmp(variants[vi].name, BF16_PAIRS[k])) pair = k;
+        if (pair >= 0) {
+            pair_hash[pair][bf16] = 0, pair_worst[pair][bf16] = NAN;
+            pc.cuda_grad_hash = &pair_hash[pair][bf16], pc.grad_worst = &pair_worst[pair][bf16];
+        }
         if (bf16) setenv("PHASELAB_BF16_RESIDUAL_GRAD", "1", 1);
+        else if (pair >= 0) unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* a pair's fp32 run: fp32 whatever the caller set */
         model_pair_check(cpu, gpu, &cfg, &pc);
+        if (pair >= 0) pair_have[pair][bf16] = !isnan(pair_worst[pair][bf16]);
         if (was) setenv("PHASELAB_BF16_RESIDUAL_GRAD", was, 1);
         else unsetenv("PHASELAB_BF16_RESIDUAL_GRAD");
     }
     free(was);
+    for (int k = 0; k < N_BF16_PAIRS; k++) {
+        snprintf(name, sizeof name, "cuda_model_parity %s: fp32 and bf16 residual gradients differ", BF16_PAIRS[k]);
+        if (!pair_have[k][0] || !pair_have[k][1]) { check(0, name, "a run did not reach its gradients"); continue; }
+        printf("# %s: largest gradient error fp32 %.3g, bf16 %.3g; hashes %016llx %016llx\n", name, pair_worst[k][0],
+               pair_worst[k][1], (unsigned long long)pair_hash[k][0], (unsigned long long)pair_hash[k][1]);
+        check(pair_hash[k][0] != pair_hash[k][1], name, "bit-identical CUDA gradients on both paths (hash %016llx)",
+              (unsigned long long)pair_hash[k][0]);
+    }
     /* staggered grids with G > 1: tests/gpu/test_cuda_staggered.c */
     return check_exit_code();
 }
