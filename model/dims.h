@@ -10,7 +10,7 @@
  *   n_windows  nW = #{j : o_base + jS + W - 1 <= T - 1}: the windows of KV head 0 at shift 0
  *              (o = o_base), the most any head or sequence has (every other offset is larger), so
  *              the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention. With
- *              multi-rate strides the most over the heads (the smallest stride's count, §6.4)
+ *              multi-rate strides the most over the heads at their own offsets (§6.4)
  *   multirate  model.head_strides is set: head_stride[g] = S_g (docs/spec.md §6.4); else 0 and
  *              every head has stride S (dims_head_strides is then NULL)
  *   tied_kv    one compressor branch whose entries are both keys and values: kv_tied, or
@@ -66,8 +66,10 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
     char why[ERR_LEN];   /* a bad head_strides is refused by the config's validation; here it is 0 */
     const int n_strides = d.compressed ? config_head_strides(c, d.head_stride, why) : 0;
     d.multirate = n_strides > 0;
+    if (d.multirate) d.n_windows = 0;
     for (int g = 0; d.multirate && g < c->n_kv_heads; g++) {   /* the most rows any head has */
-        const int n = vis_n_windows(T, c->window, d.head_stride[g], d.grid_base);
+        const int Sg = d.head_stride[g];
+        const int n = vis_n_windows(T, c->window, Sg, vis_entry_offset(d.grid, g, Sg, d.n_kv_heads, d.grid_base, 0));
         if (n > d.n_windows) d.n_windows = n;
     }
     return d;

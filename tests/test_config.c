@@ -274,8 +274,6 @@ static const ErrCase err_cases[] = {
      "head_strides", "1..window"},
     {"head_strides_not_min", "[model]\nattention = compressed\nn_kv_heads = 2\nhead_strides = 8,4\n", 4,
      "head_strides", "smallest head stride (4)"},
-    {"head_strides_staggered", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\ngrid = staggered\nhead_strides = 8,4\n", 6,
-     "head_strides", "model.grid = staggered"},
     {"head_strides_jitter", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 8,4\n[train]\nphase_jitter = true\n", 5,
      "head_strides", "train.phase_jitter"},
     {"head_strides_deepseek", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\ncompressor = deepseek\nhead_strides = 8,4\n", 6,

@@ -106,6 +106,8 @@ static void v_mr_g4_shared_tail(ModelConfig *c) {
     v_comp(c); c->n_kv_heads = 4; mr_set(c, "2,4,4,3", 2); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL;
 }
 static void v_mr_ts_rope4(ModelConfig *c) { v_mr(c); c->token_shift = 1; c->rope_dims = 4; }
+static void v_mr_stag_g4_tail(ModelConfig *c) { v_mr_g4_tail_vec(c); c->grid = GRID_STAGGERED; c->window = 5; }  /* o = 0, 0, 1, 0 */
+static void v_mr_stag_w5(ModelConfig *c) { v_mr_w5_pn_tied(c); c->grid = GRID_STAGGERED; }                    /* o = 0, 1 */
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
@@ -131,6 +133,7 @@ static const Variant variants[] = {
     {"multirate_4_2", v_mr}, {"multirate_g4_4_3_2_1_tail_vector", v_mr_g4_tail_vec},
     {"multirate_w5_5_3_postnorm_tied_sink", v_mr_w5_pn_tied}, {"multirate_g4_2_4_4_3_shared_tail", v_mr_g4_shared_tail},
     {"multirate_token_shift_rope4", v_mr_ts_rope4},
+    {"multirate_staggered_g4_w5_4_3_2_1_tail_vector", v_mr_stag_g4_tail}, {"multirate_staggered_w5_5_3_postnorm_tied_sink", v_mr_stag_w5},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

@@ -135,6 +135,7 @@ int main(void) {
         {"multirate G2 W4 S 4,2 tail", ATTN_COMPRESSED, 4, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0, "4,2"},
         {"multirate G4 W6 S 6,4,3,5 tail", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 2, GRID_ALIGNED, 4, 0, 0, "6,4,3,5"},
         {"multirate G4 W5 S 1,5,2,3 window n_local 2", ATTN_COMPRESSED, 5, 1, LOCAL_WINDOW, 2, GRID_ALIGNED, 4, 0, 0, "1,5,2,3"},
+        {"multirate staggered G4 W6 S 6,4,3,5 tail (o = 0, 1, 1, 3)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0, 0, "6,4,3,5"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
@@ -170,7 +171,7 @@ int main(void) {
                 S = atoi(q);
             }
             if (heads > 1) {
-                o = cfg.grid == GRID_STAGGERED ? kv * cfg.stride / cfg.n_kv_heads + u : u;   /* docs/spec.md §2b: floor(g S / G) */
+                o = cfg.grid == GRID_STAGGERED ? kv * S / cfg.n_kv_heads + u : u;   /* docs/spec.md §2b: floor(g S / G) (§6.4: S_g) */
                 const TensorTable *tt = model_tensors(m);
                 const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
                 float *P = model_params(m) + wo->offset;                  /* [D, H*d] */

@@ -753,7 +753,6 @@ static int validate(const LoadCtx *c) {
         if (n < 0) return key_error(c, KEY_INDEX(model, head_strides), "%s", why);
         for (int g = 1; g < n; g++) uniform &= hs[g] == hs[0];
         const char *other = m->layer_attention[0] ? "model.layer_attention (a schedule)"
-                          : m->grid == GRID_STAGGERED ? "model.grid = staggered"
                           : cfg->train.phase_jitter ? "train.phase_jitter = true"
                           : m->compressor == COMPRESSOR_DEEPSEEK && !uniform ? "model.compressor = deepseek" : NULL;
         if (other)

@@ -40,7 +40,7 @@ Section 2b (remedies), also from docs/spec.md:
     fewer windows than head 0 get zero rows in the [B, nw, G, d] arrays, masked out.
   * head_strides = S_0,S_1,... (docs/spec.md §6.4, multi-rate strides): KV head g pools with its own
     stride S_g: window j of head g covers j S_g .. j S_g + W - 1, rotates to j S_g, is visible to
-    t iff j S_g + W - 1 <= t; the [B, nw, G, d] arrays have the most rows any head has (the
+    t iff j S_g + W - 1 <= t (on a staggered grid o_g = floor(g S_g / G) in front of each); the [B, nw, G, d] arrays have the most rows any head has (the
     smallest stride's), a head's rows past its own count are zero and masked out.
   * gate_coverage (a training objective, not part of the forward): gate_coverage() below gives
     sum over layers and branches of mean over sequences of ln W - H(gbar_b), gbar_{b,i} the mean
@@ -107,8 +107,6 @@ def make_config(**overrides):
         hs = [int(x) for x in str(c["head_strides"]).split(",")]
         if len(hs) != c["n_kv_heads"] or min(hs) < 1 or max(hs) > c["window"] or min(hs) != c["stride"]:
             raise ValueError("head_strides needs one stride per KV head, each 1..window, the smallest = stride")
-        if c["grid"] != "aligned":
-            raise ValueError("head_strides with grid = staggered is not in docs/spec.md §6.4")
     return c
 
 
@@ -249,8 +247,8 @@ def head_stride(c, g):
 
 
 def grid_offset(c, g):
-    """o_g: docs/spec.md §2b, floor(g * S / G) for grid = staggered, else 0."""
-    return (g * c["stride"]) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
+    """o_g: docs/spec.md §2b, floor(g * S / G) for grid = staggered (§6.4: floor(g * S_g / G)), else 0."""
+    return (g * head_stride(c, g)) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
 
 
 def n_windows(c, T, g=None):
