@@ -273,6 +273,18 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
         fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, dims_head_windows(&dims, m->n_kv_heads - 1),
                 dims_head_windows(&dims, 0));
     }
+    if (dims.multirate) {   /* docs/spec.md §6.4 */
+        fprintf(f, "\n  multi-rate strides: KV head g pools every S_g tokens, S_g =");
+        for (int g = 0; g < m->n_kv_heads && g < 16; g++) fprintf(f, "%s%d", g ? ", " : " ", dims_head_stride(&dims, g));
+        if (m->n_kv_heads > 16) fprintf(f, ", ...");
+        int lo = dims.n_windows, hi = 0;
+        for (int g = 0; g < m->n_kv_heads; g++) {
+            const int n = dims_head_windows(&dims, g);
+            if (n < lo) lo = n;
+            if (n > hi) hi = n;
+        }
+        fprintf(f, " (windows per head at seq_len %d: %d..%d)", T, lo, hi);
+    }
     if (m->token_shift && dims.compressed)   /* docs/spec.md §6.3 */
         fprintf(f, "\n  token shift: the compressor reads a_t + M a_{t-1} (M [%d, %d] per layer, 0 at init)", m->d_model, m->d_model);
     if (cfg->train.phase_jitter && dims.compressed)   /* docs/spec.md §6.2 */

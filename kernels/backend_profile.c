@@ -85,13 +85,14 @@ static double attn_pairs(BackendCtx *P, const AttnShape *s) {
     for (int b = 0; b < n_seq; b++)
         for (int g = 0; g < s->G; g++) {
             int o = 0, nW = 0;
+            const int Sg = attn_head_stride(s, g);   /* docs/spec.md §6.4: the head's own stride */
             if (s->n_windows > 0) {
                 o = attn_head_offset(s, b, g);
-                nW = vis_n_windows(s->T, s->window, s->stride, o);
+                nW = vis_n_windows(s->T, s->window, Sg, o);
                 if (nW > s->n_windows) nW = s->n_windows;
             }
             for (int t = 0; t < s->T; t++) {
-                VisQueryView v = vis_query_view(s->visibility, t, s->window, s->stride, o, nW, s->n_local);
+                VisQueryView v = vis_query_view(s->visibility, t, s->window, Sg, o, nW, s->n_local);
                 keys += v.n_entries + (t - v.raw_lo + 1);
             }
         }

@@ -51,6 +51,9 @@ typedef struct {
                                         it is visible AND entry_select[(b*T + t)*n_windows + j] != 0
                                         (the lightning indexer's top-k, docs/spec.md §5.4); backend
                                         memory; only backends with Backend.entry_select honour it */
+    const int *head_stride;          /* [G] S_g, KV head g's stride (model.head_strides, docs/spec.md
+                                        §6.4), or NULL: every head has stride. Host memory; the CPU
+                                        backend reads it (CUDA refuses such a model, model_create) */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -67,6 +70,7 @@ typedef struct {
     int grid_base;    /* o_base (docs/spec.md §6.1), > -W: a negative one gives partial first windows,
                          whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
     const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
+    const int *head_stride;      /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
 } CompShape;
 
 /* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
@@ -74,19 +78,22 @@ static inline int map_index(int n_maps, int window, int stride, int i) {
     return n_maps == window ? i : n_maps == 1 ? 0 : (i < stride ? 0 : 1);
 }
 static inline int comp_map_index(const CompShape *s, int i) { return map_index(s->n_maps, s->window, s->stride, i); }
-/* The grid offset o = o_base + o_g + u_b of KV head g in sequence b (kernels/visibility.h,
+/* KV head g's stride S_g (vis_head_stride), the grid offset o = o_base + o_g + u_b of KV head g in
+ * sequence b (kernels/visibility.h,
  * docs/spec.md §6.1), and the head's window count there: its first vis_n_windows rows of the
  * n_windows the buffers hold (the most: n_windows is counted at o_base, the smallest offset). */
+static inline int comp_head_stride(const CompShape *s, int g) { return vis_head_stride(s->head_stride, g, s->stride); }
 static inline int comp_head_offset(const CompShape *s, int b, int g) {
-    return vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
+    return vis_entry_offset(s->grid, g, comp_head_stride(s, g), s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
 }
 static inline int comp_head_windows(const CompShape *s, int b, int g) {
-    int n = vis_n_windows(s->T, s->window, s->stride, comp_head_offset(s, b, g));
+    int n = vis_n_windows(s->T, s->window, comp_head_stride(s, g), comp_head_offset(s, b, g));
     return n < s->n_windows ? n : s->n_windows;
 }
 /* The same for an attention call (host and device: on a device, grid_shift is the device copy). */
+VIS_FN int attn_head_stride(const AttnShape *s, int g) { return vis_head_stride(s->head_stride, g, s->stride); }
 VIS_FN int attn_head_offset(const AttnShape *s, int b, int g) {
-    return vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
+    return vis_entry_offset(s->grid, g, attn_head_stride(s, g), s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
 }
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position t, H heads, against a
@@ -106,13 +113,15 @@ typedef struct {
     int ring_cap;                    /* raw slots (>= 1) */
     const uint8_t *entry_select;     /* [n_windows] or NULL: entry x is seen only where entry_select[x]
                                         != 0 (the indexer's top-k, docs/spec.md §5.4; Backend.entry_select) */
+    const int *head_stride;          /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
 } DecodeAttnShape;
 
 /* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
  * n_raw raw tokens starting at ring slot raw_first (kernels/visibility.h; host and device). */
 VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
-    const int o = vis_entry_offset(s->grid, g, s->stride, s->G, s->grid_base, 0);
-    const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, s->stride, o, s->n_windows, s->n_local);
+    const int S = vis_head_stride(s->head_stride, g, s->stride);
+    const int o = vis_entry_offset(s->grid, g, S, s->G, s->grid_base, 0);
+    const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, S, o, s->n_windows, s->n_local);
     *n_entries = v.n_entries;
     *n_raw = s->t - v.raw_lo + 1;
     *raw_first = s->ring_cap > 0 ? v.raw_lo % s->ring_cap : 0;
@@ -161,6 +170,9 @@ typedef struct Backend {
      * (the attention tiles), compressed attention with at most 64 KV heads (compressor slices). */
     int max_head_dim, max_comp_kv_heads;
     int entry_select;                /* 1: attention_fwd/bwd and attention_decode honour entry_select (CPU, CUDA) */
+    int head_stride;                 /* 1: the attention and compressor ops honour the shapes' head_stride
+                                        (multi-rate strides, docs/spec.md §6.4: CPU); 0: model_create refuses
+                                        a model.head_strides config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

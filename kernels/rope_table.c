@@ -21,8 +21,8 @@ float *rope_table(int positions, int r, double theta) {
     return t;
 }
 
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid, int base,
-                        const int32_t *shift, int B) {
+float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, const int *head_stride,
+                        int grid, int base, const int32_t *shift, int B) {
     const size_t row = (size_t)(r / 2) * 2;              /* floats per position */
     const size_t rows = (size_t)(B > 0 ? B : 1) * (n_windows > 0 ? n_windows : 1) * G;
     float *t = calloc(rows * (row > 0 ? row : 1), sizeof(float));
@@ -30,7 +30,8 @@ float *entry_rope_table(const float *tab, int positions, int r, int n_windows, i
     for (int b = 0; b < B; b++)
         for (int j = 0; j < n_windows; j++)
             for (int g = 0; g < G; g++) {
-                const long long pos = vis_entry_position(j, S, vis_entry_offset(grid, g, S, G, base, shift ? shift[b] : 0), base);
+                const int Sg = vis_head_stride(head_stride, g, S);
+                const long long pos = vis_entry_position(j, Sg, vis_entry_offset(grid, g, Sg, G, base, shift ? shift[b] : 0), base);
                 if (pos >= 0 && pos < positions)
                     memcpy(t + (((size_t)b * n_windows + j) * G + g) * row, tab + (size_t)pos * row, sizeof(float) * row);
             }

@@ -15,7 +15,9 @@
  * o_g + u_b, vis_entry_offset; vis_entry_position, kernels/visibility.h: the static offset moves no
  * rotation), so row (b*n_windows + j)*G + g of the result [B * n_windows * G, r/2, 2] is that row
  * of tab; rows outside [0, positions) (a head's missing last window) are 0.
- * shift = NULL: u_b = 0 (then every sequence's rows are the same and B = 1 suffices). */
+ * shift = NULL: u_b = 0 (then every sequence's rows are the same and B = 1 suffices).
+ * head_stride [G]: S_g per KV head (multi-rate strides, docs/spec.md §6.4: entry j of head g sits at
+ * o_{b,g} - o_base + j S_g), or NULL: every head S. */
 #ifndef PHASELAB_ROPE_TABLE_H
 #define PHASELAB_ROPE_TABLE_H
 #include <stdint.h>
@@ -25,6 +27,6 @@ float *rope_table(int positions, int r, double theta);
 /* [B * n_windows * G, r/2, 2] from tab [positions, r/2, 2] for grid GRID_* with stride S, static
  * offset base and per-sequence shifts shift [B] (host memory, or NULL); malloc'd, caller frees;
  * NULL when out of memory */
-float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, int grid, int base,
-                        const int32_t *shift, int B);
+float *entry_rope_table(const float *tab, int positions, int r, int n_windows, int G, int S, const int *head_stride,
+                        int grid, int base, const int32_t *shift, int B);
 #endif

@@ -28,7 +28,11 @@
  *                                        tail: e_{n-1} + 1 (the end of its last visible entry;
  *                                        0 when it sees none).
  * The phase of t on that grid is (t - o) mod S. An entry's RoPE position is o - o_base + jS
- * (vis_entry_position): the static offset does not move it. */
+ * (vis_entry_position): the static offset does not move it.
+ *
+ * Multi-rate strides (model.head_strides, docs/spec.md §6.4): KV head g has its own stride S_g
+ * (vis_head_stride); every function below is then called with S = S_g for that head, so the rule
+ * stays one statement: e_j = o + j S_g + W - 1. */
 #ifndef PHASELAB_VISIBILITY_H
 #define PHASELAB_VISIBILITY_H
 #include "kernels/variants.h"   /* GRID_ALIGNED | GRID_STAGGERED: the grid of the KV heads' windows */
@@ -43,6 +47,11 @@
 enum { VIS_FULL = 0,     /* causal full attention: s <= t */
        VIS_WINDOW = 1,   /* t - n_local + 1 <= s <= t */
        VIS_TAIL = 2 };   /* e_t < s <= t, e_t = end of the last visible window (or -1) */
+
+/* S_g: KV head g's stride, head_stride[g] (model.head_strides, docs/spec.md §6.4), or S for every
+ * head when head_stride is NULL (every model of §2-§6.3). Every consumer of the rule reads a head's
+ * stride here and passes it as S to the functions below. */
+VIS_FN int vis_head_stride(const int *head_stride, int g, int S) { return head_stride ? head_stride[g] : S; }
 
 /* o_g: KV head g's stagger, the head's part of the offset (0 on the aligned grid). */
 VIS_FN int vis_grid_offset(int grid, int g, int S, int G) {

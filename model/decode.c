@@ -42,15 +42,15 @@ static void layer_cache_layout(const ModelConfig *c, long context, size_t e, Dec
     } else if (c->attention == ATTN_WINDOW) {   /* raw sliding window only */
         o->ring_cap = context < c->n_local ? (int)context : c->n_local;
     } else {
-        const int W = c->window, S = c->stride, G = c->n_kv_heads;
+        const int W = c->window, G = c->n_kv_heads;
         const int ctx = context < 0x7fffffff ? (int)context : 0x7fffffff;
         const ModelDims dm = dims_of(c, 0);
-        o->entry_cap = vis_n_windows(ctx, W, S, dims_grid_offset(&dm, 0));   /* head 0: the most */
+        o->entry_cap = dims_windows_at(&dm, ctx);   /* head 0 (multi-rate: the smallest stride's): the most */
         o->ring_cap = c->local == LOCAL_TAIL ? 0 : c->n_local;
         for (int g = 0; g < G; g++) {
-            const int og = dims_grid_offset(&dm, g);
-            o->head_entries += vis_n_windows(ctx, W, S, og);
-            if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, S, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, S, og);
+            const int og = dims_grid_offset(&dm, g), Sg = dims_head_stride(&dm, g);
+            o->head_entries += vis_n_windows(ctx, W, Sg, og);
+            if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, Sg, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, Sg, og);
         }
         o->value_entries = !dims_of(c, 0).tied_kv;
         o->input_rows = W + (c->token_shift ? 1 : 0);   /* + a_{t-1} with token shift (docs/spec.md §6.3) */
@@ -299,18 +299,18 @@ static const act_t *head_slice(const Decoder *dec, int i, int g0, size_t per_hea
     return i < 0 ? NULL : (const act_t *)((const char *)Wt(dec, i) + (size_t)g0 * per_head * dec->be->act_bytes);
 }
 
-/* KV heads g0 .. g0+ng-1 (one grid offset o) have just completed their window j at position t =
- * o + jS + W - 1: their entries go to slots (j, g0..) of layer L's cache. The aligned grid is the
+/* KV heads g0 .. g0+ng-1 (one grid offset o, one stride S: multi-rate strides, docs/spec.md §6.4)
+ * have just completed their window j at position t = o + jS + W - 1: their entries go to slots (j, g0..) of layer L's cache. The aligned grid is the
  * call with g0 = 0, ng = G, o = 0. A window that starts before position 0 (o + jS < 0: the partial
  * first window of a negative o_base, docs/spec.md §6.1) is the training compressor's window 0 of
  * the t + 1 present inputs a_0..a_t at offset o + jS: its slots before the sequence are masked
  * exactly as in the full forward. Entry j is rotated to o - o_base + jS (vis_entry_position). */
-static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o) {
+static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int o, int S) {
     const Backend *be = dec->be;
     const ModelConfig *c = &dec->lcfg[L];
     const LayerTensorIndex *x = &dec->li[L];
     LayerCache *lc = &dec->lc[L];
-    const int W = c->window, S = c->stride, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
+    const int W = c->window, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
     const int M = dec->ldims[L].n_maps, ch = dec->ldims[L].channels;
     const size_t e = be->act_bytes, Gd = (size_t)G * d, nd = (size_t)ng * d;
     /* the window's inputs a_{max(0, t-W+1)..t} in position order: slot p % W */
@@ -321,7 +321,7 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
             be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, (p0 + i) % W, D, e), D * e);
         win = dec->win;
     }
-    CompShape cs = {.B = 1, .T = present, .D = D, .G = ng, .d = d, .window = W, .stride = S, .n_windows = 1,
+    CompShape cs = {.B = 1, .T = present, .D = D, .G = ng, .d = d, .window = W, .stride = c->stride, .n_windows = 1,
                     .channels = ch, .n_maps = M, .eps = (float)c->norm_eps};
     cs.gate = c->gate;
     cs.grid_base = start < 0 ? start : 0;   /* the window's own offset: masked slots i < -start */
@@ -346,17 +346,19 @@ static void write_entries(Decoder *dec, int L, int t, int j, int g0, int ng, int
 }
 
 /* Every KV head whose window completes at t (kernels/visibility.h), in runs of consecutive heads
- * with one grid offset: one compressor call per run (aligned grid: one run of all G heads, or
- * none). Staggered offsets o_g = floor(gS/G) are non-decreasing in g, so heads that share an
- * offset are adjacent. */
+ * with one grid offset and one stride: one compressor call per run (aligned grid: one run of all
+ * G heads, or none). Staggered offsets o_g = floor(gS/G) are non-decreasing in g, so heads that
+ * share an offset are adjacent; with multi-rate strides (docs/spec.md §6.4) each head's entries
+ * complete at its own times t = j S_g + W - 1. */
 static void write_completed(Decoder *dec, int L, int t) {
     const ModelConfig *c = &dec->lcfg[L];
-    const int W = c->window, S = c->stride, G = c->n_kv_heads;
+    const ModelDims *dm = &dec->ldims[L];
+    const int W = c->window, G = c->n_kv_heads;
     for (int g0 = 0; g0 < G;) {
-        const int o = dims_grid_offset(&dec->ldims[L], g0), j = vis_entry_closing_at(t, W, S, o);
+        const int o = dims_grid_offset(dm, g0), S = dims_head_stride(dm, g0), j = vis_entry_closing_at(t, W, S, o);
         int g1 = g0 + 1;
-        while (g1 < G && dims_grid_offset(&dec->ldims[L], g1) == o) g1++;
-        if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o);
+        while (g1 < G && dims_grid_offset(dm, g1) == o && dims_head_stride(dm, g1) == S) g1++;
+        if (j >= 0) write_entries(dec, L, t, j, g0, g1 - g0, o, S);
         g0 = g1;
     }
 }
@@ -415,7 +417,8 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->llay[L].entry_cap : 0, .grid = compressed ? lcf->grid : GRID_ALIGNED,
-                              .grid_base = dec->ldims[L].grid_base, .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1};
+                              .grid_base = dec->ldims[L].grid_base, .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1,
+                              .head_stride = dims_head_strides(&dec->ldims[L])};
         if (lc->ik) {   /* the indexer's top-k of this query (docs/spec.md §5.4) */
             const int HI = lcf->indexer_heads, dI = lcf->indexer_dim;
             be->matmul_fwd(be->ctx, dec->iq, dec->a, Wt(dec, x->iq), 1, HI * dI, D, 0);
@@ -476,7 +479,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     for (int L = 0; L < c->n_layers; L++) {
         const ModelConfig *lcf = &dec->lcfg[L];
         if (lcf->attention != ATTN_COMPRESSED) continue;
-        const int nWL = vis_n_windows(n, lcf->window, lcf->stride, dims_grid_offset(&dec->ldims[L], 0));
+        const int nWL = dims_windows_at(&dec->ldims[L], n);
         if (nWL > nW_rows) nW_rows = nWL;
         if ((size_t)nWL * G * lcf->window > slots) slots = (size_t)nWL * G * lcf->window;
         if ((size_t)dec->ldims[L].channels > ch_max) ch_max = dec->ldims[L].channels;
@@ -502,8 +505,8 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
      * crope_tab), for this call */
     const int S = c->stride, nW = c->attention == ATTN_COMPRESSED || c->layer_attention[0] ? vis_n_windows(n, c->window, S, 0) : 0;
     int stag = 0;
-    for (int L = 0; L < c->n_layers; L++)
-        if (dec->lcfg[L].attention == ATTN_COMPRESSED && dec->lcfg[L].grid == GRID_STAGGERED) stag = 1;
+    for (int L = 0; L < c->n_layers; L++)   /* (multi-rate strides: entry (j, g) at j S_g, docs/spec.md §6.4) */
+        if (dec->lcfg[L].attention == ATTN_COMPRESSED && (dec->lcfg[L].grid == GRID_STAGGERED || dec->ldims[L].multirate)) stag = 1;
     stag = stag && G > 1 && r > 0 && nW > 0;
     const size_t ctab_floats = stag ? (size_t)nW * G * (r / 2) * 2 : 0;
     float *crope = stag ? take(be, ctab_floats * sizeof(float), &scratch, &fail) : NULL;
@@ -526,7 +529,9 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (fail) { rc = set_err(err, "out of %s memory for a prefill of %d tokens (%.1f MiB)", be->name, n, scratch / 1048576.0); goto done; }
     if (crope) {
         float *tab = rope_table(n, r, c->rope_theta);
-        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, c->grid, dims_of(c, 0).grid_base, NULL, 1) : NULL;   /* rows past head g's windows: 0 */
+        const ModelDims dm0 = dims_of(c, 0);
+        float *ctab = tab ? entry_rope_table(tab, n, r, nW, G, S, dims_head_strides(&dm0), c->grid, dm0.grid_base, NULL, 1)
+                          : NULL;   /* rows past head g's windows: 0 */
         if (!tab || !ctab) { free(tab); free(ctab); rc = set_err(err, "out of host memory for a prefill RoPE table"); goto done; }
         be->upload(be->ctx, crope, ctab, ctab_floats * sizeof(float));
         free(tab); free(ctab);
@@ -537,17 +542,19 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
         const ModelConfig *lcf = &dec->lcfg[L];
         const int compressed = lcf->attention == ATTN_COMPRESSED, W = lcf->window, S = lcf->stride;
         const int R = dec->llay[L].ring_cap;
-        const int nW = compressed ? vis_n_windows(n, W, S, dims_grid_offset(&dec->ldims[L], 0)) : 0;   /* head 0's: the buffers' rows */
+        const int nW = compressed ? dims_windows_at(&dec->ldims[L], n) : 0;   /* head 0's (multi-rate: the most): the buffers' rows */
         const int grid = compressed ? lcf->grid : GRID_ALIGNED;
         AttnShape as = {.B = 1, .T = n, .H = H, .G = G, .d = d, .n_windows = nW, .window = W, .stride = S, .n_local = lcf->n_local};
         as.visibility = config_visibility(lcf);
         as.grid = grid;
         as.grid_base = dec->ldims[L].grid_base;
+        as.head_stride = dims_head_strides(&dec->ldims[L]);
         CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = S, .n_windows = nW,
                         .channels = dec->ldims[L].channels, .n_maps = dec->ldims[L].n_maps, .eps = eps};
         cs.gate = lcf->gate;
         cs.grid = grid;
         cs.grid_base = dec->ldims[L].grid_base;
+        cs.head_stride = dims_head_strides(&dec->ldims[L]);
         const LayerTensorIndex *ix = &dec->li[L];
         LayerCache *lc = &dec->lc[L];
         be->rmsnorm_fwd(be->ctx, a, rstd, x, Wt(dec, ix->in_norm), n, D, eps);
@@ -582,7 +589,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
                                    Wt(dec, ix->payload[1]), Wt(dec, ix->pn[1]));
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, lc->ck, rstd, entry0, Wt(dec, ix->ck_norm), nW * G, d, eps);
             else be->copy(be->ctx, lc->ck, entry0, nW * Gd * e);
-            if (crope && grid == GRID_STAGGERED)   /* entry (j, g) of a staggered grid sits at o_g + jS */
+            if (crope && (grid == GRID_STAGGERED || dec->ldims[L].multirate))   /* entry (j, g) at o_g + jS (or j S_g) */
                 be->rope(be->ctx, lc->ck, crope, nW * G, 1, d, r, nW * G, 1, 0);
             else if (r > 0) be->rope(be->ctx, lc->ck, dec->rope_tab, nW, G, d, r, nW, S, 0);
         }

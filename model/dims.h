@@ -9,7 +9,10 @@
  *              variant of §2/§2b; a negative o_base > -W gives partial first windows
  *   n_windows  nW = #{j : o_base + jS + W - 1 <= T - 1}: the windows of KV head 0 at shift 0
  *              (o = o_base), the most any head or sequence has (every other offset is larger), so
- *              the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention
+ *              the rows of every per-head buffer [B, nW, G, ...]; 0 for full attention. With
+ *              multi-rate strides the most over the heads at their own offsets (§6.4)
+ *   multirate  model.head_strides is set: head_stride[g] = S_g (docs/spec.md §6.4); else 0 and
+ *              every head has stride S (dims_head_strides is then NULL)
  *   tied_kv    one compressor branch whose entries are both keys and values: kv_tied, or
  *              compressor = deepseek ("keys and values tied"); branches = 1 + !tied_kv
  *   gated      the compressor has gate weights (gate = scalar | vector, not uniform)
@@ -19,12 +22,13 @@
  *              (deepseek: offsets < S use map 0, the rest map 1), 1 (shared)
  *   visibility VIS_* (kernels/visibility.h): which raw tokens a query sees
  *   grid       GRID_*: the KV heads' window grid (aligned for full attention: it has none)
- * and, per KV head g, dims_grid_offset (o_base + o_g) and dims_head_windows (vis_n_windows there);
+ * and, per KV head g, dims_head_stride (S_g), dims_grid_offset (o_base + o_g) and dims_head_windows (vis_n_windows there);
  * dims_seq_offset adds a sequence's shift u_b (phase jitter, docs/spec.md §6.2).
  * All integer arithmetic; T = 0 where only the T-free sizes are needed (n_windows is then 0). */
 #ifndef PHASELAB_DIMS_H
 #define PHASELAB_DIMS_H
 #include "model/model_config.h"
+#include "common/errors.h"
 
 typedef struct {
     int T;                     /* sequence length the window counts are for */
@@ -39,6 +43,8 @@ typedef struct {
     int n_maps;                /* W | 2 | 1 */
     int visibility;            /* VIS_* */
     int grid;                  /* GRID_*: GRID_ALIGNED for full attention */
+    int multirate;             /* head_stride holds S_g per KV head (model.head_strides, §6.4) */
+    int head_stride[HEAD_STRIDES_MAX];   /* [G] S_g when multirate (else unused) */
 } ModelDims;
 
 static inline ModelDims dims_of(const ModelConfig *c, int T) {
@@ -57,19 +63,46 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
     d.n_maps = c->compressor == COMPRESSOR_DEEPSEEK ? 2 : c->compressor == COMPRESSOR_SHARED ? 1 : c->window;
     d.visibility = config_visibility(c);
     d.grid = d.compressed ? c->grid : GRID_ALIGNED;
+    char why[ERR_LEN];   /* a bad head_strides is refused by the config's validation; here it is 0 */
+    const int n_strides = d.compressed ? config_head_strides(c, d.head_stride, why) : 0;
+    d.multirate = n_strides > 0;
+    if (d.multirate) d.n_windows = 0;
+    for (int g = 0; d.multirate && g < c->n_kv_heads; g++) {   /* the most rows any head has */
+        const int Sg = d.head_stride[g];
+        const int n = vis_n_windows(T, c->window, Sg, vis_entry_offset(d.grid, g, Sg, d.n_kv_heads, d.grid_base, 0));
+        if (n > d.n_windows) d.n_windows = n;
+    }
     return d;
+}
+
+/* S_g per KV head [G] (docs/spec.md §6.4), or NULL when every head has stride S: what the kernel
+ * shapes' head_stride carries (vis_head_stride). */
+static inline const int *dims_head_strides(const ModelDims *d) { return d->multirate ? d->head_stride : NULL; }
+/* KV head g's stride S_g. */
+static inline int dims_head_stride(const ModelDims *d, int g) {
+    return vis_head_stride(dims_head_strides(d), g, d->stride);
 }
 
 /* o_base + o_g: KV head g's grid offset at shift 0 (0 on the aligned grid). */
 static inline int dims_grid_offset(const ModelDims *d, int g) {
-    return vis_entry_offset(d->grid, g, d->stride, d->n_kv_heads, d->grid_base, 0);
+    return vis_entry_offset(d->grid, g, dims_head_stride(d, g), d->n_kv_heads, d->grid_base, 0);
 }
 /* ... and in a sequence shifted by u (phase jitter): o_base + o_g + u. */
 static inline int dims_seq_offset(const ModelDims *d, int g, int u) {
-    return vis_entry_offset(d->grid, g, d->stride, d->n_kv_heads, d->grid_base, u);
+    return vis_entry_offset(d->grid, g, dims_head_stride(d, g), d->n_kv_heads, d->grid_base, u);
+}
+/* The most windows any KV head has in T tokens at shift 0, the rows of a per-head buffer: head 0's
+ * (the smallest offset) on a single-stride grid, the smallest stride's with multi-rate strides. */
+static inline int dims_windows_at(const ModelDims *d, int T) {
+    int n = 0;
+    for (int g = 0; d->compressed && g < d->n_kv_heads; g++) {
+        const int x = vis_n_windows(T, d->window, dims_head_stride(d, g), dims_grid_offset(d, g));
+        if (x > n) n = x;
+    }
+    return n;
 }
 /* Windows of KV head g at T and shift 0 (staggered heads g > 0 may have one fewer than n_windows). */
 static inline int dims_head_windows(const ModelDims *d, int g) {
-    return d->compressed ? vis_n_windows(d->T, d->window, d->stride, dims_grid_offset(d, g)) : 0;
+    return d->compressed ? vis_n_windows(d->T, d->window, dims_head_stride(d, g), dims_grid_offset(d, g)) : 0;
 }
 #endif

@@ -149,11 +149,12 @@ static void *carve(Carver *c, size_t bytes) {
     return c->base ? c->base + at : NULL;
 }
 
-/* The dims of the layers on a staggered grid (all of them have the config's own W and S: only the
- * compressed kind keeps model.grid), or NULL when no layer has one. */
+/* The dims of the layers whose entries need a table per (j, g): a staggered grid or multi-rate
+ * strides (docs/spec.md §6.4; all of them have the config's own W and S: only the compressed kind
+ * keeps model.grid, and head_strides is refused with a schedule), or NULL when no layer has one. */
 static const ModelDims *staggered_dims(const Model *m) {
     for (int L = 0; L < m->cfg.n_layers; L++)
-        if (m->ldims[L].grid == GRID_STAGGERED && m->ldims[L].n_windows > 0) return &m->ldims[L];
+        if ((m->ldims[L].grid == GRID_STAGGERED || m->ldims[L].multirate) && m->ldims[L].n_windows > 0) return &m->ldims[L];
     return NULL;
 }
 
@@ -245,10 +246,12 @@ static int model_shape_check_layer(const ModelConfig *cfg, char *err) {
     const double INT_LIMIT = 2147483647.0;
     {
         const double c = cfg->gate == GATE_VECTOR ? cfg->head_dim : cfg->gate == GATE_UNIFORM ? 0 : 1;
-        const double lda = (double)cfg->stride * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
+        int S_max = cfg->stride, hs[HEAD_STRIDES_MAX];   /* the largest row step (multi-rate: max S_g, §6.4) */
+        for (int g = 0, n = config_head_strides(cfg, hs, NULL); g < n; g++) if (hs[g] > S_max) S_max = hs[g];
+        const double lda = (double)S_max * cfg->d_model, ld_grad = (double)cfg->window * cfg->n_kv_heads * (cfg->head_dim + c);
         if (lda > INT_LIMIT)
             return set_err(err, "stride %d x d_model %d = %.0f exceeds 2^31 - 1, the compressor's row stride (a BLAS int); "
-                           "use a smaller stride or d_model", cfg->stride, cfg->d_model, lda);
+                           "use a smaller stride or d_model", S_max, cfg->d_model, lda);
         if (ld_grad > INT_LIMIT)
             return set_err(err, "window %d x n_kv_heads %d x (head_dim %d + %.0f gate channels) = %.0f exceeds 2^31 - 1, the "
                            "compressor's gradient row (a BLAS int); use a smaller window, n_kv_heads or head_dim",
@@ -270,6 +273,10 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     if (be->max_comp_kv_heads > 0 && cfg->attention == ATTN_COMPRESSED && cfg->n_kv_heads > be->max_comp_kv_heads)
         return set_err(err, "n_kv_heads %d: the %s backend's compressor supports at most %d KV heads; use "
                        "run.device=cpu or fewer KV heads", cfg->n_kv_heads, be->name, be->max_comp_kv_heads), NULL;
+    if (!be->head_stride && cfg->attention == ATTN_COMPRESSED && cfg->head_strides[0])
+        return set_err(err, "model.head_strides = %s: the %s backend's kernels do not take a stride per KV head yet "
+                       "(docs/spec.md §6.4); use run.device=cpu or model.head_strides = (empty)", cfg->head_strides,
+                       be->name), NULL;
     const char *bf16_grad = getenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* the old act_t residual gradient (docs/gpu.md) */
     if (bf16_grad && *bf16_grad && strcmp(bf16_grad, "0") && strcmp(bf16_grad, "1"))
         return set_err(err, "PHASELAB_BF16_RESIDUAL_GRAD=%s: expected 0 or 1", bf16_grad), NULL;
@@ -373,11 +380,11 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
             return NULL;
         }
         be->upload(be->ctx, m->rope_tab, tab, (size_t)T * (cfg->rope_dims / 2) * 2 * sizeof(float));
-        if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS */
+        if (m->crope_tab) {      /* entry (j, g) of a staggered grid sits at o_g + jS (multi-rate: j S_g) */
             const int G = cfg->n_kv_heads, half = cfg->rope_dims / 2;
             const ModelDims *sd = staggered_dims(m);
-            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, sd->n_windows, G, sd->stride, sd->grid, sd->grid_base,
-                                           NULL, 1);
+            float *ctab = entry_rope_table(tab, T, cfg->rope_dims, sd->n_windows, G, sd->stride, dims_head_strides(sd),
+                                           sd->grid, sd->grid_base, NULL, 1);
             if (!ctab) {
                 set_err(err, "out of host memory for the entry RoPE table (%d windows x %d KV heads)", sd->n_windows, G);
                 free(tab); model_free(m);
@@ -506,7 +513,7 @@ static AttnShape attn_shape(const Model *m, int L, int B) {
     AttnShape s = {.B = B, .T = m->T, .H = c->n_heads, .G = c->n_kv_heads, .d = c->head_dim,
                    .n_windows = dm->n_windows, .window = c->window, .stride = c->stride, .n_local = c->n_local,
                    .visibility = dm->visibility, .grid = dm->grid, .grid_base = dm->grid_base,
-                   .grid_shift = m->shift_on ? m->grid_shift : NULL};
+                   .grid_shift = m->shift_on ? m->grid_shift : NULL, .head_stride = dims_head_strides(dm)};
     if (m->lind[L] && !m->ind_dense) s.entry_select = m->acts[L].isel;   /* the indexer's top-k (§5.4) */
     return s;
 }
@@ -517,7 +524,8 @@ static CompShape comp_shape(const Model *m, int L, int B) {
     CompShape s = {.B = B, .T = m->T, .D = c->d_model, .G = c->n_kv_heads, .d = c->head_dim,
                    .window = c->window, .stride = c->stride, .n_windows = dm->n_windows,
                    .gate = c->gate, .channels = dm->channels, .n_maps = dm->n_maps, .eps = (float)c->norm_eps,
-                   .grid = dm->grid, .grid_base = dm->grid_base, .grid_shift = m->shift_on ? m->grid_shift : NULL};
+                   .grid = dm->grid, .grid_base = dm->grid_base, .grid_shift = m->shift_on ? m->grid_shift : NULL,
+                   .head_stride = dims_head_strides(dm)};
     return s;
 }
 
@@ -547,7 +555,7 @@ static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
     const int nW = m->ldims[L].n_windows;     /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
     if (m->shift_on) m->be->rope(m->be->ctx, x, m->crope_shift, B * nW * G, 1, d, r, B * nW * G, 1, inverse);
-    else if (m->ldims[L].grid == GRID_STAGGERED) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
+    else if (m->ldims[L].grid == GRID_STAGGERED || m->ldims[L].multirate) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
 
@@ -894,7 +902,8 @@ static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int
     if (dims->visibility == VIS_WINDOW && !dims->compressed) return t < c->n_local ? t + 1 : c->n_local;
     if (!dims->compressed) return t + 1;
     int o = dims_grid_offset(dims, g);
-    VisQueryView v = vis_query_view(dims->visibility, t, c->window, c->stride, o, dims_head_windows(dims, g), c->n_local);
+    VisQueryView v = vis_query_view(dims->visibility, t, c->window, dims_head_stride(dims, g), o, dims_head_windows(dims, g),
+                                    c->n_local);
     const int ne = c->indexer_topk > 0 && v.n_entries > c->indexer_topk ? c->indexer_topk : v.n_entries;   /* top-k */
     return ne + (t - v.raw_lo + 1);
 }
@@ -916,7 +925,7 @@ double model_layer_flops_per_token(const ModelConfig *c, int T) {
     double D = c->d_model, H = c->n_heads, G = c->n_kv_heads, d = c->head_dim, F = c->d_ff;
     double mm = D * H * d + 2 * D * G * d + H * d * D + 3 * D * F;   /* multiply-adds per token per layer */
     const ModelDims dims = dims_of(c, T);
-    int heads = dims.grid == GRID_STAGGERED ? c->n_kv_heads : 1;
+    int heads = dims.grid == GRID_STAGGERED || dims.multirate ? c->n_kv_heads : 1;
     double vis = 0;
     for (int g = 0; g < heads; g++)                                  /* mean over the KV heads' grids */
         for (int t = 0; t < T; t++) vis += visible_keys(c, &dims, t, g);
@@ -1020,7 +1029,8 @@ int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
         if (!m->crope_shift && !(m->crope_shift = be->alloc(be->ctx, floats * sizeof(float))))
             return set_err(err, "out of %s memory for the shifted entries' RoPE table (%.1f MiB)", be->name, floats * 4 / 1048576.0);
         float *tab = rope_table(m->T, r, c->rope_theta);
-        float *ctab = tab ? entry_rope_table(tab, m->T, r, nW, G, c->stride, dims0->grid, dims0->grid_base, shift, B) : NULL;
+        float *ctab = tab ? entry_rope_table(tab, m->T, r, nW, G, c->stride, dims_head_strides(dims0), dims0->grid,
+                                             dims0->grid_base, shift, B) : NULL;
         if (!ctab) { free(tab); return set_err(err, "out of host memory for the shifted entries' RoPE table"); }
         be->upload(be->ctx, m->crope_shift, ctab, (size_t)B * nW * G * (r / 2) * 2 * sizeof(float));
         free(tab);

@@ -36,7 +36,18 @@ typedef struct {
                                 grid takes DeepSeek-V4's static offset o_base = S - W (dims_of,
                                 docs/spec.md §5.4); 0 everywhere else */
     int token_shift;         /* the compressor reads a_t + M a_{t-1} (docs/spec.md §6.3) */
+    /* multi-rate strides (docs/spec.md §6.4): S_0,S_1,... one per KV head; empty = every head
+     * model.stride. Kept as text and parsed where the dims are derived (config_head_strides, dims_of). */
+    char head_strides[512];
 } ModelConfig;
+
+/* The most KV heads model.head_strides may name (ModelDims holds the strides in place). */
+#define HEAD_STRIDES_MAX 64
+/* model.head_strides parsed into out[HEAD_STRIDES_MAX]: the number of strides (0: the key is empty,
+ * every head has model.stride), or -1 with err (ERR_LEN bytes) saying what was wrong: not a comma
+ * list of integers, more than HEAD_STRIDES_MAX, a count other than n_kv_heads, a stride outside
+ * 1..window, or stride not the smallest of them. */
+int config_head_strides(const ModelConfig *m, int *out, char *err);
 
 /* The words of the enum keys, indexed by their value (config_gate_names[GATE_VECTOR] is
  * "vector"), NULL-terminated: the one spelling the parser accepts and every writer prints. */

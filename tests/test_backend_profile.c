@@ -254,7 +254,8 @@ int main(void) {
     cpu->free(cpu->ctx, y[0]); prof->free(prof->ctx, y[1]);
 
     /* ---- attention: visible keys counted by hand ---- */
-    struct { const char *name; AttnShape s; double keys_per_head; } att[2] = {
+    static const int strides_4_2[2] = {4, 2};   /* docs/spec.md §6.4: multi-rate strides */
+    struct { const char *name; AttnShape s; double keys_per_head; } att[3] = {
         /* full causal: query t sees t + 1 keys: T (T + 1) / 2 per (sequence, query head) */
         {"full T=10", {.B = 2, .T = 10, .H = 4, .G = 2, .d = 8, .visibility = VIS_FULL, .grid = GRID_ALIGNED}, 55},
         /* W4/S4 tail, T 8, one KV head: entries n_t = 0 (t < 3), 1 (t = 3..6), 2 (t = 7); raw tokens
@@ -262,8 +263,12 @@ int main(void) {
          * 1+2+3 + (1+0)+(1+1)+(1+2)+(1+3) + 2 = 18 */
         {"tail W4/S4 T=8", {.B = 2, .T = 8, .H = 3, .G = 1, .d = 8, .n_windows = 2, .window = 4, .stride = 4,
                             .visibility = VIS_TAIL, .grid = GRID_ALIGNED}, 18},
+        /* multi-rate W4 tail, T 8, strides 4, 2 (one query head each): head 0 as above, 18; head 1
+         * (S 2: entries end at 3, 5, 7): 1+2+3 + (1+0)+(1+1)+(2+0)+(2+1)+(3+0) = 17; mean 17.5 */
+        {"tail W4 strides 4,2 T=8", {.B = 2, .T = 8, .H = 2, .G = 2, .d = 8, .n_windows = 3, .window = 4, .stride = 2,
+                                     .visibility = VIS_TAIL, .grid = GRID_ALIGNED, .head_stride = strides_4_2}, 17.5},
     };
-    for (int c = 0; c < 2; c++) {
+    for (int c = 0; c < 3; c++) {
         const AttnShape *s = &att[c].s;
         const size_t nq = (size_t)s->B * s->T * s->H * s->d, nk = (size_t)s->B * s->T * s->G * s->d;
         const size_t ne = (size_t)s->B * (s->n_windows ? s->n_windows : 1) * s->G * s->d, nl = (size_t)s->B * s->T * s->H;

@@ -262,6 +262,24 @@ static const ErrCase err_cases[] = {
      "token_shift", "layer_attention"},
     {"token_shift_schedule_one_kind", "[model]\nattention = compressed\nn_layers = 2\nlayer_attention = compressed*2\ntoken_shift = true\n", 5,
      "token_shift", "layer_attention"},
+    /* docs/spec.md §6.4: multi-rate strides */
+    {"head_strides_full", "[model]\nhead_strides = 8,4\n", 2, "head_strides", "attention = compressed"},
+    {"head_strides_word", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 8,four\n", 5,
+     "head_strides", "item 2 is not a positive integer"},
+    {"head_strides_count", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 8,4,4\n", 5,
+     "head_strides", "one stride per KV head"},
+    {"head_strides_gt_window", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 9,4\n", 5,
+     "head_strides", "1..window"},
+    {"head_strides_zero", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 0,4\n", 5,
+     "head_strides", "1..window"},
+    {"head_strides_not_min", "[model]\nattention = compressed\nn_kv_heads = 2\nhead_strides = 8,4\n", 4,
+     "head_strides", "smallest head stride (4)"},
+    {"head_strides_jitter", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\nhead_strides = 8,4\n[train]\nphase_jitter = true\n", 5,
+     "head_strides", "train.phase_jitter"},
+    {"head_strides_deepseek", "[model]\nattention = compressed\nn_kv_heads = 2\nstride = 4\ncompressor = deepseek\nhead_strides = 8,4\n", 6,
+     "head_strides", "model.compressor = deepseek"},
+    {"head_strides_schedule", "[model]\nattention = compressed\nn_layers = 2\nn_kv_heads = 2\nstride = 4\nlayer_attention = compressed*2\nhead_strides = 8,4\n", 7,
+     "head_strides", "model.layer_attention"},
     {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},
     {"coverage_negative", "[model]\nattention = compressed\n[train]\ngate_coverage = -0.1\n", 4, "gate_coverage", ">= 0"},
     {"coverage_inf", "[model]\nattention = compressed\n[train]\ngate_coverage = inf\n", 4, "gate_coverage", "finite"},
@@ -441,7 +459,7 @@ static void test_key_table(void) {
             bad++;
         while (sec < 6 && strcmp(keys[k].section, sections[sec])) sec++;
     }
-    check(n == 74 && bad == 0, "--help table: 74 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, token_shift, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
+    check(n == 75 && bad == 0, "--help table: 75 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, token_shift, head_strides, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
     check(sec < 6, "--help table: grouped by section in file order", "sections out of order");
     const char *expect[] = {"model.d_model", "model.rope_dims", "model.attn_sink", "data.seq_len", "train.max_bad_steps",
                             "eval.probe", "checkpoint.keep", "run.log_every", "run.device"};

@@ -4,6 +4,8 @@
  *   nW = #{j : jS + W - 1 <= T - 1} = (T - W) / S + 1 (0 when T < W, 0 for full attention);
  *   tied K/V (one branch) iff kv_tied or compressor = deepseek; maps W | 2 | 1 for paper |
  *   deepseek | shared; channels head_dim for vector gates, else 1; staggered o_g = floor(g S / G).
+ * Multi-rate strides (docs/spec.md §6.4): head g's windows (T - W) / S_g + 1 by hand, the buffers'
+ * rows the most of them, the parser's refusals, and the probe's phase fold the lcm of the strides.
  * And each enum key's words: every word config_load accepts for a key is stored as a value v
  * with config_K_names[v] equal to that word (the one table the parser and the writers share). */
 #include <stddef.h>
@@ -12,6 +14,7 @@
 #include "model/dims.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "trainer/probe_eval.h"
 
 static ModelConfig compressed(int W, int S) {
     Config c;
@@ -126,7 +129,46 @@ static void test_names(void) {
     words_round_trip("grid", grid, 2, config_grid_names, offsetof(ModelConfig, grid));
 }
 
+static void test_multirate(void) {
+    ModelConfig m = compressed(8, 6);
+    snprintf(m.head_strides, sizeof m.head_strides, " 8, 6,8 ,6");
+    ModelDims d = dims_of(&m, 256);
+    /* by hand: S 8: (256 - 8) / 8 + 1 = 32; S 6: (256 - 8) / 6 + 1 = 42 */
+    check(d.multirate && dims_head_stride(&d, 0) == 8 && dims_head_stride(&d, 1) == 6 && dims_head_stride(&d, 3) == 6 &&
+          dims_head_windows(&d, 0) == 32 && dims_head_windows(&d, 1) == 42 && dims_head_windows(&d, 2) == 32 &&
+          d.n_windows == 42 && dims_windows_at(&d, 256) == 42 && dims_windows_at(&d, 20) == 3,
+          "multirate 8,6,8,6 at T 256: 32 / 42 windows per head, 42 buffer rows",
+          "strides %d %d, windows %d %d, rows %d, at 20: %d", dims_head_stride(&d, 0), dims_head_stride(&d, 1),
+          dims_head_windows(&d, 0), dims_head_windows(&d, 1), d.n_windows, dims_windows_at(&d, 20));
+    check(probe_phase_fold(&m) == 24, "multirate 8,6,8,6: phase fold lcm 24", "%d", probe_phase_fold(&m));
+    snprintf(m.head_strides, sizeof m.head_strides, "8,7,8,6");
+    check(probe_phase_fold(&m) == 168, "multirate 8,7,8,6: phase fold lcm 168", "%d", probe_phase_fold(&m));
+    ModelConfig w = compressed(16, 13);
+    snprintf(w.head_strides, sizeof w.head_strides, "16,15,14,13");
+    check(probe_phase_fold(&w) == 13, "multirate 16,15,14,13: lcm 21840 beyond the probe's 256 residues, fold the smallest stride",
+          "%d", probe_phase_fold(&w));
+    ModelConfig a = compressed(8, 6);
+    ModelDims da = dims_of(&a, 256);
+    check(!da.multirate && dims_head_strides(&da) == NULL && dims_head_stride(&da, 3) == 6 && da.n_windows == 42,
+          "no head_strides: every head the stride, no stride array", "multirate %d", da.multirate);
+    struct { const char *text; int G, S; const char *want; } bad[] = {
+        {"8,6,8", 4, 6, "one stride per KV head"}, {"8,x,8,6", 4, 6, "item 2 is not a positive integer"},
+        {"8,6,,6", 4, 6, "item 3"}, {"8,6,8,6,", 4, 6, "item 5"}, {"9,6,8,6", 4, 6, "1..window"},
+        {"8,6,8,6", 4, 8, "smallest head stride (6)"}, {"8;6;8;6", 4, 6, "expected a comma"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ModelConfig b = compressed(8, bad[i].S);
+        b.n_kv_heads = bad[i].G;
+        snprintf(b.head_strides, sizeof b.head_strides, "%s", bad[i].text);
+        int hs[HEAD_STRIDES_MAX];
+        char err[ERR_LEN] = "";
+        check(config_head_strides(&b, hs, err) < 0 && strstr(err, bad[i].want), "head_strides refused", "'%s': '%s'",
+              bad[i].text, err);
+    }
+}
+
 int main(void) {
+    test_multirate();
     test_windows();
     test_grid();
     test_compressor_and_gate();

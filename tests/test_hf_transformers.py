@@ -353,6 +353,16 @@ neg_cfg = PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, nu
                          phaselab=dict(attention="full", window=6, stride=3, gate="uniform", kv_tied=True,
                                        layer_attention="csa,compressed,hca", csa_topk=2, indexer_heads=2, indexer_dim=4,
                                        hca_window=4, hca_stride=4, layer_grid_base=[-4, -5, -2]))
+# docs/spec.md §6.4: multi-rate strides are not in the remote code yet: its config refuses them clearly
+try:
+    PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
+                   num_key_value_heads=2, head_dim=8, phaselab=dict(attention="compressed", window=4, stride=2,
+                                                                     head_strides="4,2"))
+    mr_err = ""
+except ValueError as e:
+    mr_err = str(e)
+check("head_strides" in mr_err and "not implemented" in mr_err,
+      "remote code: a config with head_strides (docs/spec.md §6.4) is refused with a clear error", mr_err or "accepted")
 torch.manual_seed(3)
 neg = PhaselabForCausalLM(neg_cfg).double().eval()
 with torch.no_grad():

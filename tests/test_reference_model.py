@@ -84,6 +84,16 @@ VARIANTS = {
                                          local="tail"),
     "comp_staggered_shared_sink_rope4": dict(COMP, grid="staggered", n_kv_heads=4, compressor="shared",
                                              attn_sink=True, rope_dims=4, qk_norm=False),
+    # docs/spec.md §6.4 multi-rate strides: a stride per KV head (the smallest = stride)
+    "comp_multirate_w4_4_2": dict(COMP, head_strides="4,2"),
+    "comp_multirate_g4_w6_6_4_3_5_tail_vector": dict(COMP, n_kv_heads=4, window=6, stride=3, head_strides="6,4,3,5",
+                                                     local="tail", gate="vector"),
+    "comp_multirate_w5_5_3_post_norm_kv_tied_sink": dict(COMP, window=5, stride=3, head_strides="5,3", post_norm=True,
+                                                         kv_tied=True, attn_sink=True),
+    "comp_multirate_g4_shared_tail_rope4": dict(COMP, n_kv_heads=4, stride=1, head_strides="2,4,1,3",
+                                                compressor="shared", local="tail", rope_dims=4),
+    "comp_multirate_staggered_g4_w6_6_4_3_5_tail": dict(COMP, grid="staggered", n_kv_heads=4, window=6, stride=3,
+                                                        head_strides="6,4,3,5", local="tail", post_norm=True),
 }
 
 
@@ -239,10 +249,11 @@ def check_compressor_loop():
 
 def expected_reach(c, t, p):
     """Whether, in one layer, token p < t reaches the query at t (docs/spec.md §2 visibility)."""
-    W, S, G = c["window"], c["stride"], c["n_kv_heads"]
+    W, G = c["window"], c["n_kv_heads"]
     reach = False
-    for g in range(G):   # docs/spec.md §2b: the union over the KV heads' own grids
-        o = (g * S) // G if c["grid"] == "staggered" else 0
+    for g in range(G):   # docs/spec.md §2b: the union over the KV heads' own grids (§6.4: own strides)
+        S = int(c["head_strides"].split(",")[g]) if c["head_strides"] else c["stride"]
+        o = (g * S) // G if c["grid"] == "staggered" else 0   # §6.4: the head's own S_g
         visible = [j for j in range((T - o - W) // S + 1) if o + j * S + W - 1 <= t] if T - o >= W else []
         if any(o + j * S <= p <= o + j * S + W - 1 for j in visible):
             reach = True
@@ -257,7 +268,8 @@ def check_visibility():
     rng = np.random.default_rng(2)
     for name in ("comp_window3", "comp_tail", "comp_w4s4", "comp_w4s4_tail", "comp_w6s3_window5",
                  "comp_deepseek", "comp_uniform", "comp_w1s1_tail", "comp_staggered_g4_w4s4_tail",
-                 "comp_staggered_g4_w7s7_tail", "comp_staggered"):
+                 "comp_staggered_g4_w7s7_tail", "comp_staggered", "comp_multirate_w4_4_2",
+                 "comp_multirate_g4_w6_6_4_3_5_tail_vector", "comp_multirate_staggered_g4_w6_6_4_3_5_tail"):
         c = sm.make_config(**dict(VARIANTS[name], n_layers=1))
         params = random_params(c, 20)
         tok, rows = perturbed_rows(c["vocab_size"], T, rng)

@@ -16,16 +16,19 @@
  * DeepSeek-V4's CSA geometry (o = -S, W = 2S: visible iff j < (t+1) div S) in its own words.
  * Shifted sequences (phase jitter, docs/spec.md §6.2) are checked like staggered heads, with
  * o = o_g + u; one-layer csa schedules (docs/spec.md §5.4) with o = o_base = S - W < 0, whose first
- * windows are partial (window j pools only positions >= 0 of o + jS .. o + jS + W - 1). */
+ * windows are partial (window j pools only positions >= 0 of o + jS .. o + jS + W - 1). Multi-rate
+ * strides (docs/spec.md §6.4) are checked per KV head like staggered grids, each head g with its own
+ * stride S_g (window j: j S_g .. j S_g + W - 1). */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
 
-/* o: the grid offset of the KV head the logits see (0 aligned) */
-static int allowed(const ModelConfig *c, int T, int p, int t, int o) {
+/* o, S: the grid offset and stride of the KV head the logits see (0 aligned; S_g with multi-rate
+ * strides, docs/spec.md §6.4) */
+static int allowed(const ModelConfig *c, int T, int p, int t, int o, int S) {
     if (t < p) return 0;
     if (t == p || c->attention == ATTN_FULL) return 1;
-    int W = c->window, S = c->stride, last_end = -1;
+    int W = c->window, last_end = -1;
     for (int j = 0; o + j * S + W - 1 <= T - 1; j++) {
         int start = o + j * S, end = start + W - 1;
         if (end > t) break;
@@ -105,30 +108,35 @@ int main(void) {
     rule_checks();
     const Backend *be = backend_cpu(1);
     const int T = 24, V = 23;
-    struct { const char *name; int attention, W, S, local, n_local, grid, G, shift, csa; } cases[] = {
-        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
-        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
-        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0},
-        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0},
-        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0},
-        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 0},
-        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4, 0, 0},
-        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 0, 0},
-        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2, 0, 0},
-        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4, 0, 0},
-        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0, 0},
+    struct { const char *name; int attention, W, S, local, n_local, grid, G, shift, csa; const char *strides; } cases[] = {
+        {"full", ATTN_FULL, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"W6 S2 tail (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 0, NULL},
+        {"staggered G4 W4 S4 window", ATTN_COMPRESSED, 4, 4, LOCAL_WINDOW, 3, GRID_STAGGERED, 4, 0, 0, NULL},
+        {"staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 0, 0, NULL},
+        {"staggered G2 W6 S3 tail (overlap)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 3, GRID_STAGGERED, 2, 0, 0, NULL},
+        {"staggered G4 W5 S3 window n_local 1", ATTN_COMPRESSED, 5, 3, LOCAL_WINDOW, 1, GRID_STAGGERED, 4, 0, 0, NULL},
+        {"staggered G4 W7 S7 tail (head 3 has fewer windows)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0, 0, NULL},
         /* docs/spec.md §6.2: the sequence's grid shifted by u (phase jitter): o = o_g + u */
-        {"shift 3 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 3, 0},
-        {"shift 1 W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 1, 0},
-        {"shift 2 W5 S3 tail", ATTN_COMPRESSED, 5, 3, LOCAL_TAIL, 1, GRID_ALIGNED, 2, 2, 0},
-        {"shift 3 staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 3, 0},
-        {"shift 6 W7 S7 tail (T - u not a multiple of S)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_ALIGNED, 1, 6, 0},
+        {"shift 3 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 3, 0, NULL},
+        {"shift 1 W6 S2 window (overlap)", ATTN_COMPRESSED, 6, 2, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 1, 0, NULL},
+        {"shift 2 W5 S3 tail", ATTN_COMPRESSED, 5, 3, LOCAL_TAIL, 1, GRID_ALIGNED, 2, 2, 0, NULL},
+        {"shift 3 staggered G4 W4 S4 tail", ATTN_COMPRESSED, 4, 4, LOCAL_TAIL, 3, GRID_STAGGERED, 4, 3, 0, NULL},
+        {"shift 6 W7 S7 tail (T - u not a multiple of S)", ATTN_COMPRESSED, 7, 7, LOCAL_TAIL, 2, GRID_ALIGNED, 1, 6, 0, NULL},
         /* docs/spec.md §5.4, §6.1: a one-layer csa schedule on DeepSeek-V4's geometry, o = S - W < 0
      * (partial first windows: window 0 pools only positions 0 .. o + W - 1) */
-    {"csa W8 S4 (V4: o = -4) window n_local 3", ATTN_COMPRESSED, 8, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 1},
-    {"csa W4 S2 (o = -2) window n_local 1", ATTN_COMPRESSED, 4, 2, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 1},
-    {"csa W5 S1 paper maps (o = -4) window n_local 2", ATTN_COMPRESSED, 5, 1, LOCAL_WINDOW, 2, GRID_ALIGNED, 1, 0, 1},
-};
+    {"csa W8 S4 (V4: o = -4) window n_local 3", ATTN_COMPRESSED, 8, 4, LOCAL_WINDOW, 3, GRID_ALIGNED, 2, 0, 1, NULL},
+    {"csa W4 S2 (o = -2) window n_local 1", ATTN_COMPRESSED, 4, 2, LOCAL_WINDOW, 1, GRID_ALIGNED, 2, 0, 1, NULL},
+    {"csa W5 S1 paper maps (o = -4) window n_local 2", ATTN_COMPRESSED, 5, 1, LOCAL_WINDOW, 2, GRID_ALIGNED, 1, 0, 1, NULL},
+        /* docs/spec.md §6.4: a stride per KV head (S = the smallest) */
+        {"multirate G2 W4 S 4,2 tail", ATTN_COMPRESSED, 4, 2, LOCAL_TAIL, 3, GRID_ALIGNED, 2, 0, 0, "4,2"},
+        {"multirate G4 W6 S 6,4,3,5 tail", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 2, GRID_ALIGNED, 4, 0, 0, "6,4,3,5"},
+        {"multirate G4 W5 S 1,5,2,3 window n_local 2", ATTN_COMPRESSED, 5, 1, LOCAL_WINDOW, 2, GRID_ALIGNED, 4, 0, 0, "1,5,2,3"},
+        {"multirate staggered G4 W6 S 6,4,3,5 tail (o = 0, 1, 1, 3)", ATTN_COMPRESSED, 6, 3, LOCAL_TAIL, 2, GRID_STAGGERED, 4, 0, 0, "6,4,3,5"},
+    };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
         cfg.n_layers = 1;
@@ -139,14 +147,15 @@ int main(void) {
         cfg.n_local = cases[ci].n_local;
         cfg.grid = cases[ci].grid;
         cfg.n_kv_heads = cases[ci].G;
+        if (cases[ci].strides) snprintf(cfg.head_strides, sizeof cfg.head_strides, "%s", cases[ci].strides);
         if (cases[ci].csa) {            /* the csa kind with these W and S (its own keys; the base keys for allowed()) */
             tu_schedule(&cfg, 1, "csa");
             cfg.csa_window = cases[ci].W;
             cfg.csa_stride = cases[ci].S;
             cfg.csa_compressor = cases[ci].W == 2 * cases[ci].S ? COMPRESSOR_DEEPSEEK : COMPRESSOR_PAPER;
         }
-        /* aligned: all heads at once (o = 0); staggered: one KV head at a time */
-        int heads = cfg.grid == GRID_STAGGERED ? cfg.n_kv_heads : 1;
+        /* aligned: all heads at once (o = 0); staggered and multi-rate: one KV head at a time */
+        int heads = cfg.grid == GRID_STAGGERED || cases[ci].strides ? cfg.n_kv_heads : 1;
         for (int kv = 0; kv < heads; kv++) {
             char err[ERR_LEN];
             Model *m = model_create(&cfg, be, 1, T, err);
@@ -155,8 +164,14 @@ int main(void) {
             const int32_t u = cases[ci].shift;
             if (u && !check(model_set_grid_shift(m, &u, 1, err) == 0, cases[ci].name, "%s", err)) { model_free(m); continue; }
             int o = u + (cases[ci].csa ? cfg.stride - cfg.window : 0);    /* docs/spec.md §6.1: o = o_base + o_g + u */
+            int S = cfg.stride;                                           /* KV head kv's stride, from the case's text */
+            if (cases[ci].strides) {
+                const char *q = cases[ci].strides;
+                for (int g = 0; g < kv; g++) q = strchr(q, ',') + 1;
+                S = atoi(q);
+            }
             if (heads > 1) {
-                o = kv * cfg.stride / cfg.n_kv_heads + u;             /* docs/spec.md §2b: floor(g S / G) */
+                o = cfg.grid == GRID_STAGGERED ? kv * S / cfg.n_kv_heads + u : u;   /* docs/spec.md §2b: floor(g S / G) (§6.4: S_g) */
                 const TensorTable *tt = model_tensors(m);
                 const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
                 float *P = model_params(m) + wo->offset;                  /* [D, H*d] */
@@ -178,7 +193,7 @@ int main(void) {
                 model_debug_final_hidden(m, tok2, 1, h2);
                 for (int t = 0; t < T; t++) {
                     int changed = memcmp(h1 + t * 16, h2 + t * 16, sizeof(float) * 16) != 0;
-                    if (changed != allowed(&cfg, T, p, t, o)) {
+                    if (changed != allowed(&cfg, T, p, t, o, S)) {
                         if (!wrong++)
                             snprintf(why, sizeof why, "token %d -> position %d: %s", p, t,
                                      changed ? "changed without an allowed path" : "unchanged despite a path");
@@ -186,7 +201,7 @@ int main(void) {
                 }
             }
             char name[160];
-            if (heads > 1) snprintf(name, sizeof name, "visibility %s, KV head %d (o = %d)", cases[ci].name, kv, o);
+            if (heads > 1) snprintf(name, sizeof name, "visibility %s, KV head %d (o = %d, S = %d)", cases[ci].name, kv, o, S);
             else snprintf(name, sizeof name, "visibility %s", cases[ci].name);
             check(wrong == 0, name, "%d wrong (p, t) pairs, first %s", wrong, why);
             model_free(m);

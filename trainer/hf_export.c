@@ -227,6 +227,8 @@ char *hf_config_json(const ModelConfig *m, int T) {
         }
         /* docs/spec.md §6.3: written only when on, so older readers see no change */
         if (m->attention == ATTN_COMPRESSED && m->token_shift) cJSON_AddBoolToObject(p, "token_shift", 1);
+        /* docs/spec.md §6.4: written only when set (the remote code refuses it for now) */
+        if (m->attention == ATTN_COMPRESSED && m->head_strides[0]) cJSON_AddStringToObject(p, "head_strides", m->head_strides);
     }
     char *s = cJSON_Print(j);
     cJSON_Delete(j);

@@ -74,8 +74,22 @@ void probe_result_finalize(ProbeResult *res) {
 /* The probe's accuracy is not per KV head: its phase is t_K mod S, KV head 0's grid (o_0 = 0) also
  * for grid = staggered (docs/spec.md §2b; per-head folds: the knockout in analysis/analysis.c).
  * A layer schedule (docs/spec.md §5): the least common multiple of its compressed layers' strides
- * (csa 4 and hca 32: 32), so that a phase is one phase of every layer; 8 without compressed layers. */
+ * (csa 4 and hca 32: 32), so that a phase is one phase of every layer; 8 without compressed layers.
+ * Multi-rate strides (docs/spec.md §6.4): the least common multiple of the KV heads' strides (8, 6:
+ * 24), the joint phase of every head's grid; the smallest stride when it exceeds PROBE_MAX_RESIDUES. */
 int probe_phase_fold(const ModelConfig *mc) {
+    int hs[HEAD_STRIDES_MAX];
+    const int n_hs = mc->attention == ATTN_COMPRESSED && !mc->layer_attention[0] ? config_head_strides(mc, hs, NULL) : 0;
+    if (n_hs > 0) {
+        long fold = hs[0];
+        for (int g = 1; g < n_hs; g++) {
+            long a = fold, b = hs[g];
+            while (b) { long r = a % b; a = b; b = r; }
+            fold = fold / a * hs[g];
+            if (fold > PROBE_MAX_RESIDUES) return mc->stride;
+        }
+        return (int)fold;
+    }
     if (!mc->layer_attention[0]) return mc->attention == ATTN_COMPRESSED ? mc->stride : 8;
     long fold = 0;
     for (int L = 0; L < mc->n_layers; L++) {

@@ -118,6 +118,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, indexer_dim, T_INT, "16", 1, 4096, 0, NULL, "dimension of one lightning indexer head and of its keys") \
     X(model, token_shift, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                               \
       "the compressor reads a_t + M a_{t-1}, a learned mix of the previous token (docs/spec.md §6.3; true|false; compressed only)") \
+    X(model, head_strides, T_STR, "", 0, 0, F_COMPRESSED, NULL,                                     \
+      "multi-rate strides (docs/spec.md §6.4): S_0,S_1,... one stride per KV head, each 1..window, the smallest = " \
+      "stride; empty = every head stride (compressed only; CPU)")                                    \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -740,6 +743,22 @@ static int validate(const LoadCtx *c) {
         return key_error(c, KEY_INDEX(train, phase_jitter), "phase_jitter = true with %s would do nothing; it needs "
                          "attention = compressed with stride >= 2 (a grid to shift), else phase_jitter = false",
                          compressed ? "stride = 1 (one phase)" : "attention = full (no grid)");
+    if (m->head_strides[0] && !compressed)
+        return key_error(c, KEY_INDEX(model, head_strides), "head_strides = %s with attention = full; per-head strides "
+                         "need attention = compressed, else head_strides = (empty)", m->head_strides);
+    if (m->head_strides[0] && compressed) {   /* docs/spec.md §6.4 */
+        int hs[HEAD_STRIDES_MAX], uniform = 1;
+        char why[ERR_LEN];
+        const int n = config_head_strides(m, hs, why);
+        if (n < 0) return key_error(c, KEY_INDEX(model, head_strides), "%s", why);
+        for (int g = 1; g < n; g++) uniform &= hs[g] == hs[0];
+        const char *other = m->layer_attention[0] ? "model.layer_attention (a schedule)"
+                          : cfg->train.phase_jitter ? "train.phase_jitter = true"
+                          : m->compressor == COMPRESSOR_DEEPSEEK && !uniform ? "model.compressor = deepseek" : NULL;
+        if (other)
+            return key_error(c, KEY_INDEX(model, head_strides), "head_strides = %s with %s is not implemented "
+                             "(docs/spec.md §6.4); use head_strides = (empty) or drop %s", m->head_strides, other, other);
+    }
     if (compressed) {
         if (m->stride > m->window) {
             int k = blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, window), -1);

@@ -89,6 +89,7 @@ const Backend *backend_cpu(int threads) {
     b->peak_flops = threads * 2.5e9 * 32.0;
     b->device = -1;
     b->entry_select = 1;         /* AttnShape.entry_select: the lightning indexer's top-k (docs/spec.md §5.4) */
+    b->head_stride = 1;          /* the shapes' head_stride: multi-rate strides (docs/spec.md §6.4) */
     b->ctx = &c->ctx;
 #define OP(ret, op, params, args) b->op = cpu_##op;
 #include "kernels/ops.def"

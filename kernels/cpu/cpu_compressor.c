@@ -1,7 +1,8 @@
 /* The chunked KV compressor on the CPU, one branch (key or value) per call (docs/spec.md §2).
  *
  * Window j of KV head g covers positions o_g + jS .. o_g + jS+W-1 (j < nW_g; o_g = 0 and
- * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). In general the offset is
+ * nW_g = nW for the aligned grid, staggered: kernels/visibility.h). With multi-rate strides
+ * (docs/spec.md §6.4) S reads S_g, head g's own stride, everywhere below (comp_head_stride). In general the offset is
  * o_{b,g} = o_base + o_g + u_b (docs/spec.md §6.1: a per-sequence shift u_b with phase jitter), so
  * the rows and window counts below are per (sequence, head). For offset i (map m = i;
  * deepseek: m = 0 for i < S else 1; shared: m = 0), with a_p the normed input row of position p:
@@ -64,23 +65,25 @@ static inline size_t slot(const CompShape *s, int b, int j, int g, int i) {
  * nW_{b,g} rows (maybe 0) at that sequence's offset. Block k starts at sequence b = k. blk has room
  * for B blocks. Offset i's rows of a block start at window block_skip(blk, i): the windows before
  * it hold slot i masked (a partial window, o < 0). */
-typedef struct { int rows, o; } RowBlock;
+typedef struct { int rows, o, S; } RowBlock;   /* S: the head's stride S_g (docs/spec.md §6.4), the row step */
 static int row_blocks(const CompShape *s, int g, RowBlock *blk) {
-    const int nWg = comp_head_windows(s, 0, g);
-    if (!s->grid_shift && nWg == s->n_windows && (long)nWg * s->stride == s->T && comp_head_offset(s, 0, g) >= 0) {
+    const int nWg = comp_head_windows(s, 0, g), Sg = comp_head_stride(s, g);
+    if (!s->grid_shift && nWg == s->n_windows && (long)nWg * Sg == s->T && comp_head_offset(s, 0, g) >= 0) {
         blk[0].rows = s->B * nWg;
         blk[0].o = comp_head_offset(s, 0, g);
+        blk[0].S = Sg;
         return nWg > 0 ? 1 : 0;
     }
     for (int b = 0; b < s->B; b++) {
         blk[b].rows = comp_head_windows(s, b, g);
         blk[b].o = comp_head_offset(s, b, g);
+        blk[b].S = Sg;
     }
     return s->B;
 }
 
 static inline int block_skip(const CompShape *s, const RowBlock *blk, int i) {
-    const int j0 = vis_first_window_of_slot(i, s->stride, blk->o);
+    const int j0 = vis_first_window_of_slot(i, blk->S, blk->o);
     return j0 < blk->rows ? j0 : blk->rows;
 }
 
@@ -94,12 +97,13 @@ static int projections_parallel(const CompShape *s) {
 static int head_cols(const CompShape *s) { return s->d + (s->gate != GATE_UNIFORM ? s->channels : 0); }
 
 /* The head groups: maximal runs [start[k], start[k+1]) of consecutive KV heads with the same grid
- * offset (the offsets are non-decreasing in g), which then have the same windows. Returns the
- * number of groups; start has G + 1 entries. */
+ * offset and stride (the offsets are non-decreasing in g), which then have the same windows.
+ * Returns the number of groups; start has G + 1 entries. */
 static int head_groups(const CompShape *s, int *start) {
     int n = 0;                        /* (the same in every sequence: a shift moves every head alike) */
     for (int g = 0; g < s->G; g++)
-        if (g == 0 || comp_head_offset(s, 0, g) != comp_head_offset(s, 0, g - 1)) start[n++] = g;
+        if (g == 0 || comp_head_offset(s, 0, g) != comp_head_offset(s, 0, g - 1) ||
+            comp_head_stride(s, g) != comp_head_stride(s, g - 1)) start[n++] = g;
     start[n] = s->G;
     return n;
 }
@@ -123,7 +127,7 @@ static inline size_t dgrad_at(const CompShape *s, int b, int j, int i, int g) {
 void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
                         const act_t *a_, const act_t *gate_w_, const act_t *gate_b_,
                         const act_t *payload_w_, const act_t *post_w_) {
-    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
+    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window;
     const int nW = s->n_windows, c = s->channels;
     float *entry = F(entry_), *payload = F(payload_);
     const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
@@ -145,7 +149,7 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
                 const int n_blocks = row_blocks(s, g0, blk);
                 pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
                 for (int b = 0; b < n_blocks; b++) {
-                    const int j0 = block_skip(s, &blk[b], i), rows_n = blk[b].rows - j0, o = blk[b].o;
+                    const int j0 = block_skip(s, &blk[b], i), rows_n = blk[b].rows - j0, o = blk[b].o, S = blk[b].S;
                     if (rows_n <= 0) continue;
                     const float *rows = a + ((size_t)b * T + o + j0 * S + i) * D;    /* a_{o_g+jS+i}, j >= j0, stride S*D */
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows_n, ng * hc, D, 1.0f, rows, S * D, wcat, D,
@@ -175,7 +179,7 @@ void cpu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, floa
                     continue;
                 }
                 /* slots i < f before the sequence (a partial window): masked, alpha = 0, p = 0 */
-                const int f = vis_window_first_slot(j, S, comp_head_offset(s, b, g));
+                const int f = vis_window_first_slot(j, comp_head_stride(s, g), comp_head_offset(s, b, g));
                 if (f > 0) {
                     memset(al, 0, sizeof(float) * f * c);
                     memset(payload + slot(s, b, j, g, 0) * d, 0, sizeof(float) * f * d);
@@ -217,7 +221,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                         float *dpost_w, const act_t *dentry_, const float *alpha, const act_t *payload_,
                         const float *pn_rstd, const act_t *a_, const act_t *gate_w_,
                         const act_t *payload_w_, const act_t *post_w_, const float *dalpha_extra) {
-    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, S = s->stride;
+    const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window;
     const int nW = s->n_windows, c = s->channels, M = s->n_maps;
     float *da = F(da_);
     const float *dentry = CF(dentry_), *payload = CF(payload_), *a = CF(a_), *gate_w = CF(gate_w_), *payload_w = CF(payload_w_),
@@ -240,7 +244,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                     if (j >= comp_head_windows(s, b, g)) continue;              /* no such window: never read */
                     const float *de = dentry + (((size_t)b * nW + j) * G + g) * d;
                     const float *al = alpha + slot(s, b, j, g, 0) * c;
-                    const int f = vis_window_first_slot(j, S, comp_head_offset(s, b, g));   /* masked slots i < f */
+                    const int f = vis_window_first_slot(j, comp_head_stride(s, g), comp_head_offset(s, b, g));   /* masked slots i < f */
                     for (int i = 0; i < f; i++) {          /* no gradient: dp = ds = 0 (never read by the sgemms) */
                         memset(dgrad + dgrad_at(s, b, j, i, g), 0, sizeof(float) * hc);
                         for (int ch = 0; ch < c; ch++) dal[i * c + ch] = 0.0f;
@@ -321,7 +325,7 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                         if (blk[b].rows - j0 <= 0) continue;
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, ng * hc, D, blk[b].rows - j0, 1.0f,
                                     dgrad + dgrad_at(s, b, j0, i, g0), ld_dgrad,
-                                    a + ((size_t)b * T + blk[b].o + j0 * S + i) * D, S * D, beta, acc, D);
+                                    a + ((size_t)b * T + blk[b].o + j0 * blk[b].S + i) * D, blk[b].S * D, beta, acc, D);
                         beta = 1.0f;
                     }
                 }
@@ -340,12 +344,18 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
         free(acc);
     }
     /* input gradient da_{o_g+jS+i} += [dp | ds]_{group, i} [C; Z]_{group, m}: one task per row
-     * residue r mod S */
+     * residue r mod Sr, Sr the gcd of the heads' strides (S; multi-rate strides, docs/spec.md §6.4:
+     * head g's rows o + i + j S_g all have the residue (o + i) mod Sr, so the tasks write disjoint rows) */
+    int Sr = comp_head_stride(s, 0);
+    for (int g = 1; g < G; g++) {
+        int x = comp_head_stride(s, g);
+        while (x) { int t = Sr % x; Sr = x; x = t; }
+    }
     #pragma omp parallel if (par) num_threads(ctx->threads)
     {
         float *wcat = cpu_scratch(sizeof(float) * (size_t)G * hc * D, "compressor group weights"); /* [ng*(d+c), D] */
         #pragma omp for schedule(dynamic, 1)
-        for (int r = 0; r < S; r++)
+        for (int r = 0; r < Sr; r++)
             for (int k = 0; k < n_groups; k++) {
                 const int g0 = group_start[k], ng = group_start[k + 1] - g0;
                 RowBlock blk[B];
@@ -354,11 +364,11 @@ void cpu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *
                     int packed = 0;
                     for (int b = 0; b < n_blocks; b++) {
                         const int j0 = block_skip(s, &blk[b], i);
-                        if (blk[b].rows - j0 <= 0 || vis_phase(blk[b].o + i, S, 0) != r) continue;
+                        if (blk[b].rows - j0 <= 0 || vis_phase(blk[b].o + i, Sr, 0) != r) continue;
                         if (!packed++) pack_group_weights(s, wcat, g0, ng, comp_map_index(s, i), payload_w, gate_w);
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blk[b].rows - j0, D, ng * hc, 1.0f,
                                     dgrad + dgrad_at(s, b, j0, i, g0), ld_dgrad, wcat, D, 1.0f,
-                                    da + ((size_t)b * T + blk[b].o + j0 * S + i) * D, S * D);
+                                    da + ((size_t)b * T + blk[b].o + j0 * blk[b].S + i) * D, blk[b].S * D);
                     }
                 }
             }

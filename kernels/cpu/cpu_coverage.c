@@ -55,7 +55,7 @@ void cpu_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, 
             int nWg = comp_head_windows(s, b, g);
             for (int j = 0; j < nWg; j++) {
                 float *d = da + (((size_t)j * G + g) * W) * c;
-                const int f = vis_window_first_slot(j, s->stride, comp_head_offset(s, b, g));   /* masked: 0 */
+                const int f = vis_window_first_slot(j, comp_head_stride(s, g), comp_head_offset(s, b, g));   /* masked: 0 */
                 for (int i = f; i < W; i++)
                     for (int ch = 0; ch < c; ch++) d[i * c + ch] = coef[i];
             }

@@ -38,6 +38,10 @@ Section 2b (remedies), also from docs/spec.md:
     covers o_g + jS .. o_g + jS + W - 1, exists iff its end <= T - 1, is visible to t iff its
     end <= t, and its key rotates to o_g + jS; tail: e_t over the head's own windows. Heads with
     fewer windows than head 0 get zero rows in the [B, nw, G, d] arrays, masked out.
+  * head_strides = S_0,S_1,... (docs/spec.md §6.4, multi-rate strides): KV head g pools with its own
+    stride S_g: window j of head g covers j S_g .. j S_g + W - 1, rotates to j S_g, is visible to
+    t iff j S_g + W - 1 <= t (on a staggered grid o_g = floor(g S_g / G) in front of each); the [B, nw, G, d] arrays have the most rows any head has (the
+    smallest stride's), a head's rows past its own count are zero and masked out.
   * gate_coverage (a training objective, not part of the forward): gate_coverage() below gives
     sum over layers and branches of mean over sequences of ln W - H(gbar_b), gbar_{b,i} the mean
     of alpha over the existing (window, KV head) pairs of sequence b (and channels).
@@ -59,7 +63,7 @@ DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=12
                 vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
                 attention="full", window=None, stride=None, gate="scalar", gate_bias=True,
                 kv_tied=False, post_norm=False, qk_norm=True, rope_dims=None, local="window",
-                n_local=16, compressor="paper", attn_sink=False, grid="aligned")
+                n_local=16, compressor="paper", attn_sink=False, grid="aligned", head_strides=None)
 INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
             "window", "stride", "rope_dims", "n_local")
 FLOAT_KEYS = ("rope_theta", "norm_eps")
@@ -97,6 +101,12 @@ def make_config(**overrides):
             raise ValueError("compressor = deepseek requires window = 2 * stride")
     elif c["grid"] == "staggered":
         raise ValueError("grid = staggered needs attention = compressed")
+    if not c["head_strides"]:
+        c["head_strides"] = None
+    elif c["attention"] == "compressed":
+        hs = [int(x) for x in str(c["head_strides"]).split(",")]
+        if len(hs) != c["n_kv_heads"] or min(hs) < 1 or max(hs) > c["window"] or min(hs) != c["stride"]:
+            raise ValueError("head_strides needs one stride per KV head, each 1..window, the smallest = stride")
     return c
 
 
@@ -229,17 +239,26 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def head_stride(c, g):
+    """S_g: docs/spec.md §6.4, the g-th of head_strides, else stride."""
+    if c.get("head_strides"):
+        return int(str(c["head_strides"]).split(",")[g])
+    return c["stride"]
+
+
 def grid_offset(c, g):
-    """o_g: docs/spec.md §2b, floor(g * S / G) for grid = staggered, else 0."""
-    return (g * c["stride"]) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
+    """o_g: docs/spec.md §2b, floor(g * S / G) for grid = staggered (§6.4: floor(g * S_g / G)), else 0."""
+    return (g * head_stride(c, g)) // c["n_kv_heads"] if c["grid"] == "staggered" else 0
 
 
-def n_windows(c, T, g=0):
-    """Windows j of KV head g with o_g + jS + W - 1 <= T - 1 (head 0 has the most)."""
+def n_windows(c, T, g=None):
+    """Windows j of KV head g with o_g + j S_g + W - 1 <= T - 1; g = None: the most of any head."""
+    if g is None:
+        return max(n_windows(c, T, h) for h in range(c["n_kv_heads"]))
     o = grid_offset(c, g) if c["attention"] == "compressed" else 0
     if c["attention"] != "compressed" or T - o < c["window"]:
         return 0
-    return (T - o - c["window"]) // c["stride"] + 1
+    return (T - o - c["window"]) // head_stride(c, g) + 1
 
 
 def visibility(c, T, g=0):
@@ -249,6 +268,8 @@ def visibility(c, T, g=0):
     W, S = c["window"], c["stride"]
     nw = n_windows(c, T)
     t = np.arange(T)[:, None]
+    if c["attention"] == "compressed":
+        S = head_stride(c, g)
     s = np.arange(T)[None, :]
     if c["attention"] == "full":
         return np.zeros((T, 0), bool), s <= t
@@ -275,7 +296,7 @@ def compressor_alpha_payload(c, params, prefix, br, a, g):
     offsets = np.arange(W)
     # map used at offset i: i itself (paper), i // S (deepseek: two half-window maps), 0 (shared)
     map_of = {"deepseek": offsets // S, "shared": np.zeros(W, int)}.get(c["compressor"], offsets)
-    pos = grid_offset(c, g) + np.arange(nwg)[:, None] * S + offsets[None, :]   # [nw_g, W]
+    pos = grid_offset(c, g) + np.arange(nwg)[:, None] * head_stride(c, g) + offsets[None, :]   # [nw_g, W]
     a_win = a[:, pos]                                                   # [B, nw_g, W, D]
     C = params[cp + f"{br}_payload.weight"][g, map_of]                  # [W, d, D]
     payload = np.einsum("bjie,ide->bjid", a_win, C)                     # [B, nw_g, W, d]
@@ -357,8 +378,8 @@ def attention(c, params, prefix, a):
         if c["qk_norm"]:
             ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
         khat = np.zeros_like(ek)
-        for g in range(G):                                              # RoPE at window start o_g + jS
-            khat[:, :, g:g + 1] = rope(ek[:, :, g:g + 1], grid_offset(c, g) + np.arange(nw) * c["stride"], r, theta)
+        for g in range(G):                                              # RoPE at window start o_g + j S_g
+            khat[:, :, g:g + 1] = rope(ek[:, :, g:g + 1], grid_offset(c, g) + np.arange(nw) * head_stride(c, g), r, theta)
         if c["kv_tied"] or c["compressor"] == "deepseek":
             vhat = khat                                                 # choice: Vhat = Khat literally
         else:

@@ -102,6 +102,10 @@ class PhaselabConfig(PretrainedConfig):
         if variant["token_shift"] and (variant["attention"] != "compressed" or set(self.layer_kinds) != {"compressed"}):
             raise ValueError("phaselab config: token_shift = true needs attention = compressed and no layer schedule "
                              "(docs/spec.md §5.1, §6.3)")
+        if given.get("head_strides"):
+            raise ValueError(f"phaselab config: head_strides = {given['head_strides']!r}: multi-rate strides (docs/spec.md "
+                             "§6.4) are not implemented in the transformers remote code yet; score this checkpoint "
+                             "with ./train --score on the CPU")
         self.phaselab = variant
         for L in range(num_hidden_layers):   # every layer's geometry, as layer_schedule_check and §6.1
             lc = self.layer_config(L)
