@@ -81,11 +81,9 @@ int probe_phase_fold(const ModelConfig *mc) {
     int hs[HEAD_STRIDES_MAX];
     const int n_hs = mc->attention == ATTN_COMPRESSED && !mc->layer_attention[0] ? config_head_strides(mc, hs, NULL) : 0;
     if (n_hs > 0) {
-        long fold = hs[0];
-        for (int g = 1; g < n_hs; g++) {
-            long a = fold, b = hs[g];
-            while (b) { long r = a % b; a = b; b = r; }
-            fold = fold / a * hs[g];
+        long fold = 0;
+        for (int g = 0; g < n_hs; g++) {
+            fold = stride_lcm(fold, hs[g]);
             if (fold > PROBE_MAX_RESIDUES) return mc->stride;
         }
         return (int)fold;
