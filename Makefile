@@ -118,6 +118,10 @@ $(BUILD)/%.o: %.c $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# trainer/hf_export.c embeds the transformers remote code (.incbin), which the compiler's .d files do
+# not list: a changed tools/hf/*.py must rebuild it, or ./train writes the old code into checkpoints.
+$(BUILD)/trainer/hf_export.o: tools/hf/configuration_phaselab.py tools/hf/modeling_phaselab.py
+
 $(BUILD)/%.cu.o: %.cu $(CONFIG_DEP) | $(VERSION_H)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVFLAGS) -c $< -o $@

@@ -21,6 +21,10 @@ gates and indexer are off their init) and the same stack without the indexer (cs
 the same checks, plus: no checkpoint tensor missing or unused, config.json's layer_grid_base is
 each layer's o_base, and with the indexer's selection switched off in the remote code the logits
 move away from phaselab's (the selection matters, so the equality can fail).
+Multi-rate strides (docs/spec.md §6.4: W 4 with strides 4,3,4,3; W 5 with 5,3,4,2 on the staggered
+grid with local = tail) pass the same checks, plus: config.json's head_strides are the remote code's
+per-head strides and staggers, its window starts those enumerated from the spec, and with every head
+moved onto model.stride's grid the logits move away from phaselab's; bad lists are refused.
 The negative static offset of §6.1 (o_base = S - W = -4, DeepSeek-V4's CSA geometry: partial first
 windows; the csa layers of every stack checkpoint carry it): the remote code's compressor entries, their count
 and visibility, and the indexer's keys, against an independent float64 loop over positions.
@@ -122,9 +126,15 @@ VARIANTS["w8s8_kv2_token_shift"] = dict(n_kv_heads="2", attention="compressed", 
 V4_CONFIG = os.path.join(ROOT, "configs", "test", "tiny_v4.ini")
 VARIANTS["v4_stack_indexer"] = dict(config=V4_CONFIG)
 VARIANTS["v4_stack"] = dict(config=V4_CONFIG, csa_topk="0")
+# docs/spec.md §6.4: a stride per KV head (W 4, strides 4,3,4,3), and on the staggered grid with
+# local = tail (W 5, strides 5,3,4,2: staggers floor(g S_g / 4) = 0,0,2,1)
+VARIANTS["w4s3_kv4_multirate"] = dict(n_kv_heads="4", attention="compressed", window="4", stride="3",
+                                      head_strides="4,3,4,3")
+VARIANTS["w5s2_kv4_multirate_staggered_tail"] = dict(n_kv_heads="4", attention="compressed", window="5", stride="2",
+                                                     head_strides="5,3,4,2", grid="staggered", local="tail")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 19, f"{len(VARIANTS) - 6} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
-      "+1 token shift, +2 layer stacks",
+check(len(VARIANTS) >= 21, f"{len(VARIANTS) - 8} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
+      "+1 token shift, +2 layer stacks, +2 multi-rate strides",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -255,6 +265,32 @@ for name, v in VARIANTS.items():
             check(moved > 100 * TOL, f"{name}: without the indexer's top-4 the logits differ from phaselab's "
                   f"(max |diff| {moved:.1e}): the selection is computed, not bypassed", f"max |diff| {moved:.3e}")
 
+    if "head_strides" in v:   # docs/spec.md §6.4: each KV head's own grid, and it matters
+        hs = [int(x) for x in v["head_strides"].split(",")]
+        G, W = len(hs), int(v["window"])
+        want_o = [(g * hs[g]) // G if v.get("grid") == "staggered" else 0 for g in range(G)]
+        comps = [layer.self_attn.compressor for layer in model.model.layers]
+        # windows enumerated from the spec: o_g + j S_g with o_g + j S_g + W - 1 <= T - 1, per head
+        want_starts = [[st for st in range(want_o[g], T) if (st - want_o[g]) % hs[g] == 0 and st + W - 1 <= T - 1]
+                       for g in range(G)]
+        got_starts = [comps[0].starts(g, T).tolist() for g in range(G)]
+        check(cfg["phaselab"].get("head_strides") == v["head_strides"]
+              and all(c.strides == hs and c.offsets == want_o for c in comps) and got_starts == want_starts,
+              f"{name}: config.json's head_strides {v['head_strides']} are the remote code's per-head strides, "
+              f"offsets {want_o}, window counts {[len(x) for x in want_starts]} at T {T}",
+              f"config.json {cfg['phaselab'].get('head_strides')}, strides {[c.strides for c in comps]}, "
+              f"offsets {[c.offsets for c in comps]}, starts {got_starts} vs {want_starts}")
+        S = int(v["stride"])   # every head on model.stride's grid instead: the logits must move
+        for c in comps:
+            c.strides, c.offsets = [S] * G, [(g * S) // G if v.get("grid") == "staggered" else 0 for g in range(G)]
+        with torch.no_grad():
+            one_rate = model(input_ids=torch.tensor(windows[:, :T])).logits.double().numpy()
+        for c in comps:
+            c.strides, c.offsets = hs, want_o
+        moved = float(np.abs(one_rate - ref).max())
+        check(moved > 100 * TOL, f"{name}: with every head on stride {S} the logits differ from phaselab's "
+              f"(max |diff| {moved:.1e}): the per-head strides are used", f"max |diff| {moved:.3e}")
+
     prompt = windows[:1, :16 if "config" in v else 12]   # ref_forward needs T >= the longest window (hca 16)
     model.generation_config.eos_token_id = None   # 8 tokens even when one is the end-of-text id
     with torch.no_grad():
@@ -353,16 +389,21 @@ neg_cfg = PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, nu
                          phaselab=dict(attention="full", window=6, stride=3, gate="uniform", kv_tied=True,
                                        layer_attention="csa,compressed,hca", csa_topk=2, indexer_heads=2, indexer_dim=4,
                                        hca_window=4, hca_stride=4, layer_grid_base=[-4, -5, -2]))
-# docs/spec.md §6.4: multi-rate strides are not in the remote code yet: its config refuses them clearly
-try:
-    PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
-                   num_key_value_heads=2, head_dim=8, phaselab=dict(attention="compressed", window=4, stride=2,
-                                                                     head_strides="4,2"))
-    mr_err = ""
-except ValueError as e:
-    mr_err = str(e)
-check("head_strides" in mr_err and "not implemented" in mr_err,
-      "remote code: a config with head_strides (docs/spec.md §6.4) is refused with a clear error", mr_err or "accepted")
+# docs/spec.md §6.4: the remote config refuses what trainer/run_config.c refuses, with one clear line
+MR_BAD = {"3 strides for 2 KV heads": dict(head_strides="4,2,2"), "stride not the smallest": dict(head_strides="4,4"),
+          "a stride past the window": dict(head_strides="5,2"), "not an integer": dict(head_strides="4,x"),
+          "with attention = full": dict(attention="full", head_strides="4,2"),
+          "deepseek with unequal strides": dict(compressor="deepseek", head_strides="4,2")}
+for what, bad in MR_BAD.items():
+    try:
+        PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=8, phaselab=dict(dict(attention="compressed", window=4, stride=2),
+                                                                         **bad))
+        mr_err = ""
+    except ValueError as e:
+        mr_err = str(e)
+    check("head_strides" in mr_err and "\n" not in mr_err,
+          f"6.4 remote config refuses head_strides {what} ({mr_err[:90]}...)", mr_err or "accepted")
 torch.manual_seed(3)
 neg = PhaselabForCausalLM(neg_cfg).double().eval()
 with torch.no_grad():

@@ -1,13 +1,15 @@
 """transformers configuration of phaselab checkpoints that are not plain Qwen3 (model_type
 "phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of docs/spec.md
-sections 2, 2b, 5 (the per-layer schedule model.layer_attention and its csa_*/hca_*/indexer keys)
-and 6.3 (token_shift), which phaselab writes in the "phaselab" object of config.json, with
-layer_grid_base, each layer's static grid offset o_base (docs/spec.md §6.1; 0 when absent).
+sections 2, 2b, 5 (the per-layer schedule model.layer_attention and its csa_*/hca_*/indexer keys),
+6.3 (token_shift) and 6.4 (head_strides: a stride per KV head), which phaselab writes in the
+"phaselab" object of config.json, with layer_grid_base, each layer's static grid offset o_base
+(docs/spec.md §6.1; 0 when absent).
 
 layer_config(L) is the config layer L runs with, derived as model/layer_kinds.c's layer_config:
 the model's keys with attention, window, stride, gate, compressor, local and grid replaced by its
-kind's (full | compressed | window | csa | hca), plus indexer_topk (csa_topk on csa layers, else 0)
-and grid_base (o_base).
+kind's (full | compressed | window | csa | hca), plus indexer_topk (csa_topk on csa layers, else 0),
+grid_base (o_base) and head_stride (KV head g's stride S_g, docs/spec.md §6.4; every head the layer's
+stride without head_strides).
 
 Copied by ./train into every non-vanilla checkpoint next to modeling_phaselab.py (the model);
 the project's copy is tools/hf/configuration_phaselab.py."""
@@ -16,7 +18,8 @@ from transformers import PretrainedConfig
 # [model] variant keys (model/model_config.h, docs/spec.md §2 and §2b) and their defaults; rope_dims None = head_dim
 VARIANT_DEFAULTS = dict(attention="full", window=0, stride=0, gate="scalar", gate_bias=True, kv_tied=False,
                         post_norm=False, qk_norm=True, rope_dims=None, local="window", n_local=16,
-                        compressor="paper", attn_sink=False, grid="aligned", token_shift=False)
+                        compressor="paper", attn_sink=False, grid="aligned", token_shift=False,
+                        head_strides="")
 VARIANT_CHOICES = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                        local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
                        grid=("aligned", "staggered"))
@@ -47,6 +50,33 @@ def parse_schedule(text, n_layers):
         raise ValueError(f"phaselab config: layer_attention = {text!r} names {len(kinds)} layers; "
                          f"num_hidden_layers = {n_layers} needs exactly one kind per layer")
     return kinds
+
+
+def parse_head_strides(text, n_kv_heads, window, stride):
+    """model.head_strides (docs/spec.md §6.4: "S_0,S_1,..." as config.json carries it, or a list of
+    ints) -> [S_0 .. S_{G-1}], as model/model_config.c's config_head_strides: one integer per KV head,
+    each 1..window, at most 64, and stride (model.stride) the smallest."""
+    items = text.split(",") if isinstance(text, str) else list(text)
+    out = []
+    for n, item in enumerate(items, 1):
+        word = str(item).strip()
+        if not word.isdigit():
+            raise ValueError(f"phaselab config: head_strides = {text!r}: item {n} is not a positive integer; "
+                             "expected S_0,S_1,... one stride per KV head, each 1..window (docs/spec.md §6.4)")
+        if not 1 <= int(word) <= window:
+            raise ValueError(f"phaselab config: head_strides item {n} = {word} with window = {window}; every head's "
+                             "stride must be 1..window (docs/spec.md §6.4)")
+        out.append(int(word))
+    if len(out) > 64:
+        raise ValueError(f"phaselab config: head_strides names {len(out)} strides; at most 64 KV heads take "
+                         "their own stride")
+    if len(out) != n_kv_heads:
+        raise ValueError(f"phaselab config: head_strides names {len(out)} strides with num_key_value_heads = "
+                         f"{n_kv_heads}; expected one stride per KV head (docs/spec.md §6.4)")
+    if stride != min(out):
+        raise ValueError(f"phaselab config: head_strides = {text!r} with stride = {stride}; stride must be the "
+                         f"smallest head stride, {min(out)} (docs/spec.md §6.4)")
+    return out
 
 
 class PhaselabConfig(PretrainedConfig):
@@ -102,10 +132,14 @@ class PhaselabConfig(PretrainedConfig):
         if variant["token_shift"] and (variant["attention"] != "compressed" or set(self.layer_kinds) != {"compressed"}):
             raise ValueError("phaselab config: token_shift = true needs attention = compressed and no layer schedule "
                              "(docs/spec.md §5.1, §6.3)")
-        if given.get("head_strides"):
-            raise ValueError(f"phaselab config: head_strides = {given['head_strides']!r}: multi-rate strides (docs/spec.md "
-                             "§6.4) are not implemented in the transformers remote code yet; score this checkpoint "
-                             "with ./train --score on the CPU")
+        if variant["head_strides"]:   # docs/spec.md §6.4, the rules of trainer/run_config.c
+            if variant["attention"] != "compressed" or variant.get("layer_attention"):
+                raise ValueError(f"phaselab config: head_strides = {variant['head_strides']!r} needs attention = "
+                                 "compressed and no layer_attention schedule (docs/spec.md §6.4)")
+            hs = parse_head_strides(variant["head_strides"], num_key_value_heads, variant["window"], variant["stride"])
+            if variant["compressor"] == "deepseek" and len(set(hs)) > 1:
+                raise ValueError(f"phaselab config: head_strides = {variant['head_strides']!r} with compressor = deepseek "
+                                 "is not implemented (its two maps split the window at S = W/2; docs/spec.md §6.4)")
         self.phaselab = variant
         for L in range(num_hidden_layers):   # every layer's geometry, as layer_schedule_check and §6.1
             lc = self.layer_config(L)
@@ -130,7 +164,8 @@ class PhaselabConfig(PretrainedConfig):
         """The variant keys layer L runs with (model/layer_kinds.c layer_config, docs/spec.md §5.1):
         attention full | compressed | window, window, stride, gate, compressor, local, grid of its
         kind; indexer_topk (csa_topk on a csa layer, else 0); grid_base = o_base (layer_grid_base[L],
-        0 when config.json has none)."""
+        0 when config.json has none); head_stride = [S_g] per KV head (docs/spec.md §6.4: head_strides on
+        a compressed model without a schedule, else the layer's stride for every head)."""
         v = self.phaselab
         kind = self.layer_kinds[L]
         lc = dict(v, indexer_topk=0, grid_base=v.get("layer_grid_base", [0] * self.num_hidden_layers)[L])
@@ -142,6 +177,9 @@ class PhaselabConfig(PretrainedConfig):
                       indexer_topk=v["csa_topk"] if kind == "csa" else 0)
         else:
             lc["attention"] = kind
+        G = self.num_key_value_heads
+        lc["head_stride"] = (parse_head_strides(v["head_strides"], G, lc["window"], lc["stride"])
+                             if kind == "compressed" and v["head_strides"] else [lc["stride"]] * G)
         return lc
 
     def to_dict(self):

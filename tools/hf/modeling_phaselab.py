@@ -1,7 +1,8 @@
 """PyTorch / transformers implementation of phaselab's model, written from docs/spec.md §1, §2, 2b,
 §5 and §6: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
 (gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
-window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift),
+window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift,
+head_strides: a stride per KV head, §6.4),
 and the DeepSeek-V4 layer stacks of §5 (model.layer_attention: per layer full, compressed, window,
 csa with or without the lightning indexer, hca), each layer built from its own config
 (PhaselabConfig.layer_config, as model/layer_kinds.c) with its static grid offset o_base
@@ -112,9 +113,10 @@ def pool_windows(a, starts, W, map_of, payload, gate=None, bias=None, post_norm=
 
 
 class PhaselabCompressor(nn.Module):
-    """The chunked compressor of one layer (docs/spec.md §2, §2b, §6.1): per KV head g and branch B,
-    windows of W tokens every S tokens starting at o_g = o_base + (floor(g S / G) if grid = staggered
-    else 0), o_base the layer's static offset (may be negative: partial first windows), gate logits
+    """The chunked compressor of one layer (docs/spec.md §2, §2b, §6.1, §6.4): per KV head g and
+    branch B, windows of W tokens every S_g tokens (S_g = head_strides[g], §6.4; the layer's S
+    without them) starting at o_g = o_base + (floor(g S_g / G) if grid = staggered else 0), o_base
+    the layer's static offset (may be negative: partial first windows), gate logits
     s_{j,i} = Z_{g,m(i)} . a + b_{g,i}, alpha = softmax over offsets, entries sum_i alpha_i C_{g,m(i)} a.
     lc: the layer's config (PhaselabConfig.layer_config)."""
 
@@ -140,7 +142,9 @@ class PhaselabCompressor(nn.Module):
         if self.qk_norm:
             self.ck_norm = PhaselabRMSNorm(d, cfg.rms_norm_eps)
         self.o_base = v.get("grid_base", 0)
-        self.offsets = [self.o_base + ((g * S) // G if v["grid"] == "staggered" else 0) for g in range(G)]
+        # docs/spec.md §6.4: KV head g's stride S_g (the same W); its stagger floor(g S_g / G)
+        self.strides = list(v.get("head_stride", [S] * G))
+        self.offsets = [self.o_base + ((g * self.strides[g]) // G if v["grid"] == "staggered" else 0) for g in range(G)]
         # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (a_{-1} = 0)
         self.shift = bool(v.get("token_shift", False))
         if self.shift:
@@ -154,8 +158,9 @@ class PhaselabCompressor(nn.Module):
         return a + prev @ self.token_shift.weight.t()
 
     def starts(self, g, T):
-        """Window starts o_g + jS of KV head g for windows with o_g + jS + W - 1 <= T - 1."""
-        return window_starts(T, self.W, self.S, self.offsets[g])
+        """Window starts o_g + j S_g of KV head g for windows with o_g + j S_g + W - 1 <= T - 1 (its own
+        count nW_g: the rows past it that the C buffers keep, docs/spec.md §6.4, are never visible)."""
+        return window_starts(T, self.W, self.strides[g], self.offsets[g])
 
     def branch(self, br, a, g, starts):
         """Pooled entries E^B [B, nw, d] of KV head g from a [B, T, D]."""
@@ -167,7 +172,7 @@ class PhaselabCompressor(nn.Module):
 
     def entries(self, a, g, rope_dims, theta):
         """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), pos), Vhat = E^V or Khat; entry
-        j's RoPE position is o_g - o_base + jS (docs/spec.md §6.1, kernels/visibility.h
+        j's RoPE position is o_g - o_base + j S_g (docs/spec.md §6.1, §6.4, kernels/visibility.h
         vis_entry_position): its window's start without the static offset, so V4's csa entry j
         (pooling 4j-4 .. 4j+3) is rotated to 4j and a partial first window to 0."""
         starts = self.starts(g, a.shape[1])
