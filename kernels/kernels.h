@@ -52,8 +52,8 @@ typedef struct {
                                         (the lightning indexer's top-k, docs/spec.md §5.4); backend
                                         memory; only backends with Backend.entry_select honour it */
     const int *head_stride;          /* [G] S_g, KV head g's stride (model.head_strides, docs/spec.md
-                                        §6.4), or NULL: every head has stride. Host memory; the CPU
-                                        backend reads it (CUDA refuses such a model, model_create) */
+                                        §6.4), or NULL: every head has stride. Host memory (the CUDA
+                                        backend copies it to the device per call, cuda_attention.cu) */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -171,7 +171,7 @@ typedef struct Backend {
     int max_head_dim, max_comp_kv_heads;
     int entry_select;                /* 1: attention_fwd/bwd and attention_decode honour entry_select (CPU, CUDA) */
     int head_stride;                 /* 1: the attention and compressor ops honour the shapes' head_stride
-                                        (multi-rate strides, docs/spec.md §6.4: CPU); 0: model_create refuses
+                                        (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;

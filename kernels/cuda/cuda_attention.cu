@@ -109,10 +109,12 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
  * offset o_g (0 aligned; staggered floor(g S / G)) shifts its windows. Rows j >= nW_g of a
  * staggered head's entries are never visible (their windows would end past T - 1). */
 /* In general the offset is per sequence b as well (o_base + o_g + u_b, docs/spec.md §6.1): inside a
- * kernel s.grid_shift is the device copy of the shifts (att_device_shape). */
+ * kernel s.grid_shift is the device copy of the shifts (att_device_shape). With multi-rate strides
+ * (docs/spec.md §6.4) head g's rule reads its own stride S_g (attn_head_stride), s.head_stride
+ * being the device copy of the G strides likewise (NULL: every head s.stride). */
 __device__ __forceinline__ int att_off(const AttnShape &s, int b, int g) { return attn_head_offset(&s, b, g); }
 __device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int b, int g, int t) {
-    return vis_query_view(s.visibility, t, s.window, s.stride, att_off(s, b, g), s.n_windows, s.n_local);
+    return vis_query_view(s.visibility, t, s.window, attn_head_stride(&s, g), att_off(s, b, g), s.n_windows, s.n_local);
 }
 __device__ __forceinline__ int att_nvis(const AttnShape &s, int b, int g, int t) { return att_view(s, b, g, t).n_entries; }
 /* Entry j of query t is scored only where the lightning indexer's top-k chose it (s.entry_select
@@ -467,7 +469,7 @@ __host__ __device__ static inline int dkv_n_ctiles(const AttnShape &s) {
 }
 __host__ __device__ static inline int dkv_n_tiles(const AttnShape &s) { return dkv_n_ctiles(s) + (s.T + ATT_BK - 1) / ATT_BK; }
 __host__ __device__ static inline DkvTile dkv_tile(const AttnShape &s, int b, int g, int tile) {
-    const int T = s.T, nW = s.n_windows, W = s.window, S = s.stride, n_ct = dkv_n_ctiles(s);
+    const int T = s.T, nW = s.n_windows, W = s.window, S = attn_head_stride(&s, g), n_ct = dkv_n_ctiles(s);
     DkvTile kt;
     kt.comp = tile < n_ct;
     kt.k0 = kt.comp ? tile * ATT_BK : (tile - n_ct) * ATT_BK;
@@ -715,11 +717,13 @@ static DkvPlan dkv_plan(const AttnShape *s) {
     return plan;
 }
 
-/* The shape the kernels get: s with grid_shift copied to the device (workspace slot WS_ATT_SHIFT);
+/* The shape the kernels get: s with grid_shift and head_stride copied to the device (workspace
+ * slots WS_ATT_SHIFT, WS_ATT_HSTRIDE; each call copies its own: G <= 64 ints, none when NULL);
  * the host-side planning (dkv_plan) reads s itself. */
 static AttnShape att_device_shape(BackendCtx *ctx, const AttnShape *s) {
     AttnShape k = *s;
     k.grid_shift = cu_device_ints(ctx, WS_ATT_SHIFT, s->grid_shift, s->B);
+    k.head_stride = (const int *)cu_device_ints(ctx, WS_ATT_HSTRIDE, (const int32_t *)s->head_stride, s->G);
     return k;
 }
 

@@ -858,6 +858,7 @@ static __global__ void cudnn_lse_to_stats(float *stats, const float *lse, int B,
 /* The cases this file is for, before anything is built. */
 static bool wanted(BackendCtx *ctx, const AttnShape *s) {
     if (s->visibility != VIS_FULL || s->n_windows != 0) return false;
+    if (s->head_stride) return false;   /* multi-rate strides (docs/spec.md §6.4): the custom kernels' rule */
     if (s->B <= 0 || s->T <= 0 || s->H <= 0 || s->G <= 0 || s->d <= 0) return false;
     if (env_is("PHASELAB_ATTN", "custom")) return false;
     return ready(ctx);

@@ -482,6 +482,7 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->max_head_dim = 128;           /* padded_dim (cuda_attention.cu); the compressor takes 256 */
     b->max_comp_kv_heads = 64;       /* CompSlice sl[64] (cuda_compressor.cu) */
     b->entry_select = 1;             /* attention_fwd/bwd/decode honour the indexer's top-k (docs/spec.md §5.4) */
+    b->head_stride = 1;              /* ... and the shapes' head_stride: multi-rate strides (docs/spec.md §6.4) */
 #define OP(ret, op, params, args) b->op = cu_##op;
 #include "kernels/ops.def"
 #undef OP

@@ -45,7 +45,8 @@ void cu_fail(const char *file, int line, const char *what, const char *detail);
  * uses its own slots so that no two live uses overlap; growing synchronizes the stream first. */
 enum { WS_IO = 0, WS_RED, WS_RED2, WS_NORM, WS_EMB, WS_EMB2, WS_CLS_LOGITS, WS_CLS_DLOGITS, WS_CLS_ARG,
        WS_COMP_W, WS_COMP_CAT, WS_COMP_DCAT, WS_COMP_DS, WS_COMP_DPOST, WS_COMP_DW, WS_COMP_DA,
-       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_ATT_PART, WS_DEC, WS_COV, WS_ATT_SHIFT, WS_COMP_SHIFT, WS_IDX_KL, WS_N };
+       WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_ATT_PART, WS_DEC, WS_COV, WS_ATT_SHIFT, WS_COMP_SHIFT, WS_IDX_KL,
+       WS_ATT_HSTRIDE, WS_COMP_HSTRIDE, WS_DEC_HSTRIDE, WS_N };   /* *_HSTRIDE: model.head_strides' S_g (§6.4) */
 struct GemmCache;     /* cuBLASLt descriptors + algorithm per GEMM shape (cuda_backend.cu) */
 struct AllocTable;    /* sizes of live allocations, for the accounting (cuda_backend.cu) */
 struct CudnnState;    /* cuDNN handle, plan cache, workspace (cuda_attention_cudnn.cu) */

@@ -27,6 +27,10 @@
  * Staggered grids (G > 1): the heads read different rows, so every GEMM is issued once per head
  * g over its own column block [g(c+d), (g+1)(c+d)) of Wcat and cat, its rows a_{o_g+jS+i} and
  * its nW_g windows (a "slice"); the aligned grid is one slice of all NP columns.
+ * Multi-rate strides (CompShape.head_stride, docs/spec.md §6.4): head g reads rows a_{o_g+jS_g+i},
+ * so every GEMM is issued per head as on a staggered grid, each slice with its own row step S_g
+ * (CompSlice.S: lda S_g*D); the kernels read S_g from the device copy of the G strides
+ * (comp_device_dims). With head_stride NULL every slice has S and nothing below changes.
  * Pooling (softmax over offsets, post-norm, weighted sum) runs one warp per (b, j, g).
  *
  * Backward, from dE_j (one warp per (b, j, g)):
@@ -53,6 +57,7 @@ typedef struct {               /* CompShape plus the layout of the packed gate|p
     int grid_base;             /* o_base (docs/spec.md §6.1) */
     const int32_t *shift;      /* [B] u_b or NULL: the shape's host array in host code, its device
                                   copy in what a kernel gets (comp_device_dims) */
+    const int *hstride;        /* [G] S_g or NULL (docs/spec.md §6.4): host array / device copy, as shift */
 } CompDims;
 
 static CompDims comp_dims_of(const CompShape *s) {
@@ -65,38 +70,45 @@ static CompDims comp_dims_of(const CompShape *s) {
     q.grid = q.G > 1 ? s->grid : GRID_ALIGNED;   /* G = 1: o_0 = 0, the aligned grid exactly */
     q.grid_base = s->grid_base;
     q.shift = s->grid_shift;
+    q.hstride = s->head_stride;
     return q;
 }
 /* q for the kernels: the shifts copied to the device (workspace slot WS_COMP_SHIFT) */
 static CompDims comp_device_dims(BackendCtx *ctx, const CompDims &q) {
     CompDims k = q;
     k.shift = cu_device_ints(ctx, WS_COMP_SHIFT, q.shift, q.B);
+    k.hstride = (const int *)cu_device_ints(ctx, WS_COMP_HSTRIDE, (const int32_t *)q.hstride, q.G);
     return k;
 }
 
+/* S_g: KV head g's stride (vis_head_stride; S when hstride is NULL) */
+__host__ __device__ static inline int head_stride(const CompDims &q, int g) { return vis_head_stride(q.hstride, g, q.stride); }
+
 /* grid offset o_base + o_g + u_b of KV head g in sequence b (kernels/visibility.h) */
 __host__ __device__ static inline int head_offset(const CompDims &q, int b, int g) {
-    return vis_entry_offset(q.grid, g, q.stride, q.G, q.grid_base, q.shift ? q.shift[b] : 0);
+    return vis_entry_offset(q.grid, g, head_stride(q, g), q.G, q.grid_base, q.shift ? q.shift[b] : 0);
 }
 /* window count nW_{b,g} of KV head g in sequence b (nW for the aligned grid without shifts) */
 __host__ __device__ static inline int head_windows(const CompDims &q, int b, int g) {
-    if (q.grid == GRID_ALIGNED && !q.shift) return q.n_windows;
-    int n = vis_n_windows(q.T, q.window, q.stride, head_offset(q, b, g));
+    if (q.grid == GRID_ALIGNED && !q.shift && !q.hstride) return q.n_windows;
+    int n = vis_n_windows(q.T, q.window, head_stride(q, g), head_offset(q, b, g));
     return n < q.n_windows ? n : q.n_windows;
 }
 
-/* A slice of the projection GEMMs of sequence b: rows a_{o + jS + i} for j < nw, packed columns
- * [col0, col0 + ncol). */
-typedef struct { int o, nw, col0, ncol; } CompSlice;
+/* A slice of the projection GEMMs of sequence b: rows a_{o + jS + i} for j < nw (S: the slice's
+ * stride, S_g with multi-rate strides), packed columns [col0, col0 + ncol). */
+typedef struct { int o, nw, col0, ncol, S; } CompSlice;
 static int comp_slices(const CompDims &q, int b, CompSlice *sl) {   /* sl has room for G entries */
-    if (q.grid == GRID_ALIGNED) {
+    if (q.grid == GRID_ALIGNED && !q.hstride) {
         sl[0].o = head_offset(q, b, 0); sl[0].nw = head_windows(q, b, 0); sl[0].col0 = 0; sl[0].ncol = q.cat_cols;
+        sl[0].S = q.stride;
         return sl[0].nw > 0 ? 1 : 0;
     }
     int n = 0;
     for (int g = 0; g < q.G; g++) {
         CompSlice x;
         x.o = head_offset(q, b, g); x.nw = head_windows(q, b, g); x.col0 = g * q.head_cols; x.ncol = q.head_cols;
+        x.S = head_stride(q, g);
         if (x.nw > 0) sl[n++] = x;
     }
     return n;
@@ -107,12 +119,12 @@ static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.windo
 
 /* The first window of a slice with every slot a real position (0 unless o < 0). */
 static int slice_full_from(const CompDims &q, const CompSlice &z) {
-    const int j = vis_first_window_of_slot(0, q.stride, z.o);
+    const int j = vis_first_window_of_slot(0, z.S, z.o);
     return j < z.nw ? j : z.nw;
 }
 /* The first window of a slice whose slot i is a real position. */
 static int slice_slot_from(const CompDims &q, const CompSlice &z, int i) {
-    const int j = vis_first_window_of_slot(i, q.stride, z.o);
+    const int j = vis_first_window_of_slot(i, z.S, z.o);
     return j < z.nw ? j : z.nw;
 }
 
@@ -124,7 +136,7 @@ static int partial_run(const CompDims &q, const CompSlice &z, int jf, int i, int
     const int j0 = slice_slot_from(q, z, i);
     if (j0 >= jf) { *i_end = i + 1; return -1; }
     int e = i + 1;
-    while (e < q.window && e - i < q.stride && slice_slot_from(q, z, e) == j0 &&
+    while (e < q.window && e - i < z.S && slice_slot_from(q, z, e) == j0 &&
            (q.n_maps == q.window || map_of(q, e) == map_of(q, i)))
         e++;
     *i_end = e;
@@ -139,10 +151,10 @@ static void proj_fwd_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, 
                           const CompSlice &z, int j0, int j1, int i0, int i1) {
     if (j1 <= j0 || i1 <= i0) return;
     const int nj = j1 - j0;
-    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * q.stride + i0) * q.D;   /* lda S*D, offset i: +D */
+    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * z.S + i0) * q.D;   /* lda S*D, offset i: +D */
     float *C = cat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
     if (q.n_maps == q.window) {
-        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A, q.stride * q.D, q.D, wcat + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D,
+        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A, z.S * q.D, q.D, wcat + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D,
                 (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, i1 - i0);
         return;
     }
@@ -150,7 +162,7 @@ static void proj_fwd_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, 
         const int m = map_of(q, ia);
         int ib = ia + 1;
         while (ib < i1 && map_of(q, ib) == m) ib++;
-        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A + (size_t)(ia - i0) * q.D, q.stride * q.D, q.D,
+        cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A + (size_t)(ia - i0) * q.D, z.S * q.D, q.D,
                 wcat + ((size_t)m * q.cat_cols + z.col0) * q.D, q.D, 0,
                 C + (size_t)(ia - i0) * q.n_windows * q.cat_cols, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f,
                 ib - ia);
@@ -165,16 +177,16 @@ static void proj_dw_gemm(BackendCtx *ctx, const CompDims &q, float *dw, const bf
                          const CompSlice &z, int j0, int j1, int i0, int i1) {
     if (j1 <= j0 || i1 <= i0) return;
     const int nj = j1 - j0;
-    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * q.stride + i0) * q.D;
+    const bf16 *A = a_b + ((long long)z.o + (long long)j0 * z.S + i0) * q.D;
     const bf16 *dC = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
     if (q.n_maps == q.window) {
-        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols, A, q.stride * q.D, q.D,
+        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols, A, z.S * q.D, q.D,
                 dw + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D, (long long)q.cat_cols * q.D, 1, 1.0f, 1.0f, i1 - i0);
         return;
     }
     for (int i = i0; i < i1; i++)
         cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC + (size_t)(i - i0) * q.n_windows * q.cat_cols, q.cat_cols, 0,
-                A + (size_t)(i - i0) * q.D, q.stride * q.D, 0, dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0,
+                A + (size_t)(i - i0) * q.D, z.S * q.D, 0, dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0,
                 1, 1.0f, 1.0f, 1);
 }
 
@@ -189,10 +201,10 @@ static void proj_da_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, v
     const long long sB = q.n_maps == q.window ? (long long)q.cat_cols * q.D : 0;
     const bf16 *A = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
     const bf16 *Bm = wcat + ((size_t)m0 * q.cat_cols + z.col0) * q.D;
-    const size_t row0 = (size_t)((long long)z.o + (long long)j0 * q.stride + i0);
+    const size_t row0 = (size_t)((long long)z.o + (long long)j0 * z.S + i0);
     void *C = da_f32 ? (void *)((float *)da_b + row0 * q.D) : (void *)((bf16 *)da_b + row0 * q.D);
     cu_gemm(ctx, 0, 0, j1 - j0, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
-            C, q.stride * q.D, q.D, da_f32, 1.0f, 1.0f, i1 - i0);
+            C, z.S * q.D, q.D, da_f32, 1.0f, 1.0f, i1 - i0);
 }
 
 /* Wcat [M, NP, D] from gate_w [G, M, c, D] (may be NULL) and payload_w [G, M, d, D] */
@@ -239,7 +251,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
         return;
     }
     /* slots i < f before the sequence (a partial window): masked, alpha = 0, p = 0 */
-    const int f = vis_window_first_slot(j, q.stride, head_offset(q, b, g));
+    const int f = vis_window_first_slot(j, head_stride(q, g), head_offset(q, b, g));
     for (int x = lane; x < f * c; x += 32) al[x] = 0.0f;
     for (int x = lane; x < f * d; x += 32) payload[slot0 * d + x] = __float2bfloat16(0.0f);
     if (pn_rstd) for (int x = lane; x < f; x += 32) pn_rstd[slot0 + x] = 0.0f;
@@ -356,7 +368,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
         return;
     }
     const float *al = alpha + slot0 * c;
-    const int f = vis_window_first_slot(j, q.stride, head_offset(q, b, g));   /* masked slots i < f: no gradient */
+    const int f = vis_window_first_slot(j, head_stride(q, g), head_offset(q, b, g));   /* masked slots i < f: no gradient */
     for (int i = 0; i < f; i++) {
         bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
         for (int x = lane; x < q.head_cols; x += 32) dst[x] = __float2bfloat16(0.0f);
@@ -524,7 +536,7 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
     if (da) {
         /* no overlap: every row gets at most one contribution (staggered heads overlap each other;
          * shifted sequences do not: each has its own rows) */
-        bool direct = q.window <= q.stride && q.grid == GRID_ALIGNED;
+        bool direct = q.window <= q.stride && q.grid == GRID_ALIGNED && !q.hstride;
         float *da32 = NULL;
         size_t n_da = (size_t)q.B * q.T * q.D;
         if (!direct) {
@@ -538,8 +550,8 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
                 const int jf = slice_full_from(q, z);
-                for (int i0 = 0; i0 < q.window; i0 += q.stride) {
-                    int ni = q.window - i0 < q.stride ? q.window - i0 : q.stride;
+                for (int i0 = 0; i0 < q.window; i0 += z.S) {   /* (z.S: S_g with multi-rate strides) */
+                    int ni = q.window - i0 < z.S ? q.window - i0 : z.S;
                     proj_da_gemm(ctx, q, wcat, da_b, !direct, dcat_b, z, jf, z.nw, i0, i0 + ni);
                 }
                 for (int i = 0, e; i < q.window; i = e) {
@@ -603,7 +615,7 @@ __global__ void cov_fill_kernel(float *dalpha, const float *coef, size_t total, 
         int i = (int)((idx / c) % W);
         size_t jg = (idx % per_b) / ((size_t)W * c);      /* j * G + g */
         int g = (int)(jg % q.G), j = (int)(jg / q.G);
-        const bool present = j < head_windows(q, (int)b, g) && i >= vis_window_first_slot(j, q.stride, head_offset(q, (int)b, g));
+        const bool present = j < head_windows(q, (int)b, g) && i >= vis_window_first_slot(j, head_stride(q, g), head_offset(q, (int)b, g));
         dalpha[idx] = present ? coef[b * W + i] : 0.0f;   /* absent windows and masked slots: 0 */
     }
 }

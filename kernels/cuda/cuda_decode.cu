@@ -8,7 +8,10 @@
  * One block of DEC_THREADS threads per query head h (KV head g = h / (H/G)). The scores live in a
  * workspace [H, nk_max] (fp32; nk_max the most keys any head sees); max and sum are block-tree reductions of fixed shape and the output
  * dims are summed over x in index order by one thread each, so the result is deterministic.
- * Three phases separated by __syncthreads: scores + max, exp + sum, weighted values. */
+ * Three phases separated by __syncthreads: scores + max, exp + sum, weighted values.
+ * Multi-rate strides (docs/spec.md §6.4): decode_head_view reads head g's stride S_g from
+ * s.head_stride, which the kernel gets as a device copy of the G strides (WS_DEC_HSTRIDE; NULL:
+ * every head s.stride, no copy). */
 #include <math.h>
 #include "kernels/cuda/cuda_common.h"
 
@@ -82,8 +85,10 @@ void cu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out, 
     if (nk <= 0 || s->H <= 0) return;
     float *z = (float *)cu_workspace(ctx, WS_DEC, (size_t)s->H * nk * sizeof(float));
     size_t smem = (size_t)(s->d + DEC_THREADS) * sizeof(float);
+    DecodeAttnShape ks = *s;   /* decode_head_view above read the host strides; the kernel reads the device copy */
+    ks.head_stride = (const int *)cu_device_ints(ctx, WS_DEC_HSTRIDE, (const int32_t *)s->head_stride, s->G);
     CU_KERNEL(attention_decode_kernel, s->H, DEC_THREADS, smem, ctx->stream)(
-        *s, nk, (bf16 *)out, (const bf16 *)q,
+        ks, nk, (bf16 *)out, (const bf16 *)q,
         (const bf16 *)ck, (const bf16 *)cv, (const bf16 *)k, (const bf16 *)v, sink, z);
     CU_LAUNCH();
 }

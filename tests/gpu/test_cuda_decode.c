@@ -1,6 +1,7 @@
 /* Incremental decoding (model/decode.c) on the CUDA backend against the full-sequence forward of
  * the CPU backend (fp32), for full attention and the compressed-attention variants of docs/spec.md
- * section 2 and grid = staggered of section 2b (per-head entries, RoPE positions and tails): the
+ * section 2, grid = staggered of section 2b (per-head entries, RoPE positions and tails) and the
+ * multi-rate strides of section 6.4 (model.head_strides: a stride per KV head): the
  * same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
  * and sinks N(0, 1)) and tokens; the CUDA decoder is fed token by token and its logits at every
  * position are compared with the CPU forward's (final-norm output @ E_out^T on the host); the same
@@ -70,6 +71,15 @@ static void v_csa_indexer(ModelConfig *c) {
     c->csa_topk = 3; c->indexer_heads = 2; c->indexer_dim = 4;
 }
 
+/* docs/spec.md §6.4, multi-rate strides (model.stride = the smallest S_g): per-head entry times
+ * t = j S_g + W - 1, tails and RoPE positions j S_g; staggered 4,3 (o = 0, 1); a stride-1 head */
+static void v_mr42_tail_sink(ModelConfig *c) { v_tail_sink(c); c->stride = 2; snprintf(c->head_strides, sizeof c->head_strides, "4,2"); }
+static void v_mr43_stag(ModelConfig *c) { v_comp(c); c->grid = GRID_STAGGERED; c->stride = 3; snprintf(c->head_strides, sizeof c->head_strides, "4,3"); }
+static void v_mr4321_tail_vec(ModelConfig *c) {
+    v_comp(c); c->n_kv_heads = 4; c->stride = 1; c->local = LOCAL_TAIL; c->gate = GATE_VECTOR; c->post_norm = 1;
+    snprintf(c->head_strides, sizeof c->head_strides, "4,3,2,1");
+}
+
 static const Variant variants[] = {
     {"full", v_full, NULL}, {"full_kv1_sink_untied", v_full_kv1_sink, NULL}, {"scalar", v_comp, NULL},
     {"vector_postnorm", v_vector_post, NULL}, {"uniform", v_uniform, NULL}, {"nobias_kvtied", v_nobias_tied, NULL},
@@ -80,6 +90,8 @@ static const Variant variants[] = {
     {"token_shift", v_ts, NULL}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec, NULL},
     {"schedule_csa_v4_geometry_window", v_sched_csa, NULL}, {"schedule_full_csa_scalar_s1_postnorm", v_sched_csa_scalar_s1, NULL},
     {"csa_indexer_top3_scores_tied", v_csa_indexer, ".indexer.weights_proj."},
+    {"multirate_4_2_tail_sink", v_mr42_tail_sink, NULL}, {"multirate_4_3_staggered", v_mr43_stag, NULL},
+    {"multirate_4_3_2_1_tail_vector_postnorm", v_mr4321_tail_vec, NULL},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 

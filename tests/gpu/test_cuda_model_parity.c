@@ -100,6 +100,17 @@ static void v_csa_indexer_tied(ModelConfig *c) { v_csa_indexer(c); variant_zero 
 static void v_csa_indexer_dense(ModelConfig *c) { v_csa_indexer(c); variant_ind_dense = 1; }
 static void v_csa_indexer_wide(ModelConfig *c) { v_csa_indexer_dense(c); c->indexer_heads = 4; c->indexer_dim = 16; }
 
+/* docs/spec.md §6.4, multi-rate strides: each KV head pools with its own stride (model.stride = the
+ * smallest); interleaved 4,2 with tails and a sink, co-prime 4,3 on the staggered grid (o = 0, 1),
+ * and 4,3,2,1 on 4 KV heads (a stride-1 head) with the gate-coverage penalty */
+static void v_mr42_tail_sink(ModelConfig *c) { v_tail_sink(c); c->stride = 2; snprintf(c->head_strides, sizeof c->head_strides, "4,2"); }
+static void v_mr43_stag_vec(ModelConfig *c) {
+    v_vector_post(c); c->grid = GRID_STAGGERED; c->stride = 3; snprintf(c->head_strides, sizeof c->head_strides, "4,3");
+}
+static void v_mr4321_coverage(ModelConfig *c) {
+    v_coverage(c); c->n_kv_heads = 4; c->stride = 1; snprintf(c->head_strides, sizeof c->head_strides, "4,3,2,1");
+}
+
 /* docs/spec.md §6.2, phase jitter: per-sequence grid shifts u_b (B = 2; T = 40) */
 static const int32_t SHIFT_S4[] = {3, 1}, SHIFT_S2[] = {1, 0};
 
@@ -120,6 +131,8 @@ static const Variant variants[] = {
     {"csa_indexer_top3_scores_tied", v_csa_indexer_tied, NULL}, {"csa_indexer_dense", v_csa_indexer_dense, NULL},
     {"csa_indexer_dense_HI4_dI16", v_csa_indexer_wide, NULL},
     {"scalar_8_layers", v_deep8, NULL},   /* appended after the indexer rows: the seeds (300 + row) of the rows above stay */
+    {"multirate_4_2_tail_sink", v_mr42_tail_sink, NULL}, {"multirate_4_3_staggered_vector_postnorm", v_mr43_stag_vec, NULL},
+    {"multirate_4_3_2_1_gate_coverage", v_mr4321_coverage, NULL},   /* appended likewise (docs/spec.md §6.4) */
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 /* run a second time with PHASELAB_BF16_RESIDUAL_GRAD=1 (the old bf16 residual gradient), on the same

@@ -294,6 +294,33 @@ static void run_rope(const ParityCase *pc) {
 /* ---- attention: fwd out (out), lse (aux), bwd dq dk dv dck dcv (grad), dsink += (wgrad) ---- */
 typedef struct { const char *name; int B, T, H, G, d, W, S, vis, n_local, compressed, sink; } AttCase;
 
+/* Multi-rate strides (model.head_strides, docs/spec.md §6.4; S is then the smallest): a case whose
+ * name says "multirate S_0,S_1,..." gives KV head g the stride S_g (the G numbers after the word,
+ * into buf [G]); NULL for every other case (one stride). */
+static const int *case_strides(const char *name, int G, int *buf) {
+    const char *p = name ? strstr(name, "multirate ") : NULL;
+    if (!p) return NULL;
+    p += strlen("multirate ");
+    for (int g = 0; g < G; g++) {
+        char *end;
+        buf[g] = (int)strtol(p, &end, 10);
+        if (end == p || buf[g] < 1) { fprintf(stderr, "test_cuda_parity: bad strides in case '%s'\n", name); exit(2); }
+        p = *end == ',' ? end + 1 : end;
+    }
+    return buf;
+}
+
+/* The buffers' entry rows of a case: the most windows any KV head has (docs/spec.md §6.4; head 0's
+ * on a single-stride grid, whose offsets are o_base + o_g >= o_base), at shift 0. */
+static int case_windows(int T, int W, int S, const int *hs, int grid, int G, int base) {
+    int n = 0;
+    for (int g = 0; g < G; g++) {
+        const int Sg = vis_head_stride(hs, g, S), x = vis_n_windows(T, W, Sg, vis_entry_offset(grid, g, Sg, G, base, 0));
+        if (x > n) n = x;
+    }
+    return n;
+}
+
 /* modes of an attention case. Full attention without a sink goes to cuDNN's fused attention
  * where cuDNN takes it: those cases run three times, with the custom kernels
  * (PHASELAB_ATTN=custom), with bitwise reruns requested (set_deterministic(1): cuDNN forward,
@@ -326,6 +353,12 @@ static void run_attention(const ParityCase *pc) {
     s.window = ac->W; s.stride = ac->S; s.visibility = ac->vis; s.n_local = ac->n_local;
     s.grid = pc->shape[0];   /* GRID_* (0: aligned) */
     s.n_windows = ac->compressed && ac->T >= ac->W ? (ac->T - ac->W) / ac->S + 1 : 0;
+    int hs_buf[64];
+    const int *mr = case_strides(ac->name, ac->G, hs_buf);
+    if (mr && ac->compressed) {   /* multi-rate strides (§6.4): the host strides on both sides */
+        s.head_stride = mr;
+        s.n_windows = case_windows(ac->T, ac->W, ac->S, mr, s.grid, ac->G, 0);
+    }
     AttnShape sg = s;   /* the GPU's: its entry_select is device memory */
     uint8_t *hsel = NULL;
     if (mode == ATT_SELECT) {
@@ -389,6 +422,9 @@ static void run_attention(const ParityCase *pc) {
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
 
+/* multi-rate strides (model.head_strides, docs/spec.md §6.4): two interleaved grids, co-prime
+ * strides, a stride-1 head, and (staggered) strides with their own offsets o_1 = floor(S_1 / 2) */
+
 static const AttCase ATT_CASES[] = {
     /* name                               B  T    H  G  d    W  S  vis         nloc comp sink */
     {"full T=150 H4 G2 d32",              2, 150, 4, 2, 32,  8, 8, VIS_FULL,   16,  0,   0},
@@ -417,13 +453,18 @@ static const AttCase ATT_CASES[] = {
     {"paper T=4096 H16 G1 d128 W8 S8 nloc16", 1, 4096, 16, 1, 128, 8, 8, VIS_WINDOW, 16, 1, 0},
     {"paper T=4096 H16 G8 d128 W8 S8 nloc16", 1, 4096, 16, 8, 128, 8, 8, VIS_WINDOW, 16, 1, 0},
     {"paper full T=4096 H16 G8 d128",         1, 4096, 16, 8, 128, 8, 8, VIS_FULL,   16, 0, 0},
+    /* multi-rate strides (§6.4; rows 19-22): per-head entry counts, tails and phases */
+    {"multirate 8,6,8,6 tail W8 H8 G4 d32 sink",  2, 150, 8, 4, 32, 8, 6, VIS_TAIL,   16, 1, 1},
+    {"multirate 4,3 window W4 nloc6 H4 G2 d64",   1, 100, 4, 2, 64, 4, 3, VIS_WINDOW, 6,  1, 0},
+    {"multirate 4,1 tail W4 H4 G2 d16 (S=1 head)", 1, 90, 4, 2, 16, 4, 1, VIS_TAIL,   16, 1, 1},
+    {"multirate 6,3 staggered tail W6 H4 G2 d32", 2, 80,  4, 2, 32, 6, 3, VIS_TAIL,   16, 1, 0},   /* grid: its row */
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
  * ring slots (decode_head_view: kernels/visibility.h per head; staggered grids differ per head).
  * Rows 0-3 are the rows of the old shape (n_entries, ring_cap, raw_first, n_raw given directly)
  * with the same buffer sizes and visible slots: 10/16/5/16, 0/8/0/3, 200/16/9/12, 33/4/3/4. ---- */
-typedef struct { int H, G, d, t, W, S, nW, grid, vis, n_local, ring_cap, sink; } DecCase;
+typedef struct { int H, G, d, t, W, S, nW, grid, vis, n_local, ring_cap, sink; } DecCase;   /* (strides: case_strides of the variant) */
 static const DecCase DEC_CASES[] = {
     /* H   G  d    t     W  S  nW   grid            vis         n_local ring sink */
     {4,  2, 64,  52,   4, 4, 10,  GRID_ALIGNED,   VIS_WINDOW, 16,     16,  1},   /* 10 entries, ring full from slot 5 */
@@ -433,6 +474,11 @@ static const DecCase DEC_CASES[] = {
     {16, 8, 64,  1605, 8, 8, 200, GRID_STAGGERED, VIS_TAIL,   0,      14,  1},   /* per-head entries and tails */
     {8,  4, 32,  9,    4, 2, 12,  GRID_STAGGERED, VIS_TAIL,   0,      4,   0},   /* S < W, o = 0, 0, 1, 1 */
     {6,  3, 36,  77,   5, 3, 30,  GRID_STAGGERED, VIS_WINDOW, 6,      6,   1},   /* per-head entries, one raw window */
+    /* multi-rate strides (§6.4): heads with 6 and 8 entries and tails; a stride-1 head's 30
+     * entries; staggered 6,3 (o = 0, 1) */
+    {8,  4, 32,  50,   8, 6, 12,  GRID_ALIGNED,   VIS_TAIL,   0,      7,   1},   /* strides: the DEC row's name */
+    {4,  2, 64,  33,   4, 1, 40,  GRID_ALIGNED,   VIS_WINDOW, 6,      6,   0},
+    {4,  2, 32,  40,   6, 3, 14,  GRID_STAGGERED, VIS_TAIL,   0,      6,   1},
 };
 
 static void run_attention_decode(const ParityCase *pc) {
@@ -440,6 +486,8 @@ static void run_attention_decode(const ParityCase *pc) {
     DecodeAttnShape s = {.H = dc->H, .G = dc->G, .d = dc->d, .t = dc->t, .window = dc->W, .stride = dc->S,
                          .n_windows = dc->nW, .grid = dc->grid, .visibility = dc->vis, .n_local = dc->n_local,
                          .ring_cap = dc->ring_cap};
+    int hs_buf[64];
+    s.head_stride = case_strides(pc->variant, dc->G, hs_buf);
     size_t nq = (size_t)s.H * s.d, nc = (size_t)(s.n_windows ? s.n_windows : 1) * s.G * s.d,
            nr = (size_t)s.ring_cap * s.G * s.d;
     float *hq = hrand(nq, 1, 0), *hck = hrand(nc, 1, 0), *hcv = hrand(nc, 1, 0), *hk = hrand(nr, 1, 0),
@@ -459,6 +507,7 @@ static void run_attention_decode(const ParityCase *pc) {
  * COMP_DETERMINISM: the GPU backward twice, identical bits ---- */
 /* maps: 0 paper (one map per offset), 1 deepseek (two half-window maps), 2 shared (docs/spec.md §2b: one) */
 /* base: the static grid offset o_base (docs/spec.md §6.1; < 0: partial first windows, masked slots) */
+/* (the grid: the ParityCase's shape[0], GRID_*, 0 aligned; strides: case_strides of the name) */
 typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps, base; } CompCase;
 enum { COMP_PARITY = 0, COMP_DETERMINISM = 1 };
 
@@ -472,6 +521,10 @@ static void run_compressor(const ParityCase *pc) {
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
     s.grid_base = cc->base;
     s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
+    s.grid = pc->shape[0];
+    int hs_buf[64];
+    s.head_stride = case_strides(cc->name, cc->G, hs_buf);
+    if (s.head_stride || s.grid) s.n_windows = case_windows(cc->T, cc->W, cc->S, s.head_stride, s.grid, cc->G, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -563,12 +616,20 @@ static const CompCase COMP_CASES[] = {
     {"shared vector+bias post W6 S3 o-5",  1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,  -5},
     {"uniform post W8 S2 o-7",             2, 30, 32,  1, 16,  8, 2, GATE_UNIFORM, 0,   1,   0,  -7},
     {"paper vector+bias W4 S4 o-3",        2, 36, 32,  2, 16,  4, 4, GATE_VECTOR,  1,   0,   0,  -3},
+    /* multi-rate strides (§6.4; rows 20-23): per-head slices with their own row step S_g */
+    /* name                                  B  T   D   G  d   W  S  gate          bias post maps base */
+    {"multirate 8,6,8,6 scalar+bias W8",     2, 40, 48, 4, 16, 8, 6, GATE_SCALAR,  1,   0,   0,   0},
+    {"multirate 4,3 vector+bias post W4",    2, 37, 32, 2, 16, 4, 3, GATE_VECTOR,  1,   1,   0,   0},
+    {"multirate 4,1 uniform post W4 (S=1)",  1, 30, 32, 2, 16, 4, 1, GATE_UNIFORM, 0,   1,   0,   0},
+    {"multirate 6,3 staggered shared W6",    2, 36, 32, 2, 16, 6, 3, GATE_SCALAR,  1,   0,   2,   0},   /* grid: its rows */
 };
 
 /* the compressor backward twice (overlapping windows: the fp32 accumulation path) */
 static const CompCase DET_COMP_CASE = {"scalar+bias W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_SCALAR, 1, 0, 0, 0};
 /* ... and on V4's CSA geometry (o_base = -4: the partial first windows' own GEMMs) */
 static const CompCase DET_COMP_CASE_V4 = {"deepseek vector+bias W8 S4 o-4", 2, 64, 64, 2, 32, 8, 4, GATE_VECTOR, 1, 0, 1, -4};
+/* ... and with multi-rate strides (per-head slices, the fp32 da buffer) */
+static const CompCase DET_COMP_CASE_MR = {"multirate 8,6,8,6 scalar+bias W8", 2, 64, 64, 4, 32, 8, 6, GATE_SCALAR, 1, 0, 0, 0};
 
 /* ---- gate-coverage penalty on the shape of a compressor case: per_seq (out), dalpha (grad).
  * alpha [B,nW,G,W,c] is a softmax over the window offsets i of random logits. ---- */
@@ -579,6 +640,10 @@ static void run_gate_coverage(const ParityCase *pc) {
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
     s.grid_base = cc->base;
     s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
+    s.grid = pc->shape[0];
+    int hs_buf[64];
+    s.head_stride = case_strides(cc->name, cc->G, hs_buf);
+    if (s.head_stride || s.grid) s.n_windows = case_windows(cc->T, cc->W, cc->S, s.head_stride, s.grid, cc->G, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
@@ -587,11 +652,14 @@ static void run_gate_coverage(const ParityCase *pc) {
     const size_t nslot = (size_t)s.B * s.n_windows * s.G * W, na = nslot * c;
     float *ha = hrand(na, 1, 0);
     for (size_t r = 0; r < nslot / W; r++)          /* softmax over the present i of [.., W, c]; masked slots 0 */
-        for (int ch = 0; ch < c; ch++) {
+        for (int ch = 0; ch < c; ch++) {            /* (rows past head g's own windows, §6.4: all 0) */
             float *row = ha + r * W * c + ch;
-            const int f = vis_window_first_slot((int)(r / s.G) % s.n_windows, s.stride, s.grid_base);
+            const int g = (int)(r % s.G), j = (int)(r / s.G) % s.n_windows, Sg = vis_head_stride(s.head_stride, g, s.stride);
+            const int og = vis_entry_offset(s.grid, g, Sg, s.G, s.grid_base, 0);
+            const int f = j < vis_n_windows(s.T, W, Sg, og) ? vis_window_first_slot(j, Sg, og) : W;
             double sum = 0;
             for (int i = f; i < W; i++) sum += exp(row[i * c]);
+            if (f >= W) sum = 1;
             for (int i = 0; i < W; i++) row[i * c] = i < f ? 0.0f : (float)(exp(row[i * c]) / sum);
         }
     float *hz = hrand(na > (size_t)s.B ? na : (size_t)s.B, 1, 0);
@@ -1122,6 +1190,15 @@ static const ParityCase CASES[] = {
      * with a top-k entry_select on a window and a tail case (custom kernels: cuDNN takes no such mask) */
     IDX(0), IDX(1), IDX(2), IDX(3),
     ATT(3, ATT_SELECT), ATT(5, ATT_SELECT), ATT(6, ATT_SELECT),
+    /* added with multi-rate strides on CUDA (model.head_strides, docs/spec.md §6.4) */
+    ATT(19, ATT_PLAIN), ATT(20, ATT_PLAIN), ATT(21, ATT_PLAIN), ATT(19, ATT_SELECT),
+    {"attention", NULL, ATT_OPS, T_ATT, run_attention, {GRID_STAGGERED}, &ATT_CASES[22], ATT_PLAIN},
+    COMP(20), COMP(21), COMP(22), COV(20), COV(21),
+    {"compressor", NULL, "compressor_fwd compressor_bwd", T_COMP, run_compressor, {GRID_STAGGERED}, &COMP_CASES[23], COMP_PARITY},
+    {"compressor", NULL, "gate_coverage", TOL(1e-4, 0, 1e-4, 0), run_gate_coverage, {GRID_STAGGERED}, &COMP_CASES[23], 0},
+    {"determinism", NULL, "compressor_fwd compressor_bwd", T_EXACT, run_compressor, {0}, &DET_COMP_CASE_MR, COMP_DETERMINISM},
+    DEC(7, "decode H8 G4 d32 multirate 8,6,8,6 tail sink"), DEC(8, "decode H4 G2 d64 multirate 4,1 window"),
+    DEC(9, "decode H4 G2 d32 multirate 6,3 staggered tail sink"),
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
