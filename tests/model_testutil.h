@@ -67,4 +67,26 @@ static inline void tu_random_tokens(int32_t *tok, int n, int V, uint64_t seed) {
     uint64_t s = seed * 7919 + 3;
     for (int i = 0; i < n; i++) tok[i] = (int32_t)(tu_uniform(&s) * V) % V;
 }
+#ifndef __cplusplus
+/* docs/spec.md §6.4, multi-rate strides: KV head g pools with its own stride S_g (model.stride = the
+ * smallest); tu_tiny_config has W = 4, H = 4 query heads, G = 2. The variants of test_gradcheck and
+ * test_decode (C only: the emulator's C++ sources include this header too). */
+static inline void tu_mr_set(ModelConfig *c, const char *strides, int smallest) {
+    snprintf(c->head_strides, sizeof c->head_strides, "%s", strides);
+    c->stride = smallest;
+}
+static inline void tu_mr(ModelConfig *c) { c->attention = ATTN_COMPRESSED; tu_mr_set(c, "4,2", 2); }                                 /* S and S/2 */
+static inline void tu_mr_g4_tail_vec(ModelConfig *c) {                                                       /* co-prime 3, 2 */
+    c->attention = ATTN_COMPRESSED; c->n_kv_heads = 4; tu_mr_set(c, "4,3,2,1", 1); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR;
+}
+static inline void tu_mr_w5_pn_tied(ModelConfig *c) {
+    c->attention = ATTN_COMPRESSED; c->window = 5; tu_mr_set(c, "5,3", 3); c->post_norm = 1; c->kv_tied = 1; c->attn_sink = 1;
+}
+static inline void tu_mr_g4_shared_tail(ModelConfig *c) {
+    c->attention = ATTN_COMPRESSED; c->n_kv_heads = 4; tu_mr_set(c, "2,4,4,3", 2); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL;
+}
+static inline void tu_mr_ts_rope4(ModelConfig *c) { tu_mr(c); c->token_shift = 1; c->rope_dims = 4; }
+static inline void tu_mr_stag_g4_tail(ModelConfig *c) { tu_mr_g4_tail_vec(c); c->grid = GRID_STAGGERED; c->window = 5; }  /* o = 0, 0, 1, 0 */
+static inline void tu_mr_stag_w5(ModelConfig *c) { tu_mr_w5_pn_tied(c); c->grid = GRID_STAGGERED; }                    /* o = 0, 1 */
+#endif
 #endif

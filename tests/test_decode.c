@@ -89,25 +89,6 @@ static void v_ts_deepseek_sink_tail(ModelConfig *c) { v_deepseek_sink_tail(c); c
 static void v_ts_stag_g4_tail(ModelConfig *c) { v_stag_g4_tail(c); c->token_shift = 1; }
 static void v_ts_w1s1_tail(ModelConfig *c) { v_w1s1_tail(c); c->token_shift = 1; }
 
-/* docs/spec.md §6.4, multi-rate strides: KV head g pools with its own stride S_g (model.stride = the
- * smallest); tu_tiny_config has W = 4, H = 4 query heads, G = 2 */
-static void mr_set(ModelConfig *c, const char *strides, int smallest) {
-    snprintf(c->head_strides, sizeof c->head_strides, "%s", strides);
-    c->stride = smallest;
-}
-static void v_mr(ModelConfig *c) { v_comp(c); mr_set(c, "4,2", 2); }                                 /* S and S/2 */
-static void v_mr_g4_tail_vec(ModelConfig *c) {                                                       /* co-prime 3, 2 */
-    v_comp(c); c->n_kv_heads = 4; mr_set(c, "4,3,2,1", 1); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR;
-}
-static void v_mr_w5_pn_tied(ModelConfig *c) {
-    v_comp(c); c->window = 5; mr_set(c, "5,3", 3); c->post_norm = 1; c->kv_tied = 1; c->attn_sink = 1;
-}
-static void v_mr_g4_shared_tail(ModelConfig *c) {
-    v_comp(c); c->n_kv_heads = 4; mr_set(c, "2,4,4,3", 2); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL;
-}
-static void v_mr_ts_rope4(ModelConfig *c) { v_mr(c); c->token_shift = 1; c->rope_dims = 4; }
-static void v_mr_stag_g4_tail(ModelConfig *c) { v_mr_g4_tail_vec(c); c->grid = GRID_STAGGERED; c->window = 5; }  /* o = 0, 0, 1, 0 */
-static void v_mr_stag_w5(ModelConfig *c) { v_mr_w5_pn_tied(c); c->grid = GRID_STAGGERED; }                    /* o = 0, 1 */
 
 static const Variant variants[] = {
     {"full", v_full}, {"full_untied_kv1", v_full_untied_g1}, {"full_sink", v_sink_full},
@@ -130,10 +111,10 @@ static const Variant variants[] = {
     {"token_shift", v_ts}, {"token_shift_overlap_tail_vector_postnorm", v_ts_overlap_tail_vec},
     {"token_shift_deepseek_sink_tail", v_ts_deepseek_sink_tail}, {"token_shift_staggered_g4_tail", v_ts_stag_g4_tail},
     {"token_shift_w1s1_tail", v_ts_w1s1_tail},
-    {"multirate_4_2", v_mr}, {"multirate_g4_4_3_2_1_tail_vector", v_mr_g4_tail_vec},
-    {"multirate_w5_5_3_postnorm_tied_sink", v_mr_w5_pn_tied}, {"multirate_g4_2_4_4_3_shared_tail", v_mr_g4_shared_tail},
-    {"multirate_token_shift_rope4", v_mr_ts_rope4},
-    {"multirate_staggered_g4_w5_4_3_2_1_tail_vector", v_mr_stag_g4_tail}, {"multirate_staggered_w5_5_3_postnorm_tied_sink", v_mr_stag_w5},
+    {"multirate_4_2", tu_mr}, {"multirate_g4_4_3_2_1_tail_vector", tu_mr_g4_tail_vec},
+    {"multirate_w5_5_3_postnorm_tied_sink", tu_mr_w5_pn_tied}, {"multirate_g4_2_4_4_3_shared_tail", tu_mr_g4_shared_tail},
+    {"multirate_token_shift_rope4", tu_mr_ts_rope4},
+    {"multirate_staggered_g4_w5_4_3_2_1_tail_vector", tu_mr_stag_g4_tail}, {"multirate_staggered_w5_5_3_postnorm_tied_sink", tu_mr_stag_w5},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */

@@ -85,25 +85,6 @@ static void v_ts_overlap_tail_vec(ModelConfig *c) { v_overlap_tail_vec(c); c->to
 static void v_ts_deepseek(ModelConfig *c) { v_deepseek(c); c->token_shift = 1; }
 static void v_ts_stag_shared(ModelConfig *c) { v_stag_shared(c); c->token_shift = 1; }
 
-/* docs/spec.md §6.4, multi-rate strides: KV head g pools with its own stride S_g (model.stride = the
- * smallest); tu_tiny_config has W = 4, H = 4 query heads, G = 2 */
-static void mr_set(ModelConfig *c, const char *strides, int smallest) {
-    snprintf(c->head_strides, sizeof c->head_strides, "%s", strides);
-    c->stride = smallest;
-}
-static void v_mr(ModelConfig *c) { v_comp(c); mr_set(c, "4,2", 2); }                                 /* S and S/2 */
-static void v_mr_g4_tail_vec(ModelConfig *c) {                                                       /* co-prime 3, 2 */
-    v_comp(c); c->n_kv_heads = 4; mr_set(c, "4,3,2,1", 1); c->local = LOCAL_TAIL; c->gate = GATE_VECTOR;
-}
-static void v_mr_w5_pn_tied(ModelConfig *c) {
-    v_comp(c); c->window = 5; mr_set(c, "5,3", 3); c->post_norm = 1; c->kv_tied = 1; c->attn_sink = 1;
-}
-static void v_mr_g4_shared_tail(ModelConfig *c) {
-    v_comp(c); c->n_kv_heads = 4; mr_set(c, "2,4,4,3", 2); c->compressor = COMPRESSOR_SHARED; c->local = LOCAL_TAIL;
-}
-static void v_mr_ts_rope4(ModelConfig *c) { v_mr(c); c->token_shift = 1; c->rope_dims = 4; }
-static void v_mr_stag_g4_tail(ModelConfig *c) { v_mr_g4_tail_vec(c); c->grid = GRID_STAGGERED; c->window = 5; }  /* o = 0, 0, 1, 0 */
-static void v_mr_stag_w5(ModelConfig *c) { v_mr_w5_pn_tied(c); c->grid = GRID_STAGGERED; }                    /* o = 0, 1 */
 
 static const Variant variants[] = {
     {"full", v_full, 0, NULL}, {"full_untied_kv1", v_full_untied_g1, 0, NULL}, {"full_sink", v_sink_full, 0, NULL},
@@ -136,14 +117,14 @@ static const Variant variants[] = {
     {"schedule_csa_uniform_shared_w5s2", v_sched_csa_uniform_shared, 0, NULL},
     {"coverage_schedule_csa_v4_geometry", v_sched_csa, 0.5, NULL},
     {"coverage_schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0.5, NULL},
-    {"multirate_4_2", v_mr, 0, NULL}, {"multirate_kv4_4_3_2_1_tail_vector", v_mr_g4_tail_vec, 0, NULL},
-    {"multirate_w5_5_3_postnorm_tied_sink", v_mr_w5_pn_tied, 0, NULL},
-    {"multirate_kv4_2_4_4_3_shared_tail", v_mr_g4_shared_tail, 0, NULL},
-    {"multirate_token_shift_rope4", v_mr_ts_rope4, 0, NULL},
-    {"multirate_staggered_kv4_w5_4_3_2_1_tail_vector", v_mr_stag_g4_tail, 0, NULL},
-    {"multirate_staggered_w5_5_3_postnorm_tied_sink", v_mr_stag_w5, 0, NULL},
-    {"coverage_multirate_staggered_kv4_tail_vector", v_mr_stag_g4_tail, 0.5, NULL},
-    {"coverage_multirate_4_2", v_mr, 0.5, NULL}, {"coverage_multirate_kv4_tail_vector", v_mr_g4_tail_vec, 0.5, NULL},
+    {"multirate_4_2", tu_mr, 0, NULL}, {"multirate_kv4_4_3_2_1_tail_vector", tu_mr_g4_tail_vec, 0, NULL},
+    {"multirate_w5_5_3_postnorm_tied_sink", tu_mr_w5_pn_tied, 0, NULL},
+    {"multirate_kv4_2_4_4_3_shared_tail", tu_mr_g4_shared_tail, 0, NULL},
+    {"multirate_token_shift_rope4", tu_mr_ts_rope4, 0, NULL},
+    {"multirate_staggered_kv4_w5_4_3_2_1_tail_vector", tu_mr_stag_g4_tail, 0, NULL},
+    {"multirate_staggered_w5_5_3_postnorm_tied_sink", tu_mr_stag_w5, 0, NULL},
+    {"coverage_multirate_staggered_kv4_tail_vector", tu_mr_stag_g4_tail, 0.5, NULL},
+    {"coverage_multirate_4_2", tu_mr, 0.5, NULL}, {"coverage_multirate_kv4_tail_vector", tu_mr_g4_tail_vec, 0.5, NULL},
 };
 
 /* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */

@@ -69,22 +69,26 @@ def include_violations(root):
     return bad, missing
 
 
-def outside_citations(root):
+def matching_lines(root, pattern, accept, width):
+    """'rel:line: text' for every line of the accepted text files (not this file) matching pattern."""
     found = []
     for rel in walk(root):
-        if not rel.endswith(TEXT_EXT) or rel == os.path.join("tests", "test_layout.py"):
-            continue
-        base = os.path.basename(rel)
-        if not rel.endswith(TEXT_EXT[:-1]) and not (top_folder(rel) == "tools" and "." not in base):
+        if not accept(rel) or rel == os.path.join("tests", "test_layout.py"):
             continue
         try:
             text = open(os.path.join(root, rel), errors="replace").read()
         except OSError:
             continue
         for no, line in enumerate(text.splitlines(), 1):
-            if OUTSIDE.search(line):
-                found.append(f"{rel}:{no}: {line.strip()[:100]}")
+            if pattern(line):
+                found.append(f"{rel}:{no}: {line.strip()[:width]}")
     return found
+
+
+def outside_citations(root):
+    def accept(rel):
+        return rel.endswith(TEXT_EXT[:-1]) or (top_folder(rel) == "tools" and "." not in os.path.basename(rel))
+    return matching_lines(root, OUTSIDE.search, accept, 100)
 
 
 CONFLICT = re.compile(r"^(<{7} |={7}$|>{7} )")
@@ -92,18 +96,7 @@ CONFLICT = re.compile(r"^(<{7} |={7}$|>{7} )")
 
 def conflict_markers(root):
     """Lines of text files that start with a merge-conflict marker (a committed, unresolved merge)."""
-    found = []
-    for rel in walk(root):
-        if not rel.endswith(TEXT_EXT[:-1]) or rel == os.path.join("tests", "test_layout.py"):
-            continue
-        try:
-            text = open(os.path.join(root, rel), errors="replace").read()
-        except OSError:
-            continue
-        for no, line in enumerate(text.splitlines(), 1):
-            if CONFLICT.match(line):
-                found.append(f"{rel}:{no}: {line[:40]}")
-    return found
+    return matching_lines(root, CONFLICT.match, lambda rel: rel.endswith(TEXT_EXT[:-1]), 40)
 
 
 def readme_gaps(root):

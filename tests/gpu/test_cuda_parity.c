@@ -511,24 +511,31 @@ static void run_attention_decode(const ParityCase *pc) {
 typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps, base; } CompCase;
 enum { COMP_PARITY = 0, COMP_DETERMINISM = 1 };
 
-static void run_compressor(const ParityCase *pc) {
-    const CompCase *cc = pc->arg;
-    const Tol *t = &pc->tol;
-    const int check_determinism = pc->mode == COMP_DETERMINISM;
-    const char *G = pc->group;
+/* The CompShape of a compressor case: its grid (the ParityCase's shape[0]), its per-head strides
+ * (case_strides of the name, kept in hs_buf [64]) and the window count they give. */
+static CompShape comp_case_shape(const ParityCase *pc, const CompCase *cc, int *hs_buf) {
     CompShape s;
     memset(&s, 0, sizeof s);
     s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
     s.grid_base = cc->base;
     s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
     s.grid = pc->shape[0];
-    int hs_buf[64];
     s.head_stride = case_strides(cc->name, cc->G, hs_buf);
     if (s.head_stride || s.grid) s.n_windows = case_windows(cc->T, cc->W, cc->S, s.head_stride, s.grid, cc->G, cc->base);
     s.gate = cc->gate;
     s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
     s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
     s.eps = 1e-6f;
+    return s;
+}
+
+static void run_compressor(const ParityCase *pc) {
+    const CompCase *cc = pc->arg;
+    const Tol *t = &pc->tol;
+    const int check_determinism = pc->mode == COMP_DETERMINISM;
+    const char *G = pc->group;
+    int hs_buf[64];
+    CompShape s = comp_case_shape(pc, cc, hs_buf);
     int c = s.channels, M = s.n_maps, W = s.window;
     size_t na = (size_t)s.B * s.T * s.D, ne = (size_t)s.B * s.n_windows * s.G * s.d;
     size_t nslot = (size_t)s.B * s.n_windows * s.G * W;
@@ -635,19 +642,8 @@ static const CompCase DET_COMP_CASE_MR = {"multirate 8,6,8,6 scalar+bias W8", 2,
  * alpha [B,nW,G,W,c] is a softmax over the window offsets i of random logits. ---- */
 static void run_gate_coverage(const ParityCase *pc) {
     const CompCase *cc = pc->arg;
-    CompShape s;
-    memset(&s, 0, sizeof s);
-    s.B = cc->B; s.T = cc->T; s.D = cc->D; s.G = cc->G; s.d = cc->d; s.window = cc->W; s.stride = cc->S;
-    s.grid_base = cc->base;
-    s.n_windows = vis_n_windows(cc->T, cc->W, cc->S, cc->base);
-    s.grid = pc->shape[0];
     int hs_buf[64];
-    s.head_stride = case_strides(cc->name, cc->G, hs_buf);
-    if (s.head_stride || s.grid) s.n_windows = case_windows(cc->T, cc->W, cc->S, s.head_stride, s.grid, cc->G, cc->base);
-    s.gate = cc->gate;
-    s.channels = cc->gate == GATE_VECTOR ? cc->d : 1;
-    s.n_maps = cc->maps == 1 ? 2 : cc->maps == 2 ? 1 : cc->W;
-    s.eps = 1e-6f;
+    CompShape s = comp_case_shape(pc, cc, hs_buf);
     const int W = s.window, c = s.channels;
     const size_t nslot = (size_t)s.B * s.n_windows * s.G * W, na = nslot * c;
     float *ha = hrand(na, 1, 0);
