@@ -31,6 +31,7 @@
 #include "kernels/kernels.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "common/optval.h"
 #include "model/model.h"
 #include "analysis/analysis.h"
@@ -346,6 +347,7 @@ done:
 }
 
 int main(int argc, char **argv) {
+    cpu_blas_prefer_core(argv);   /* OpenBLAS's fast kernels on a CPU it does not recognise (kernels/cpu/cpu_backend.h) */
     if (argc < 2) { usage(stderr); return 2; }
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) { print_help(); return 0; }

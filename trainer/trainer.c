@@ -53,6 +53,7 @@
 #include "trainer/metrics.h"
 #include "trainer/optimizer.h"
 #include "trainer/probe_eval.h"
+#include "kernels/cpu/cpu_backend.h"
 #include "trainer/run_inputs.h"
 #include "trainer/schedule.h"
 #include "data/loader.h"
@@ -390,7 +391,11 @@ static int setup(Trainer *tr, char *err) {
         set_err(err, "%s", comm->rank == 0 ? lerr : "rank 0 could not set up the run directory");
         return fail == 2 ? -2 : -1;
     }
-    log_printf("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
+    if (!strcmp(tr->be->name, "cpu") && *cpu_blas_core())   /* which kernels the BLAS runs (kernels/cpu/cpu_backend.h) */
+        log_printf("phaselab %s | run %s | world %d | backend cpu (%s, %s kernels)\n", tr->code_version, tr->run_dir, comm->world,
+                   cpu_blas_name(), cpu_blas_core());
+    else
+        log_printf("phaselab %s | run %s | world %d | backend %s\n", tr->code_version, tr->run_dir, comm->world, tr->be->name);
 
     long Bg = cfg->train.batch_tokens / T;
     RunInputs in;                      /* every input check, the same for --dry-run (trainer/run_inputs.h) */

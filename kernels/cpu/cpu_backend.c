@@ -1,6 +1,7 @@
 /* The CPU backend: host memory, fp32 everywhere (act_t == float, working weights are the master
  * weights), OpenMP threads for loops and a CBLAS for matmuls (kernels/cpu/cpu_blas.c). Peak
- * FLOP/s for MFU is estimated as cores x 2.5 GHz x 32 fp32 FLOP/cycle (AVX2, two FMA units). */
+ * FLOP/s for MFU is estimated as cores x 2.5 GHz x the fp32 FLOP a cycle of the CPU's widest vector
+ * unit (cpu_flops_per_cycle: two FMA units, 64 with AVX-512, 32 with AVX2 + FMA, 8 otherwise). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,19 @@ typedef struct CpuBackend {
 } CpuBackend;
 static CpuBackend *g_made;
 
+/* fp32 FLOP a core retires a cycle at most: two FMA units of 16 (AVX-512), 8 (AVX2) lanes x 2 FLOP,
+ * or an SSE add and multiply of 4 lanes. */
+static double cpu_flops_per_cycle(void) {
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f")) return 64.0;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 32.0;
+    return 8.0;
+#else
+    return 32.0;
+#endif
+}
+
 /* More threads than the BLAS runs (OpenBLAS: its MAX_THREADS, 64 in most builds) are capped to
  * its count, with one line when the backend is made: the OpenMP loops then run on as many
  * threads as the sgemms, and no count above the cap reaches an op. */
@@ -86,7 +100,7 @@ const Backend *backend_cpu(int threads) {
     c->ctx.threads = threads;
     b->name = "cpu";
     b->act_bytes = sizeof(float);
-    b->peak_flops = threads * 2.5e9 * 32.0;
+    b->peak_flops = threads * 2.5e9 * cpu_flops_per_cycle();
     b->device = -1;
     b->entry_select = 1;         /* AttnShape.entry_select: the lightning indexer's top-k (docs/spec.md §5.4) */
     b->head_stride = 1;          /* the shapes' head_stride: multi-rate strides (docs/spec.md §6.4) */
