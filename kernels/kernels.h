@@ -173,6 +173,9 @@ typedef struct Backend {
     int head_stride;                 /* 1: the attention and compressor ops honour the shapes' head_stride
                                         (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
+    int boundaries;                  /* 1: the backend runs learned chunk boundaries (model.boundaries = learned,
+                                        docs/spec.md §6.5: the chunk compressor op, entry ends in the attention
+                                        shapes; CPU only); 0: model_create refuses such a config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"
