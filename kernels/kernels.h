@@ -54,6 +54,12 @@ typedef struct {
     const int *head_stride;          /* [G] S_g, KV head g's stride (model.head_strides, docs/spec.md
                                         §6.4), or NULL: every head has stride. Host memory (the CUDA
                                         backend copies it to the device per call, cuda_attention.cu) */
+    const int32_t *entry_ends;       /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5): sequence b's
+                                        entry j ends at entry_ends[b*n_windows + j], j < entry_count[b], shared by
+                                        every KV head (vis_query_view_ends); NULL: the window grid (every model
+                                        without model.boundaries = learned). Host memory; CPU only
+                                        (Backend.boundaries) */
+    const int32_t *entry_count;      /* [B] n_b, the entries of sequence b (with entry_ends) */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -71,6 +77,9 @@ typedef struct {
                          whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
     const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
     const int *head_stride;      /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
+    const int32_t *entry_ends;   /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5), as in AttnShape;
+                                    only the chunk ops (chunk_compressor_*, boundary_*) read them */
+    const int32_t *entry_count;  /* [B] n_b */
 } CompShape;
 
 /* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
@@ -94,6 +103,14 @@ static inline int comp_head_windows(const CompShape *s, int b, int g) {
 VIS_FN int attn_head_stride(const AttnShape *s, int g) { return vis_head_stride(s->head_stride, g, s->stride); }
 VIS_FN int attn_head_offset(const AttnShape *s, int b, int g) {
     return vis_entry_offset(s->grid, g, attn_head_stride(s, g), s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
+}
+/* What query t of sequence b reading KV head g sees (kernels/visibility.h): the grid of the head, or the
+ * sequence's learned entry ends when the shape has them (docs/spec.md §6.5). */
+VIS_FN VisQueryView attn_query_view(const AttnShape *s, int b, int g, int t) {
+    if (s->entry_ends)
+        return vis_query_view_ends(s->visibility, t, s->entry_ends + (size_t)b * s->n_windows, s->entry_count[b], s->n_local);
+    return vis_query_view(s->visibility, t, s->window, attn_head_stride(s, g), attn_head_offset(s, b, g), s->n_windows,
+                          s->n_local);
 }
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position t, H heads, against a
@@ -173,6 +190,9 @@ typedef struct Backend {
     int head_stride;                 /* 1: the attention and compressor ops honour the shapes' head_stride
                                         (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
+    int boundaries;                  /* 1: the backend runs learned chunk boundaries (model.boundaries = learned,
+                                        docs/spec.md §6.5: the chunk compressor op, entry ends in the attention
+                                        shapes; CPU only); 0: model_create refuses such a config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

@@ -175,6 +175,11 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         return NULL;
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
+    if (model_has_boundaries(m)) {   /* docs/spec.md §6.5 "Decoding": not built yet */
+        set_err(err, "decoder: model.boundaries = learned (docs/spec.md §6.5) has no incremental decoding yet; score with "
+                "the full forward (./train --eval, --score) instead of --decode / --generate");
+        return NULL;
+    }
     for (int L = 0; L < c->n_layers; L++)
         if (layer_has_indexer(c, L) && !be->entry_select) {
             set_err(err, "decoder: layer %d has a lightning indexer (csa_topk = %d, docs/spec.md §5.4), which the %s "

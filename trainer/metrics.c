@@ -77,6 +77,7 @@ struct Metrics {
     Table tables[N_TABLES];
     double gate_coverage;   /* pending /train/gate_coverage value */
     double indexer_kl;      /* pending /train/indexer_kl value */
+    double boundary_ratio, boundary_rate;   /* pending /train/boundary_ratio and boundary_rate values */
 };
 
 /* ---- error handling ---------------------------------------------------------------------- */
@@ -199,6 +200,14 @@ static void build_schema(Metrics *m) {
         add_column(t, "indexer_kl", KIND_FLOAT64,
                    "lightning indexer KL(main attention || indexer) per query, mean over the step's queries and indexer "
                    "layers (rank 0's micro-batches), not part of loss", "nats");
+    if (s->has_boundaries) {   /* docs/spec.md §6.5 */
+        add_column(t, "boundary_ratio", KIND_FLOAT64,
+                   "learned chunk boundaries: ratio loss (1/n_layers) sum_l R_l without lambda_r, mean over the step's "
+                   "micro-batches (rank 0's), not part of loss", NULL);
+        add_column(t, "boundary_rate", KIND_FLOAT64,
+                   "learned chunk boundaries: fraction of tokens that end an entry, mean over layers and the step's "
+                   "micro-batches (rank 0's); the target is 1/stride", NULL);
+    }
 
     t = &m->tables[TABLE_VAL];
     t->name = "val", t->description = "validation loss, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
@@ -1058,10 +1067,11 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
                       double grad_norm, double tokens_per_sec, double mfu, char *err) {
     if (!m) return set_err(err, "metrics: no metrics file is open");
     int64_t tokens64 = tokens;
-    const void *values[8] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
+    const void *values[10] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
     int n = 6;
     if (m->shape.has_gate_coverage) values[n++] = &m->gate_coverage;
     if (m->shape.has_indexer_kl) values[n++] = &m->indexer_kl;
+    if (m->shape.has_boundaries) { values[n++] = &m->boundary_ratio; values[n++] = &m->boundary_rate; }
     return append_row(m, &m->tables[TABLE_TRAIN], step, values, err);
 }
 
@@ -1071,6 +1081,10 @@ void metrics_set_gate_coverage(Metrics *m, double penalty) {
 
 void metrics_set_indexer_kl(Metrics *m, double kl) {
     if (m) m->indexer_kl = kl;
+}
+
+void metrics_set_boundaries(Metrics *m, double ratio, double rate) {
+    if (m) { m->boundary_ratio = ratio; m->boundary_rate = rate; }
 }
 
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue, char *err) {

@@ -9,6 +9,7 @@
  *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
  *          (+ gate_coverage [n] with train.gate_coverage > 0: the penalty lambda * mean over the
  *          step's sequences, never part of loss; set by metrics_set_gate_coverage before the row)
+ *          (+ boundary_ratio, boundary_rate [n] with model.boundaries = learned, docs/spec.md §6.5)
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
  *   /val_stats/{step, windows, loss_se, loss_by_residue [n,P], loss_se_by_residue [n,P],
  *          tokens_by_residue [n,P], F_residue, df1_residue, df2_residue, p_residue,
@@ -65,6 +66,7 @@ typedef struct {
     int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (docs/spec.md §2b) */
     int has_indexer_kl;    /* a lightning indexer: /train/indexer_kl exists (docs/spec.md §5.4) */
     int phases;     /* S of the validation loss's fold by phase (probe_phase_fold); 0: no /val_stats */
+    int has_boundaries;    /* model.boundaries = learned: /train/boundary_ratio and /train/boundary_rate exist (§6.5) */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
@@ -85,6 +87,9 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
 void metrics_set_gate_coverage(Metrics *m, double penalty);
 /* The next /train row's indexer_kl: mean KL_t over the step's queries and indexer layers (§5.4). */
 void metrics_set_indexer_kl(Metrics *m, double kl);
+/* The next /train row's boundary_ratio (the mean R_l, without lambda_r) and boundary_rate (the mean F_l) of
+ * learned chunk boundaries (docs/spec.md §6.5; ignored without the columns). */
+void metrics_set_boundaries(Metrics *m, double ratio, double rate);
 
 /* loss_by_residue: [P] */
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,

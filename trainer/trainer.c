@@ -415,6 +415,7 @@ static int setup(Trainer *tr, char *err) {
     tr->model = model_create_padded(&cfg->model, tr->be, tr->micro, T, padded, err);
     if (!tr->model) return -1;
     if (model_set_gate_coverage(tr->model, cfg->train.gate_coverage, err)) return -1;
+    if (model_has_boundaries(tr->model) && model_set_boundary_ratio(tr->model, cfg->train.boundary_ratio, err)) return -1;
     const TensorTable *mt = model_tensors(tr->model);
     if (optimizer_init(&tr->opt, tr->be, comm, mt, cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
                        cfg->train.weight_decay, cfg->train.grad_clip, err))
@@ -445,7 +446,7 @@ static int setup(Trainer *tr, char *err) {
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, gate_w ? gate_w : cfg->model.window, cfg->eval.residues,
                               gate_w > 0,
                               cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model),
-                              probe_phase_fold(&cfg->model)};
+                              probe_phase_fold(&cfg->model), model_has_boundaries(tr->model)};
         char *cfg_text = config_to_string(cfg);
         if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
@@ -553,6 +554,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             break;
         }
         const double lambda = cfg->train.gate_coverage;
+        double bd_ratio = 0.0, bd_rate = 0.0;        /* learned boundaries (§6.5): sums over this rank's micro-batches */
+        int n_micro = 0;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
             int B = (int)(Br - i < micro ? Br - i : micro);
@@ -574,6 +577,12 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             }
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
             if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
+            if (model_has_boundaries(tr.model)) {
+                double rate;
+                bd_ratio += model_boundary_ratio(tr.model, &rate);
+                bd_rate += rate;
+            }
+            n_micro++;
             if (has_indexer) {
                 long n_kl = 0;
                 kl_sum += model_indexer_kl(tr.model, &n_kl);
@@ -628,13 +637,19 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             char el[32], et[32];
             format_duration(elapsed, el, sizeof el);
             format_duration(eta, et, sizeof et);
-            char cov_text[96] = "";
+            char cov_text[160] = "";
             if (lambda > 0) snprintf(cov_text, sizeof cov_text, " | gate coverage %.4f", coverage);
             const double kl = kl_count > 0 ? kl_sum / kl_count : 0.0;
             if (has_indexer)
                 snprintf(cov_text + strlen(cov_text), sizeof cov_text - strlen(cov_text), " | indexer KL %.4f%s", kl,
                          step < cfg->train.indexer_warmup ? " (dense)" : "");
             metrics_set_indexer_kl(tr.metrics, kl);
+            if (model_has_boundaries(tr.model)) {   /* docs/spec.md §6.5: rank 0's micro-batches, like the KL */
+                const double r = n_micro ? bd_ratio / n_micro : 0.0, f = n_micro ? bd_rate / n_micro : 0.0;
+                snprintf(cov_text + strlen(cov_text), sizeof cov_text - strlen(cov_text), " | boundary ratio %.4f rate %.4f",
+                         r, f);
+                metrics_set_boundaries(tr.metrics, r, f);
+            }
             log_printf("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
                   step_width, s, cfg->train.steps, loss, cov_text, lr, gnorm, tps, 100 * mfu, el, et);
             metrics_set_gate_coverage(tr.metrics, coverage);
