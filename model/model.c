@@ -1013,6 +1013,14 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
     return dm->n_windows;
 }
 
+int model_gate_token_alphas(Model *m, int layer, int branch, int B, float *out) {
+    const ModelDims *dm = &m->ldims[layer];
+    if (!dm->boundaries) return 0;
+    const float *src = m->acts[layer].alpha[dm->tied_kv ? 0 : branch];   /* per token at the buffer's start (§6.5) */
+    m->be->download(m->be->ctx, out, src, sizeof(float) * (size_t)B * m->T * m->cfg.n_kv_heads * dm->channels);
+    return m->T;
+}
+
 /* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
  * kernels count them (kernels/visibility.h). */
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {

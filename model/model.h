@@ -99,6 +99,10 @@ const ModelConfig *model_config(const Model *m);
  * 1 = value), host copy [B, n_windows, G, W, c] with c = 1 (scalar, uniform) or head_dim
  * (vector). Returns the number of windows, 0 for full attention. */
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
+/* The same for a layer with learned chunk boundaries (docs/spec.md §6.5), whose gates are per
+ * token: host copy [B, T, G, c] of the last forward (a token in no entry: 0). Returns T, or 0 for
+ * any other layer (model_gate_alphas serves those). */
+int model_gate_token_alphas(Model *m, int layer, int branch, int B, float *out);
 
 /* Gate-coverage penalty (docs/spec.md §2b): from now on model_forward_backward also accumulates the
  * gradient of lambda * (sum over its sequences of the penalty) * loss_scale * T, i.e. with the

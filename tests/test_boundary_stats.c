@@ -1,4 +1,4 @@
-/* Boundary statistics (analysis/boundary_stats.h, docs/spec.md §6.5) on hand-made flag arrays;
+/* Boundary statistics (trainer/boundary_stats.h, docs/spec.md §6.5) on hand-made flag arrays;
  * every expected value is worked out by hand in the comments, not by the code under test:
  *   forced-only chunking   W 4, flags at t = 3, 7 of two rows of 10, p = 0.2 everywhere;
  *   every-token chunking   W 4, every flag set, p = 0.9;
@@ -18,7 +18,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "analysis/boundary_stats.h"
+#include "trainer/boundary_stats.h"
 #include "common/errors.h"
 #include "tests/check.h"
 

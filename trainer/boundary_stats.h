@@ -90,6 +90,12 @@ int boundary_stats_add(BoundaryStats *s, int layer, const unsigned char *flags, 
 /* Fills the derived fields from the accumulators (may be called again after more adds). */
 void boundary_stats_finalize(BoundaryStats *s);
 
+/* The accumulators as doubles (exact below 2^53), for a sum over ranks: boundary_stats_n_counts
+ * values, pack into out, unpack from in (replacing the accumulators; finalise after). */
+long boundary_stats_n_counts(const BoundaryStats *s);
+void boundary_stats_pack(const BoundaryStats *s, double *out);
+void boundary_stats_unpack(BoundaryStats *s, const double *in);
+
 /* Writes the finalised statistics into the open group `group` (float64 unless said otherwise;
  * L = n_layers, C = 5 classes): chunk_length_hist [L, W] (int64), boundary_rate [L],
  * mean_prob [L], ratio_loss [L], mean_chunk_length [L], forced_fraction [L] (+ _lo, _hi),

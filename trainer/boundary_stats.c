@@ -1,4 +1,4 @@
-/* Boundary statistics of learned chunk boundaries: the definitions are in analysis/boundary_stats.h
+/* Boundary statistics of learned chunk boundaries: the definitions are in trainer/boundary_stats.h
  * (docs/spec.md §6.5 "Boundary statistics"). One pass over each row of a batch:
  *   chunk length  t - s + 1 at a flag (s = one past the previous flag of the row) -> hist;
  *   unpooled      T - s after the row's last flag;
@@ -9,7 +9,7 @@
  * The HDF5 writer follows the conventions of metrics.h5 (trainer/metrics.h): UTF-8 string
  * attributes, long_name with the units in parentheses, a units attribute where there is a
  * unit, labelled dimensions; plus a `definition` attribute on every dataset. */
-#include "analysis/boundary_stats.h"
+#include "trainer/boundary_stats.h"
 
 #include <hdf5_hl.h>
 #include <math.h>
@@ -280,4 +280,41 @@ int boundary_stats_write_h5(const BoundaryStats *s, hid_t group, char *err) {
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++)
         if (put_dataset(group, &sets[i], err)) return -1;
     return 0;
+}
+
+/* The accumulators in one order (pack and unpack use it): positions, hist, boundaries, forced,
+ * unpooled, prob_sum, class_bd, class_tok, pairs, pair_split. */
+long boundary_stats_n_counts(const BoundaryStats *s) {
+    const long L = s->n_layers, C = BSTAT_N_CLASSES;
+    return L * (7 + s->W + 2 * C);
+}
+
+void boundary_stats_pack(const BoundaryStats *s, double *out) {
+    const long L = s->n_layers, LW = L * s->W, LC = L * BSTAT_N_CLASSES;
+    long k = 0;
+    for (long i = 0; i < L; i++) out[k++] = (double)s->positions[i];
+    for (long i = 0; i < LW; i++) out[k++] = (double)s->hist[i];
+    for (long i = 0; i < L; i++) out[k++] = (double)s->boundaries[i];
+    for (long i = 0; i < L; i++) out[k++] = (double)s->forced[i];
+    for (long i = 0; i < L; i++) out[k++] = (double)s->unpooled[i];
+    for (long i = 0; i < L; i++) out[k++] = s->prob_sum[i];
+    for (long i = 0; i < LC; i++) out[k++] = (double)s->class_bd[i];
+    for (long i = 0; i < LC; i++) out[k++] = (double)s->class_tok[i];
+    for (long i = 0; i < L; i++) out[k++] = (double)s->pairs[i];
+    for (long i = 0; i < L; i++) out[k++] = (double)s->pair_split[i];
+}
+
+void boundary_stats_unpack(BoundaryStats *s, const double *in) {
+    const long L = s->n_layers, LW = L * s->W, LC = L * BSTAT_N_CLASSES;
+    long k = 0;
+    for (long i = 0; i < L; i++) s->positions[i] = (long)in[k++];
+    for (long i = 0; i < LW; i++) s->hist[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->boundaries[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->forced[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->unpooled[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->prob_sum[i] = in[k++];
+    for (long i = 0; i < LC; i++) s->class_bd[i] = (long)in[k++];
+    for (long i = 0; i < LC; i++) s->class_tok[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->pairs[i] = (long)in[k++];
+    for (long i = 0; i < L; i++) s->pair_split[i] = (long)in[k++];
 }
