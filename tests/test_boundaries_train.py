@@ -7,7 +7,9 @@ on the tiny config (W 8 the longest chunk, S 4 the target mean length):
     last validation loss (a checkpoint that forgot the key would evaluate the grid model), and the
     transformers remote config (tools/hf/configuration_phaselab.py, loaded against a stand-in
     PretrainedConfig: no transformers needed) refuses that config.json with one ValueError naming the key;
-  - the analyses: --score runs (the full forward); gate cycling and --decode refuse with one line;
+  - the analyses: --score runs (the full forward), the probe through the KV cache (--decode) = through the
+    full forward, --knockout all runs, --generate's chunked prefill = token by token, gate cycling refuses
+    with one line;
   - bad combinations exit 2 with one line naming the key: window = stride, phase jitter."""
 import json
 import os
@@ -80,13 +82,33 @@ with open(txt, "w") as f:
     f.write("5 17 3 99 42 7 8 11 64 2 30 12 14 200 3 3 9\n")
 rc, out = tu.run(["--score", ck, "--input", txt, "--ids"])
 check(rc == 0, "--score runs on a learned-boundary checkpoint (the full forward)", out[-400:])
+probe = f"{d}/probe.bin"
+p = subprocess.run([sys.executable, os.path.join(tu.ROOT, "tools", "make-probe"), "--synthetic", "--out", probe, "--quiet",
+                    "--per-residue", "2", "--max-len", "64", "--residues", "16", "--seed", "5"], capture_output=True, text=True)
+check(p.returncode == 0, "make-probe", p.stderr[-300:])
+P16 = ["eval.residues=16"]
+accuracy = lambda text: re.findall(r"acc(?:uracy)?[^0-9]*([0-9.]+)", text)   # noqa: E731
+rc1, out1 = tu.run(["--eval", ck, "--probe", probe] + P16)
+rc2, out2 = tu.run(["--eval", ck, "--probe", probe, "--decode"] + P16)
+check(rc1 == 0 and rc2 == 0 and accuracy(out1) and accuracy(out1) == accuracy(out2),
+      "probe accuracy through the KV cache (--decode: each chunk pooled when its boundary arrives) = the full forward",
+      f"{out1[-300:]} || {out2[-300:]}")
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "all", "--out", f"{d}/ko.h5"] + P16)
+check(rc == 0, "--knockout all runs on a learned-boundary model", out[-300:])
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "--out", f"{d}/gc.h5"] + P16)
+lines = [l for l in out.splitlines() if l.startswith("phaselab:")]
+check(rc == 2 and len(lines) == 1 and "boundaries = learned" in lines[0], "--gate-cycle refuses it with one line (no grid)",
+      f"rc {rc}: {out[-300:]}")
+
 ids = f"{d}/prompt.txt"
 with open(ids, "w") as f:
-    f.write("5 17 3 99 42\n")
-rc, out = tu.run(["--generate", ck, "--prompt-ids", ids, "--max-new", "4", "--temperature", "0"])
-lines = [l for l in out.splitlines() if "boundaries" in l]
-check(rc != 0 and len(lines) == 1 and "no incremental decoding" in lines[0],
-      "--generate (the KV cache) refuses learned boundaries with one line", f"rc {rc}: {out[-400:]}")
+    f.write("5 17 3 99 42 7 8 11 64 2 30\n")
+gen = ["--generate", ck, "--prompt-ids", ids, "--max-new", "12", "--temperature", "0", "--ignore-eot"]
+tokens = lambda text: [l for l in text.splitlines() if l.strip() and not l.startswith(("prefill:", "decode:"))]   # noqa: E731
+rc1, g1 = tu.run(gen)
+rc2, g2 = tu.run(gen + ["--stepwise-prefill"])
+g1, g2 = tokens(g1), tokens(g2)
+check(rc1 == 0 and rc2 == 0 and g1 and g1 == g2, "--generate: chunked prefill = token-by-token prefill", f"{g1} || {g2}")
 
 for extra, key, why in ((["model.window=4"], "window", "window > stride >= 2"),
                         (["train.phase_jitter=true"], "boundaries", "train.phase_jitter")):
