@@ -131,6 +131,10 @@ typedef struct {
     const uint8_t *entry_select;     /* [n_windows] or NULL: entry x is seen only where entry_select[x]
                                         != 0 (the indexer's top-k, docs/spec.md §5.4; Backend.entry_select) */
     const int *head_stride;          /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
+    const int32_t *entry_ends;       /* [entry_count] learned chunk boundaries (docs/spec.md §6.5): entry slot j
+                                        ends at entry_ends[j], every KV head alike (vis_query_view_ends); NULL:
+                                        the grid. Host memory; CPU only (Backend.boundaries) */
+    int entry_count;                 /* the entries written so far (with entry_ends) */
 } DecodeAttnShape;
 
 /* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
@@ -138,7 +142,8 @@ typedef struct {
 VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
     const int S = vis_head_stride(s->head_stride, g, s->stride);
     const int o = vis_entry_offset(s->grid, g, S, s->G, s->grid_base, 0);
-    const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, S, o, s->n_windows, s->n_local);
+    const VisQueryView v = s->entry_ends ? vis_query_view_ends(s->visibility, s->t, s->entry_ends, s->entry_count, s->n_local)
+                                         : vis_query_view(s->visibility, s->t, s->window, S, o, s->n_windows, s->n_local);
     *n_entries = v.n_entries;
     *n_raw = s->t - v.raw_lo + 1;
     *raw_first = s->ring_cap > 0 ? v.raw_lo % s->ring_cap : 0;

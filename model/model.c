@@ -1026,6 +1026,11 @@ int model_gate_token_alphas(Model *m, int layer, int branch, int B, float *out) 
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
     if (dims->visibility == VIS_WINDOW && !dims->compressed) return t < c->n_local ? t + 1 : c->n_local;
     if (!dims->compressed) return t + 1;
+    if (dims->boundaries) {   /* docs/spec.md §6.5: modelled as entries ending every S tokens (the ratio target) */
+        VisQueryView v = vis_query_view(dims->visibility, t, c->stride, c->stride, 0, vis_n_windows(dims->T, c->stride, c->stride, 0),
+                                        c->n_local);
+        return v.n_entries + (t - v.raw_lo + 1);
+    }
     int o = dims_grid_offset(dims, g);
     VisQueryView v = vis_query_view(dims->visibility, t, c->window, dims_head_stride(dims, g), o, dims_head_windows(dims, g),
                                     c->n_local);
@@ -1063,6 +1068,8 @@ double model_layer_flops_per_token(const ModelConfig *c, int T) {
         /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
+        if (dims.boundaries)   /* docs/spec.md §6.5: every token once per head and branch, and its score */
+            comp = dims.branches * (double)c->n_kv_heads * D * (d + (dims.gated ? dims.channels : 0)) + D;
         if (c->token_shift) comp += (double)D * D;   /* docs/spec.md §6.3: M a_{t-1}, one [D, D] product per token */
     }
     if (c->indexer_topk > 0) {   /* the lightning indexer (§5.4): q and w projections, its compressor, the scores */

@@ -12,7 +12,9 @@
  *     stride = W and the same weights (every tensor but boundary.* maps 1:1); with +100 every token is
  *     its own entry (n_b = T) and the losses equal the grid model with window = stride = 1 (shared maps:
  *     one payload map; its gate bias is slot W - 1's, the slot of a one-token entry);
- *   - model_hold_boundaries: a held forward at the same weights gives the same losses bit for bit. */
+ *   - model_hold_boundaries: a held forward at the same weights gives the same losses bit for bit;
+ *   - causality: a later token changes no earlier loss (check_causality);
+ *   - a backend without Backend.boundaries (CUDA) refuses the config at model_create with one line. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,6 +211,64 @@ static void check_identities(const Backend *be) {
     }
 }
 
+/* Causality: changing the token at position k leaves every loss at t < k unchanged (the decisions, the
+ * entries and their visibility use positions <= t only), for tail and window, tied and not. To 1e-5, not
+ * bit for bit: the CPU attention takes a block of up to 32 queries with the entries its LAST query sees,
+ * so a boundary after t inside t's block changes the GEMM's inner length (masked entries add exact zeros,
+ * but the BLAS may sum in another order: seen 4.8e-7). A real leak moves a loss by far more. */
+static void check_causality(const Backend *be) {
+    const int TT = 24;
+    char err[ERR_LEN];
+    for (int v = 0; v < 2; v++) {
+        ModelConfig lc = tu_tiny_config();
+        tu_bd(&lc);
+        if (v) { lc.local = LOCAL_TAIL; lc.kv_tied = 1; lc.gate = GATE_VECTOR; lc.token_shift = 1; }
+        Model *m = model_create(&lc, be, B, TT, err);
+        if (!check(m != NULL, "causality: model builds", "%s", err)) return;
+        tu_random_params(m, 91 + v, 0.35);
+        tu_set_boundary_bias(m, -0.3f);
+        int32_t tok[B * 24], tgt[B * 24];
+        tu_random_tokens(tok, B * TT, 23, 21 + v);
+        tu_random_tokens(tgt, B * TT, 23, 22 + v);
+        float l0[B * 24], l1[B * 24];
+        model_forward(m, tok, tgt, B, l0);
+        int bad = 0;
+        double worst = 0;
+        for (int k = 1; k < TT; k += 5) {
+            int32_t t2[B * 24];
+            memcpy(t2, tok, sizeof tok);
+            for (int b = 0; b < B; b++) t2[b * TT + k] = (tok[b * TT + k] + 7) % 23;
+            model_forward(m, t2, tgt, B, l1);
+            for (int b = 0; b < B; b++)
+                for (int t = 0; t < k; t++) {
+                    bad += fabs((double)l0[b * TT + t] - l1[b * TT + t]) > 1e-5;
+                    worst = fmax(worst, fabs((double)l0[b * TT + t] - l1[b * TT + t]));
+                }
+        }
+        check(bad == 0, v ? "causality: tail, tied, vector gates, token shift: a later token changes no earlier loss"
+                          : "causality: window, scalar gates: a later token changes no earlier loss", "%d losses changed, by up to %.3g", bad, worst);
+        model_free(m);
+    }
+}
+
+/* A backend without learned boundaries (Backend.boundaries = 0: CUDA) refuses such a model at model_create
+ * with one line naming the key; the CPU's copy with the flag builds it. */
+static void check_backend_refusal(const Backend *cpu) {
+    Backend other = *cpu;
+    other.name = "cuda";
+    other.boundaries = 0;
+    ModelConfig lc = tu_tiny_config();
+    tu_bd(&lc);
+    char err[ERR_LEN] = "";
+    Model *m = model_create(&lc, &other, B, 16, err);
+    check(!m && strstr(err, "model.boundaries = learned") && strstr(err, "cuda backend") && !strchr(err, '\n'),
+          "a backend without Backend.boundaries refuses model.boundaries = learned with one line", "'%s'", err);
+    model_free(m);
+    m = model_create(&lc, cpu, B, 16, err);
+    check(m && model_has_boundaries(m), "the CPU backend builds it", "%s", err);
+    model_free(m);
+}
+
 int main(void) {
     const Backend *be = backend_cpu(2);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
@@ -216,5 +276,7 @@ int main(void) {
         check_case(be, &CASES[i], -0.8);
     }
     check_identities(be);
+    check_causality(be);
+    check_backend_refusal(be);
     return check_exit_code();
 }
