@@ -127,9 +127,6 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     for (int l = 0; l < L; l++) {
         const ModelConfig lc = layer_config(mc, l);
         ld[l] = dims_of(&lc, T);
-        /* learned chunk boundaries (docs/spec.md §6.5): alpha is per token, there are no windows: its gate
-         * statistics are NaN, as a layer without a compressor's (Choice, spec §6.5) */
-        if (ld[l].boundaries) ld[l].compressed = 0;
         if (!ld[l].compressed) continue;
         if (ld[l].channels > c) c = ld[l].channels;
         if (!ld[l].boundaries && ld[l].n_windows > nW) nW = ld[l].n_windows;   /* learned boundaries: per token */
