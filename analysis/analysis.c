@@ -314,6 +314,11 @@ static void store_loss_stats(AnalysisH5 *h, const LossStats *st, const char *axi
 /* The validation part of an --eval group: axes val_residue [P] and val_phase [S], the loss by
  * residue and by phase with their bootstrap standard errors (SIGNAL_errors) and token counts, and
  * the bootstrap's n, B, seed and the tests as attributes. */
+/* The boundary statistics of learned chunk boundaries into a subgroup (trainer/boundary_stats.h). */
+static int write_boundary_stats(long long group, const void *ctx, char *err) {
+    return boundary_stats_write_h5((const BoundaryStats *)ctx, (hid_t)group, err);
+}
+
 static void store_val_part(AnalysisH5 *h, const char *val_glob, const EvalResult *r) {
     int P = r->by_residue.K, S = r->by_phase.K;
     long *idx = malloc(sizeof(long) * (size_t)(P + S));
@@ -337,6 +342,7 @@ static void store_val_part(AnalysisH5 *h, const char *val_glob, const EvalResult
                                 "docs/spec.md 4.8");
     store_loss_stats(h, &r->by_residue, "val_residue", "residue t mod P");
     store_loss_stats(h, &r->by_phase, "val_phase", "phase t mod S");
+    if (r->has_boundaries) ah5_subgroup(h, "boundaries", write_boundary_stats, &r->bounds);   /* docs/spec.md §6.5 */
 }
 
 /* ---- plain probe evaluation -> /probe_NNN ---- */
@@ -380,9 +386,35 @@ static void store_kind_folds(AnalysisH5 *h, const KindFold *kf, int n) {
     if (n) ah5_attr_str(h, "kinds", names);
 }
 
+/* The probe by chunk phase of learned boundaries (layout in analysis/analysis.h). */
+static void store_chunk_phases(AnalysisH5 *h, const ChunkPhaseCounts *c) {
+    const int L = c->layers, K = c->window + 1;
+    const size_t n = (size_t)2 * L * K;
+    long *ax_l = malloc(sizeof(long) * (size_t)L), *ax_k = malloc(sizeof(long) * (size_t)K);
+    double *cor = malloc(sizeof(double) * n), *tot = malloc(sizeof(double) * n), *test = malloc(sizeof(double) * 2 * L * 3);
+    if (ax_l && ax_k && cor && tot && test) {
+        for (int l = 0; l < L; l++) ax_l[l] = l;
+        for (int k = 0; k < K; k++) ax_k[k] = k;
+        for (size_t i = 0; i < n; i++) cor[i] = (double)c->correct[i], tot[i] = (double)c->total[i];
+        for (int i = 0; i < 2 * L; i++)
+            test[3 * i] = c->test[i].chi2, test[3 * i + 1] = c->test[i].df, test[3 * i + 2] = c->test[i].p;
+        ah5_axis_long(h, "layer", ax_l, L, "decoder layer");
+        ah5_axis_long(h, "chunk_phase", ax_k, K,
+                      "chunk phase of the target key: its slot W-1-(e-t_K) in the entry ending at e; W: unpooled");
+        const char *ax[] = {"protocol", "layer", "chunk_phase"}, *ax_t[] = {"protocol", "layer", NULL};
+        ah5_data(h, "chunk_correct", cor, 3, (int[]){2, L, K}, ax, "prompts scored correct, by chunk phase of the key", NULL);
+        ah5_data(h, "chunk_total", tot, 3, (int[]){2, L, K}, ax, "prompts, by chunk phase of the key (not balanced)", NULL);
+        ah5_data(h, "chunk_acc", c->acc, 3, (int[]){2, L, K}, ax, "top-1 accuracy by chunk phase of the key", "%");
+        ah5_data(h, "chunk_test", test, 3, (int[]){2, L, 3}, ax_t,
+                 "homogeneity across chunk phases 0..W-1 per protocol and layer: chi2, df, p (docs/spec.md §3.7)", NULL);
+        ah5_attr_long(h, "chunk_window", c->window);
+    }
+    free(ax_l), free(ax_k), free(cor), free(tot), free(test);
+}
+
 int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
                          int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
-                         int nkf, char *err) {
+                         int nkf, const ChunkPhaseCounts *chunk, char *err) {
     AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
     if (!h) return -1;
     if (val) store_val_part(h, val_glob, val);
@@ -405,6 +437,7 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
     ah5_data(h, "phase_test", &test[0][0], 2, (int[]){2, 4}, ax_t,
              "phase-effect test per protocol: chi2 across residues, p, chi2 folded by phase, p", NULL);
     store_kind_folds(h, kf, nkf);
+    if (chunk) store_chunk_phases(h, chunk);
     ah5_signal(h, "acc", ax_r, 2);
     free(acc), free(cnt), free(tot), free(accp);
     return ah5_end(h, err);

@@ -707,6 +707,21 @@ static int publish(AnalysisH5 *a, const void *image, size_t n, char *err) {
     return 0;
 }
 
+int ah5_subgroup(AnalysisH5 *a, const char *name, Ah5GroupWriter write, const void *ctx) {
+    if (!a || a->failed) return -1;
+    hid_t g = H5Gcreate2(a->group, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (g < 0) { fail(a, name); return -1; }
+    char werr[ERR_LEN] = "";
+    int rc = write((long long)g, ctx, werr);
+    if (H5Gclose(g) < 0 && !rc) rc = -1, snprintf(werr, sizeof werr, "(close)");
+    if (rc) {
+        char what[ERR_LEN + 64];
+        snprintf(what, sizeof what, "%s: %s", name, werr);
+        fail(a, what);
+    }
+    return rc;
+}
+
 int ah5_end(AnalysisH5 *a, char *err) {
     if (!a) return 0;
     unsigned char *image = NULL;

@@ -82,6 +82,12 @@ int ah5_data(AnalysisH5 *a, const char *name, const double *values, int rank, co
 /* NXdata signal and axes (the axes of the signal dataset, in order). */
 int ah5_signal(AnalysisH5 *a, const char *signal, const char *const *axes, int n_axes);
 
+/* A subgroup NAME of this group written by a module's own HDF5 writer: write(group, ctx, err) gets
+ * the new, open subgroup and returns 0, or -1 with err (ERR_LEN bytes), which fails the result
+ * like any call above. */
+typedef int (*Ah5GroupWriter)(long long group, const void *ctx, char *err);
+int ah5_subgroup(AnalysisH5 *a, const char *name, Ah5GroupWriter write, const void *ctx);
+
 /* Sets the root's default to this group, publishes the file (see above), releases the locks
  * and prints the "stored" line. Returns 0, or -1 with err: the first error of any call above,
  * or the write that failed, and whether the result was stored. NULL is a no-op. */

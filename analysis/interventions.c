@@ -17,6 +17,9 @@ static int gate_cycle_layer_check(const ModelConfig *lc, int k, int l, int mixed
         if (mixed) return set_err(err, "%s: layer %d is a %s layer (no compressor, no gates); gate cycling needs csa, hca or compressed layers", flag, l, kind);
         return set_err(err, "%s: the checkpoint has full attention; gate cycling needs compressed attention (attention = compressed)", flag);
     }
+    if (lc->boundaries == BOUNDARIES_LEARNED)   /* docs/spec.md §6.5: no grid phase to cycle */
+        return set_err(err, "%s: the checkpoint has model.boundaries = learned (content-defined chunks, docs/spec.md §6.5): "
+                       "there is no window grid whose phase gate cycling could shift", flag);
     if (lc->gate == GATE_UNIFORM) {
         if (mixed) return set_err(err, "%s: layer %d (%s) has uniform gates (no gate maps or biases to cycle)", flag, l, kind);
         return set_err(err, "%s: the checkpoint has uniform gates (no gate maps or biases to cycle); needs gate = scalar or vector", flag);

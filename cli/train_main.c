@@ -243,6 +243,7 @@ static int cmd_eval(int argc, char **argv) {
     Model *m = NULL;
     EvalResult vr;                                       /* the validation result, kept for the probe's group */
     int have_vr = 0;
+    ChunkPhaseCounts chunk = {0}, *chunked = NULL;       /* learned boundaries: the probe by chunk phase */
     rc = 2;                                              /* bad input until every input is checked */
     if (ckpt_source_val(&cs, &val_glob, stdout, err) || ckpt_source_probe_path(&cs, probe_arg, &probe_file, stdout, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
@@ -316,10 +317,19 @@ static int cmd_eval(int argc, char **argv) {
     if (ps) {
         ProbeResult pr;
         double tps = 0;
-        if (decode ? probe_evaluate_decode(m, ps, &pr, &tps, err) : probe_evaluate(m, ps, T, micro, &pr, err)) {
+        if (model_has_boundaries(m) && !decode) {   /* learned boundaries: the fold by chunk phase (§6.5) */
+            if (chunk_phase_init(&chunk, PROBE_N_PROTOCOLS, cfg->model.n_layers, cfg->model.window)) {
+                fprintf(stderr, "phaselab: out of memory for the chunk-phase counts\n");
+                goto done;
+            }
+            chunked = &chunk;
+        }
+        if (decode ? probe_evaluate_decode(m, ps, &pr, &tps, err)
+                   : probe_evaluate_chunked(m, ps, T, micro, 0, 1, chunked, &pr, err)) {
             fprintf(stderr, "phaselab: %s\n", err);
             goto done;
         }
+        if (chunked) chunk_phase_finalize(chunked);
         pr.fold = probe_phase_fold(&cfg->model);
         probe_result_finalize(&pr);
         const char *layout = probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup";
@@ -329,14 +339,18 @@ static int cmd_eval(int argc, char **argv) {
         KindFold kf[KIND_FOLD_MAX];
         int nkf = probe_kind_folds(&cfg->model, T, &pr, kf);      /* a layer schedule: each kind's own fold */
         probe_print_kind_folds(stdout, kf, nkf);
+        if (chunked) chunk_phase_print(stdout, chunked, (const char *const[]){"prefix padding", "in-sequence padding"});
+        else if (model_has_boundaries(m))
+            printf("by chunk phase: not computed through the KV cache (--decode); run --eval without --decode\n");
         if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, kf, nkf,
-                                 err)) {
+                                 chunked, err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;
         }
     }
     rc = 0;
 done:
+    chunk_phase_free(&chunk);
     if (have_vr) eval_result_free(&vr);
     if (m) model_free(m);
     if (val) val_set_close(val);

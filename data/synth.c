@@ -122,7 +122,7 @@ void synth_answer_targets(const int32_t *window, int T, int32_t *targets) {
     unsigned char seen[SYNTH_N_KEYS] = {0};
     for (int t = 0; t < T; t++) {
         int32_t tok = window[t];
-        int is_key = tok >= SYNTH_KEY_FIRST && tok < SYNTH_KEY_FIRST + SYNTH_N_KEYS;
+        int is_key = synth_token_class(tok) == SYNTH_CLASS_KEY;
         targets[t] = is_key && seen[tok - SYNTH_KEY_FIRST] ? window[t + 1] : -1;
         if (is_key) seen[tok - SYNTH_KEY_FIRST] = 1;
     }

@@ -44,6 +44,27 @@
 
 enum { SYNTH_STREAM_TRAIN = 0, SYNTH_STREAM_VAL = 1 };
 
+/* The class of a token of the synthetic vocabulary (the one statement of the ranges above):
+ * key 16..79, value 80..207, filler 208..255, end-of-text 0, other (the separator, the unused
+ * ids 2..15 and anything outside 0..255). */
+typedef enum {
+    SYNTH_CLASS_KEY = 0, SYNTH_CLASS_VALUE, SYNTH_CLASS_FILLER, SYNTH_CLASS_EOT, SYNTH_CLASS_OTHER, SYNTH_N_CLASSES
+} SynthTokenClass;
+
+static inline int synth_token_class(int32_t tok) {
+    if (tok >= SYNTH_KEY_FIRST && tok < SYNTH_KEY_FIRST + SYNTH_N_KEYS) return SYNTH_CLASS_KEY;
+    if (tok >= SYNTH_VALUE_FIRST && tok < SYNTH_VALUE_FIRST + SYNTH_N_VALUES) return SYNTH_CLASS_VALUE;
+    if (tok >= SYNTH_FILLER_FIRST && tok < SYNTH_FILLER_FIRST + SYNTH_N_FILLERS) return SYNTH_CLASS_FILLER;
+    if (tok == SYNTH_EOT) return SYNTH_CLASS_EOT;
+    return SYNTH_CLASS_OTHER;
+}
+
+/* "key", "value", "filler", "eot", "other" (indexed by SynthTokenClass). */
+static inline const char *synth_class_name(int k) {
+    static const char *const names[SYNTH_N_CLASSES] = {"key", "value", "filler", "eot", "other"};
+    return k >= 0 && k < SYNTH_N_CLASSES ? names[k] : "?";
+}
+
 typedef struct {
     int max_filler;          /* leading fillers uniform in 0..max_filler            [23] */
     int short_min, short_max;/* records of a short row, uniform in this range    [2, 16] */

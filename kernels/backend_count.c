@@ -31,6 +31,7 @@ Backend *backend_counting(size_t act_bytes) {
     b->device = -1;
     b->entry_select = 1;   /* plans (and counts the work of) models with the lightning indexer too */
     b->head_stride = 1;    /* ... and with multi-rate strides (docs/spec.md §6.4) */
+    b->boundaries = 1;     /* ... and with learned chunk boundaries (docs/spec.md §6.5) */
     b->ctx = ctx;
     b->alloc = count_alloc;
     b->free = count_free;

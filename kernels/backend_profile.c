@@ -234,6 +234,36 @@ static void work_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da, 
     WORK(offsets * (4.0 * s->D * (s->d + c) + 4.0 * s->d),
          comp_bytes(ctx, s, c, 2, 8.0 * s->G * s->n_maps * (s->d + c) * s->D));
 }
+/* learned chunk boundaries (docs/spec.md §6.5): every token once per head (T (d + c) D multiply-adds per head) */
+static void work_boundary_decide(BackendCtx *ctx, const CompShape *s, float *prob, float *prob_sg, uint8_t *flag, int32_t *ends,
+                                 int32_t *count, const act_t *a, const act_t *w_bd, const act_t *c_bd, int hold) {
+    WORK(2.0 * s->B * s->T * s->D, (double)s->B * s->T * (s->D * ACT + 13.0));
+}
+static void work_chunk_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float *alpha, act_t *payload,
+                                      float *pn_rstd, const act_t *a, const act_t *gate_w, const act_t *gate_b,
+                                      const act_t *payload_w, const act_t *post_w) {
+    const int c = comp_gate_channels(s, gate_w);
+    WORK((double)s->B * s->T * s->G * (2.0 * s->D * (s->d + c) + 2.0 * s->d), comp_bytes(ctx, s, c, 1, 0));
+}
+static void work_chunk_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da, float *dgate_w, float *dgate_b,
+                                      float *dpayload_w, float *dpost_w, const act_t *dentry, const float *alpha,
+                                      const act_t *payload, const float *pn_rstd, const act_t *a, const act_t *gate_w,
+                                      const act_t *payload_w, const act_t *post_w) {
+    const int c = comp_gate_channels(s, gate_w);
+    WORK((double)s->B * s->T * s->G * (4.0 * s->D * (s->d + c) + 4.0 * s->d),
+         comp_bytes(ctx, s, c, 2, 8.0 * s->G * s->n_maps * (s->d + c) * s->D));
+}
+static void work_boundary_scale(BackendCtx *ctx, const CompShape *s, act_t *x, const float *prob, const float *prob_sg) {
+    WORK((double)s->B * s->T * s->G * s->d, 2.0 * s->B * s->T * s->G * s->d * ACT);
+}
+static void work_boundary_scale_bwd(BackendCtx *ctx, const CompShape *s, float *dprob, act_t *dx, const act_t *x,
+                                    const float *prob, const float *prob_sg) {
+    WORK(3.0 * s->B * s->T * s->G * s->d, 3.0 * s->B * s->T * s->G * s->d * ACT);
+}
+static void work_boundary_bwd(BackendCtx *ctx, const CompShape *s, act_t *da, float *dw_bd, float *dc_bd, float *dprob,
+                              const float *prob, const act_t *a, const act_t *w_bd, float dprob_all) {
+    WORK(4.0 * s->B * s->T * s->D, 3.0 * s->B * s->T * s->D * ACT);
+}
 static void work_gate_coverage(BackendCtx *ctx, const CompShape *s, const float *alpha, float *dalpha, float *per_seq,
                                float grad_scale) {
     const double n = (double)s->B * s->n_windows * s->G * s->window * s->channels;

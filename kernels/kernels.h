@@ -54,6 +54,12 @@ typedef struct {
     const int *head_stride;          /* [G] S_g, KV head g's stride (model.head_strides, docs/spec.md
                                         §6.4), or NULL: every head has stride. Host memory (the CUDA
                                         backend copies it to the device per call, cuda_attention.cu) */
+    const int32_t *entry_ends;       /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5): sequence b's
+                                        entry j ends at entry_ends[b*n_windows + j], j < entry_count[b], shared by
+                                        every KV head (vis_query_view_ends); NULL: the window grid (every model
+                                        without model.boundaries = learned). Host memory; CPU only
+                                        (Backend.boundaries) */
+    const int32_t *entry_count;      /* [B] n_b, the entries of sequence b (with entry_ends) */
 } AttnShape;
 
 /* Shapes of one compressor branch (docs/spec.md §2). */
@@ -71,6 +77,9 @@ typedef struct {
                          whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
     const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
     const int *head_stride;      /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
+    const int32_t *entry_ends;   /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5), as in AttnShape;
+                                    only the chunk ops (chunk_compressor_*, boundary_*) read them */
+    const int32_t *entry_count;  /* [B] n_b */
 } CompShape;
 
 /* Map index of window offset i (paper: i; deepseek: 0 for i < S, else 1; shared: 0). */
@@ -95,6 +104,14 @@ VIS_FN int attn_head_stride(const AttnShape *s, int g) { return vis_head_stride(
 VIS_FN int attn_head_offset(const AttnShape *s, int b, int g) {
     return vis_entry_offset(s->grid, g, attn_head_stride(s, g), s->G, s->grid_base, s->grid_shift ? s->grid_shift[b] : 0);
 }
+/* What query t of sequence b reading KV head g sees (kernels/visibility.h): the grid of the head, or the
+ * sequence's learned entry ends when the shape has them (docs/spec.md §6.5). */
+VIS_FN VisQueryView attn_query_view(const AttnShape *s, int b, int g, int t) {
+    if (s->entry_ends)
+        return vis_query_view_ends(s->visibility, t, s->entry_ends + (size_t)b * s->n_windows, s->entry_count[b], s->n_local);
+    return vis_query_view(s->visibility, t, s->window, attn_head_stride(s, g), attn_head_offset(s, b, g), s->n_windows,
+                          s->n_local);
+}
 
 /* Shapes of one decode attention call (model/decode.c): ONE query position t, H heads, against a
  * cache of compressed entries (ck, cv [n_windows, G, d]: slot (j, g) holds entry j of KV head g)
@@ -114,6 +131,10 @@ typedef struct {
     const uint8_t *entry_select;     /* [n_windows] or NULL: entry x is seen only where entry_select[x]
                                         != 0 (the indexer's top-k, docs/spec.md §5.4; Backend.entry_select) */
     const int *head_stride;          /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
+    const int32_t *entry_ends;       /* [entry_count] learned chunk boundaries (docs/spec.md §6.5): entry slot j
+                                        ends at entry_ends[j], every KV head alike (vis_query_view_ends); NULL:
+                                        the grid. Host memory; CPU only (Backend.boundaries) */
+    int entry_count;                 /* the entries written so far (with entry_ends) */
 } DecodeAttnShape;
 
 /* The part of the cache KV head g shows the query of a decode call: entries 0..n_entries-1 and
@@ -121,7 +142,8 @@ typedef struct {
 VIS_FN void decode_head_view(const DecodeAttnShape *s, int g, int *n_entries, int *raw_first, int *n_raw) {
     const int S = vis_head_stride(s->head_stride, g, s->stride);
     const int o = vis_entry_offset(s->grid, g, S, s->G, s->grid_base, 0);
-    const VisQueryView v = vis_query_view(s->visibility, s->t, s->window, S, o, s->n_windows, s->n_local);
+    const VisQueryView v = s->entry_ends ? vis_query_view_ends(s->visibility, s->t, s->entry_ends, s->entry_count, s->n_local)
+                                         : vis_query_view(s->visibility, s->t, s->window, S, o, s->n_windows, s->n_local);
     *n_entries = v.n_entries;
     *n_raw = s->t - v.raw_lo + 1;
     *raw_first = s->ring_cap > 0 ? v.raw_lo % s->ring_cap : 0;
@@ -173,6 +195,9 @@ typedef struct Backend {
     int head_stride;                 /* 1: the attention and compressor ops honour the shapes' head_stride
                                         (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
+    int boundaries;                  /* 1: the backend runs learned chunk boundaries (model.boundaries = learned,
+                                        docs/spec.md §6.5: the chunk compressor op, entry ends in the attention
+                                        shapes; CPU only); 0: model_create refuses such a config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

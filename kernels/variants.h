@@ -26,4 +26,7 @@ enum { LOCAL_WINDOW = 0, LOCAL_TAIL = 1 };
 enum { COMPRESSOR_PAPER = 0, COMPRESSOR_DEEPSEEK = 1, COMPRESSOR_SHARED = 2 };
 /* model.grid: KV head g's windows start at o_g = 0 (aligned) or floor(g S / G) (staggered) */
 enum { GRID_ALIGNED = 0, GRID_STAGGERED = 1 };
+/* model.boundaries: entries end on the window grid (grid) or where a learned per-token score
+ * decides (learned: content-defined chunks, docs/spec.md §6.5) */
+enum { BOUNDARIES_GRID = 0, BOUNDARIES_LEARNED = 1 };
 #endif

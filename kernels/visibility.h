@@ -118,6 +118,45 @@ VIS_FN VisQueryView vis_query_view(int visibility, int t, int W, int S, int o, i
     return v;
 }
 
+/* Learned chunk boundaries (model.boundaries = learned, docs/spec.md §6.5): the same statement with
+ * an array of entry ends in place of o + jS + W - 1. A sequence's n entries end at ends[0] < ends[1]
+ * < ... < ends[n-1] (strictly increasing: chunks do not overlap); query t sees the entries with
+ * ends[j] <= t and, with local = tail, the raw tokens after the last of them. */
+VIS_FN VisQueryView vis_query_view_ends(int visibility, int t, const int *ends, int n, int n_local) {
+    int lo = 0, hi = n;                         /* #{j < n : ends[j] <= t}: binary search of the sorted ends */
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (ends[mid] <= t) lo = mid + 1;
+        else hi = mid;
+    }
+    VisQueryView v;
+    v.n_entries = lo;
+    v.raw_lo = visibility == VIS_WINDOW ? (t - n_local + 1 < 0 ? 0 : t - n_local + 1)
+             : visibility == VIS_TAIL ? (lo > 0 ? ends[lo - 1] + 1 : 0) : 0;
+    return v;
+}
+/* Its inverse forms: the first query that sees entry j is its end, ends[j] (vis_first_query_of_entry
+ * with the ends) ... */
+VIS_FN int vis_first_query_of_entry_ends(int j, const int *ends) { return ends[j]; }
+/* ... and the last query (of T) that sees raw token k: window: k + n_local - 1; tail: the query before
+ * the first entry ending at or after k becomes visible (then k is inside a visible entry); full: T - 1. */
+VIS_FN int vis_last_query_of_raw_ends(int visibility, int k, int T, const int *ends, int n, int n_local) {
+    int hi = T - 1;
+    if (visibility == VIS_WINDOW) {
+        int last = k + n_local - 1;
+        if (last < hi) hi = last;
+    } else if (visibility == VIS_TAIL) {
+        int lo = 0, up = n;                     /* first j with ends[j] >= k */
+        while (lo < up) {
+            int mid = lo + (up - lo) / 2;
+            if (ends[mid] < k) lo = mid + 1;
+            else up = mid;
+        }
+        if (lo < n && ends[lo] - 1 < hi) hi = ends[lo] - 1;
+    }
+    return hi;
+}
+
 /* The inverse rule, for kernels that walk keys and ask which queries see them:
  * the first query that sees entry j of a head with grid offset o (its window is complete) ... */
 VIS_FN int vis_first_query_of_entry(int j, int W, int S, int o) { return o + j * S + W - 1; }

@@ -19,7 +19,13 @@
  * logits = RMSNorm_final(x) @ E_out^T (a [1, V] matmul, downloaded as fp32).
  * The tail ring holds the most raw tokens any head sees, max over g of max(o_g + W - 1, S - 1)
  * (vis_tail_max_raw; aligned: max(W-1, S-1)). With grid = staggered, heads 1..G-1 may have one
- * window fewer than head 0 at a given context: their last entry slot is then never written. */
+ * window fewer than head 0 at a given context: their last entry slot is then never written.
+ * Learned chunk boundaries (docs/spec.md §6.5, write_chunk): at t the layer scores its input, p_t =
+ * sigmoid(w_bd . a_t + c_bd) (the training op boundary_decide), decides bd_t = chunk_boundary(p_t, t - s + 1,
+ * W) with s the open chunk's first token, and on a boundary pools a_s..a_t from the input ring with the
+ * training op chunk_compressor_fwd (the masked window ending at t), Khat rotated to s, into entry slot
+ * n (the n-th boundary); every KV head sees entries by their ends (vis_query_view_ends), a tail query at
+ * most the W - 1 raw tokens of the open chunk. The factor c_j of training is 1 here (no gradient). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +37,7 @@
 #include "model/dims.h"
 #include "model/layer_kinds.h"
 #include "kernels/kernels.h"
+#include "kernels/chunk_boundaries.h"
 
 /* One layer whose config is c (a layer_config): total_bytes = layer_bytes * c->n_layers. */
 static void layer_cache_layout(const ModelConfig *c, long context, size_t e, DecodeCacheLayout *o) {
@@ -51,6 +58,12 @@ static void layer_cache_layout(const ModelConfig *c, long context, size_t e, Dec
             const int og = dims_grid_offset(&dm, g), Sg = dims_head_stride(&dm, g);
             o->head_entries += vis_n_windows(ctx, W, Sg, og);
             if (c->local == LOCAL_TAIL && vis_tail_max_raw(W, Sg, og) > o->ring_cap) o->ring_cap = vis_tail_max_raw(W, Sg, og);
+        }
+        if (dm.boundaries) {   /* docs/spec.md §6.5: up to one entry per token; a tail query sees at most the
+                                * W - 1 tokens of the open chunk (a chunk of W tokens is closed by force) */
+            o->entry_cap = ctx;
+            o->head_entries = (long)G * ctx;
+            if (c->local == LOCAL_TAIL) o->ring_cap = W - 1;
         }
         o->value_entries = !dims_of(c, 0).tied_kv;
         o->input_rows = W + (c->token_shift ? 1 : 0);   /* + a_{t-1} with token shift (docs/spec.md §6.3) */
@@ -91,6 +104,10 @@ typedef struct {               /* the cache of one layer (backend memory) */
     act_t *inputs;             /* [W (+1), D] compressor inputs (a, or a + M a_{p-1} with token shift), slot
                                   p % W; with token shift row W holds a_{t-1} */
     act_t *ik;                 /* [entry_cap, dI] the lightning indexer's keys (csa layers with one) */
+    /* learned chunk boundaries (docs/spec.md §6.5), host: the ends of the entries written so far, their count
+     * and the first token of the open chunk */
+    int32_t *ends;             /* [entry_cap] */
+    int n_ends, open;
 } LayerCache;
 
 
@@ -114,6 +131,7 @@ struct Decoder {
     act_t *entry[2];           /* [G, d] */
     act_t *payload;            /* [G, W, d] */
     float *alpha, *pn_rstd;    /* [G, W, c], [G, W] */
+    float *bprob;              /* [1] the boundary score p_t (learned chunk boundaries, docs/spec.md §6.5) */
     float *rstd;               /* [max(H, G, 1)] */
     float *rope_tab;           /* [max_context, r/2, 2] */
     int32_t *tok;              /* [1] */
@@ -146,6 +164,12 @@ static int cache_alloc(LayerCache *lc, const ModelConfig *c, long context, const
         lc[L].v = take(be, (size_t)lay->ring_cap * Gd * e, bytes, &fail);
         lc[L].inputs = take(be, (size_t)lay->input_rows * c->d_model * e, bytes, &fail);
         lc[L].ik = take(be, lay->index_bytes, bytes, &fail);
+        const ModelConfig lcf = layer_config(c, L);
+        if (lcf.attention == ATTN_COMPRESSED && lcf.boundaries == BOUNDARIES_LEARNED) {   /* host ints, not cache bytes */
+            lc[L].ends = calloc(lay->entry_cap > 0 ? lay->entry_cap : 1, sizeof(int32_t));
+            if (!lc[L].ends) fail = 1;
+        }
+        lc[L].n_ends = lc[L].open = 0;
     }
     return fail ? -1 : 0;
 }
@@ -154,6 +178,7 @@ static void cache_release(LayerCache *lc, int n_layers, const Backend *be) {
     for (int L = 0; L < n_layers; L++) {
         void *p[6] = {lc[L].ck, lc[L].cv, lc[L].k, lc[L].v, lc[L].inputs, lc[L].ik};
         for (int i = 0; i < 6; i++) if (p[i]) be->free(be->ctx, p[i]);
+        free(lc[L].ends);
     }
 }
 
@@ -175,6 +200,10 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         return NULL;
     }
     if (max_context < 1) { set_err(err, "decoder: max_context %d, expected >= 1", max_context); return NULL; }
+    if (model_has_boundaries(m) && !be->boundaries) {   /* docs/spec.md §6.5 (model_create refuses it there too) */
+        set_err(err, "decoder: model.boundaries = learned is not implemented on the %s backend", be->name);
+        return NULL;
+    }
     for (int L = 0; L < c->n_layers; L++)
         if (layer_has_indexer(c, L) && !be->entry_select) {
             set_err(err, "decoder: layer %d has a lightning indexer (csa_topk = %d, docs/spec.md §5.4), which the %s "
@@ -231,6 +260,7 @@ Decoder *decoder_create(struct Model *m, int max_context, char *err) {
         dec->payload = take(be, G * W * c->head_dim * e, sb, &fail);
         dec->alpha = take(be, G * W * ch * 4, sb, &fail);
         dec->pn_rstd = take(be, G * W * 4, sb, &fail);
+        if (model_has_boundaries(m)) dec->bprob = take(be, 4, sb, &fail);
     }
     if (model_has_indexer(c)) {
         const size_t HI = c->indexer_heads, dI = c->indexer_dim;
@@ -270,7 +300,7 @@ void decoder_free(Decoder *dec) {
     void *p[] = {dec->x, dec->a, dec->q_raw, dec->q, dec->k_raw, dec->k, dec->v, dec->attn, dec->x_mid, dec->mn,
                  dec->g, dec->u, dec->h, dec->xf, dec->logits, dec->win, dec->entry[0], dec->entry[1], dec->payload,
                  dec->alpha, dec->pn_rstd, dec->rstd, dec->tok, dec->rope_tab, dec->iq, dec->iw, dec->ientry,
-                 dec->ipayload, dec->ialpha, dec->iscore, dec->isel, dec->tsb};
+                 dec->ipayload, dec->ialpha, dec->iscore, dec->isel, dec->tsb, dec->bprob};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) if (p[i]) be->free(be->ctx, p[i]);
     free(dec->lc);
     free(dec->li);
@@ -280,7 +310,10 @@ void decoder_free(Decoder *dec) {
     free(dec);
 }
 
-void decoder_reset(Decoder *dec) { dec->pos = 0; }
+void decoder_reset(Decoder *dec) {
+    dec->pos = 0;
+    for (int L = 0; L < dec->c->n_layers; L++) dec->lc[L].n_ends = dec->lc[L].open = 0;   /* learned boundaries */
+}
 int decoder_position(const Decoder *dec) { return dec->pos; }
 int decoder_max_context(const Decoder *dec) { return dec->max_context; }
 size_t decoder_cache_bytes(const Decoder *dec) { return dec->cache_bytes; }
@@ -363,6 +396,41 @@ static void write_completed(Decoder *dec, int L, int t) {
     }
 }
 
+/* Learned chunk boundaries (docs/spec.md §6.5) of layer L at position t, whose compressor input cin is in the
+ * input ring: p_t, the decision with the open chunk's length (chunk_boundary), and on a boundary the entry
+ * of the open chunk s..t: the training op chunk_compressor_fwd on its rows (one entry ending at its last
+ * row: the masked window of W slots), cknorm, RoPE at its first token s, into entry slot n_ends. */
+static void write_chunk(Decoder *dec, int L, int t, const act_t *cin) {
+    const Backend *be = dec->be;
+    const ModelConfig *c = &dec->lcfg[L];
+    const LayerTensorIndex *x = &dec->li[L];
+    LayerCache *lc = &dec->lc[L];
+    const int W = c->window, D = c->d_model, G = c->n_kv_heads, d = c->head_dim;
+    const size_t e = be->act_bytes, Gd = (size_t)G * d;
+    const CompShape one = {.B = 1, .T = 1, .D = D, .window = W, .n_windows = 1};
+    be->boundary_decide(be->ctx, &one, dec->bprob, NULL, NULL, NULL, NULL, cin, Wt(dec, x->boundary_w), Wt(dec, x->boundary_b), 1);
+    float p;
+    be->download(be->ctx, &p, dec->bprob, sizeof p);
+    if (!chunk_boundary(p, t - lc->open + 1, W)) return;
+    const int s0 = lc->open, n = t - s0 + 1, j = lc->n_ends;
+    for (int i = 0; i < n; i++) be->copy(be->ctx, row(dec->win, i, D, e), row(lc->inputs, (s0 + i) % W, D, e), D * e);
+    int32_t end = n - 1, count = 1;
+    CompShape cs = {.B = 1, .T = n, .D = D, .G = G, .d = d, .window = W, .stride = c->stride, .n_windows = 1,
+                    .gate = c->gate, .channels = dec->ldims[L].channels, .n_maps = dec->ldims[L].n_maps,
+                    .eps = (float)c->norm_eps, .entry_ends = &end, .entry_count = &count};
+    for (int br = 0; br < dec->ldims[L].branches; br++)
+        be->chunk_compressor_fwd(be->ctx, &cs, dec->entry[br], dec->alpha, dec->payload, dec->pn_rstd, dec->win,
+                                 Wt(dec, x->gate_w[br]), Wt(dec, x->gate_b[br]), Wt(dec, x->payload[br]), Wt(dec, x->pn[br]));
+    act_t *ck = row(lc->ck, j, Gd, e);
+    if (c->qk_norm) be->rmsnorm_fwd(be->ctx, ck, dec->rstd, dec->entry[0], Wt(dec, x->ck_norm), G, d, (float)c->norm_eps);
+    else be->copy(be->ctx, ck, dec->entry[0], Gd * e);
+    if (c->rope_dims > 0) be->rope(be->ctx, ck, rope_at(dec, s0), 1, G, d, c->rope_dims, 1, 1, 0);
+    if (lc->cv) be->copy(be->ctx, row(lc->cv, j, Gd, e), dec->entry[1], Gd * e);
+    lc->ends[j] = t;
+    lc->n_ends = j + 1;
+    lc->open = t + 1;
+}
+
 int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
     const Backend *be = dec->be;
     const ModelConfig *c = dec->c;
@@ -413,12 +481,14 @@ int decoder_step(Decoder *dec, int32_t token, float *logits, char *err) {
                 cin = dec->tsb;
             }
             be->copy(be->ctx, row(lc->inputs, t % W, D, e), cin, D * e);
-            write_completed(dec, L, t);
+            if (dec->ldims[L].boundaries) write_chunk(dec, L, t, cin);   /* docs/spec.md §6.5 */
+            else write_completed(dec, L, t);
         }
         DecodeAttnShape as = {.H = H, .G = G, .d = d, .t = t, .window = W, .stride = S,
                               .n_windows = compressed ? dec->llay[L].entry_cap : 0, .grid = compressed ? lcf->grid : GRID_ALIGNED,
                               .grid_base = dec->ldims[L].grid_base, .visibility = config_visibility(lcf), .n_local = lcf->n_local, .ring_cap = R > 0 ? R : 1,
                               .head_stride = dims_head_strides(&dec->ldims[L])};
+        if (compressed && dec->ldims[L].boundaries) { as.entry_ends = lc->ends; as.entry_count = lc->n_ends; }
         if (lc->ik) {   /* the indexer's top-k of this query (docs/spec.md §5.4) */
             const int HI = lcf->indexer_heads, dI = lcf->indexer_dim;
             be->matmul_fwd(be->ctx, dec->iq, dec->a, Wt(dec, x->iq), 1, HI * dI, D, 0);
@@ -466,6 +536,7 @@ int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *log
     if (n < 1 || n > dec->max_context)
         return set_err(err, "decoder_prefill_chunk: %d tokens, expected 1..%d (the context)", n, dec->max_context);
     if (model_shape_check(c, 1, n, err)) return -1;      /* n x heads rows must fit the kernels' int */
+    if (model_has_boundaries(dec->m)) return decoder_prefill(dec, tokens, n, logits, err);   /* §6.5: token by token */
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= c->vocab_size)
             return set_err(err, "decoder: token %d at position %d is outside the vocabulary 0..%d", tokens[i], i,

@@ -78,6 +78,7 @@ int decoder_prefill(Decoder *dec, const int32_t *tokens, int n, float *logits, c
 /* The same result in one chunk, from position 0 only: the training forward's ops over all n
  * rows at once (matmuls of n rows, attention_fwd, compressor_fwd over the prompt's complete
  * windows), then the cache is filled from it (entries, the raw ring's last tokens, the last W
- * inputs). Temporary buffers for n rows are allocated for the call and freed. */
+ * inputs). Temporary buffers for n rows are allocated for the call and freed.
+ * With learned chunk boundaries (docs/spec.md §6.5) it is decoder_prefill, token by token. */
 int decoder_prefill_chunk(Decoder *dec, const int32_t *tokens, int n, float *logits, char *err);
 #endif

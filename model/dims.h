@@ -22,6 +22,8 @@
  *              (deepseek: offsets < S use map 0, the rest map 1), 1 (shared)
  *   visibility VIS_* (kernels/visibility.h): which raw tokens a query sees
  *   grid       GRID_*: the KV heads' window grid (aligned for full attention: it has none)
+ *   boundaries model.boundaries = learned (docs/spec.md §6.5): no grid; entries end where the learned
+ *              scores decide, at most T of them per sequence, so n_windows = T (the buffer rows)
  * and, per KV head g, dims_head_stride (S_g), dims_grid_offset (o_base + o_g) and dims_head_windows (vis_n_windows there);
  * dims_seq_offset adds a sequence's shift u_b (phase jitter, docs/spec.md §6.2).
  * All integer arithmetic; T = 0 where only the T-free sizes are needed (n_windows is then 0). */
@@ -44,6 +46,7 @@ typedef struct {
     int visibility;            /* VIS_* */
     int grid;                  /* GRID_*: GRID_ALIGNED for full attention */
     int multirate;             /* head_stride holds S_g per KV head (model.head_strides, §6.4) */
+    int boundaries;            /* learned chunk boundaries (§6.5): n_windows = T entry rows, no grid */
     int head_stride[HEAD_STRIDES_MAX];   /* [G] S_g when multirate (else unused) */
 } ModelDims;
 
@@ -72,6 +75,8 @@ static inline ModelDims dims_of(const ModelConfig *c, int T) {
         const int n = vis_n_windows(T, c->window, Sg, vis_entry_offset(d.grid, g, Sg, d.n_kv_heads, d.grid_base, 0));
         if (n > d.n_windows) d.n_windows = n;
     }
+    d.boundaries = d.compressed && c->boundaries == BOUNDARIES_LEARNED;
+    if (d.boundaries) d.n_windows = T;
     return d;
 }
 

@@ -43,6 +43,7 @@
 #include "model/layer_kinds.h"
 #include "common/errors.h"
 #include "kernels/kernels.h"
+#include "kernels/chunk_boundaries.h"
 
 typedef LayerTensorIndex LayerTensors;   /* tensor-table indices of one layer (model/tensors.h) */
 
@@ -71,6 +72,12 @@ typedef struct {               /* saved activations of one layer */
     act_t *ik;                 /* [B, nW, dI] its keys */
     float *iscore, *idscore;   /* [B, T, nW] I(t, j) and dKL/dI */
     uint8_t *isel;             /* [B, T, nW] the top-k selection */
+    /* learned chunk boundaries (docs/spec.md §6.5; nW = T entry rows, and the compressor's alpha, payload and
+     * pn_rstd are per token: [B, T, G, c], [B, T, G, d], [B, T, G], at the start of their buffers) */
+    float *bprob, *bprob_sg;   /* [B, T] p_t and sg(p_t) (backend memory) */
+    uint8_t *bflag;            /* [B, T] bd_t */
+    int32_t *bends, *bcount;   /* [B, T] entry ends (T after the last), [B] n_b */
+    float *crope_bd;           /* [B * T, r/2, 2] entry j of sequence b rotated to its first token s_{b,j} */
 } LayerActs;
 
 struct Model {
@@ -139,6 +146,17 @@ struct Model {
     float *dalpha;             /* [B, nW, G, W, c] */
     float *cov_seq;            /* [B] backend memory */
     float *host_cov;           /* [B] */
+    /* learned chunk boundaries (docs/spec.md §6.5): host copies of each layer's last decisions, the ratio
+     * loss (model_set_boundary_ratio) and the hold of the gradient checks (model_hold_boundaries) */
+    int bd_any;                /* some layer has learned boundaries */
+    int bd_hold, bd_B;         /* 1: the forwards reuse the held decisions and sg(p); B of the last forward */
+    double bd_lambda;          /* lambda_r */
+    uint8_t **bd_flag;         /* [n_layers][max_batch * T] host */
+    float **bd_prob;           /* [n_layers][max_batch * T] host */
+    int32_t **bd_ends, **bd_count;   /* [n_layers][max_batch * T], [n_layers][max_batch] host (the shapes' entry ends) */
+    double *bd_F, *bd_R;       /* [n_layers] F_l and R_l of the last forward */
+    float *bd_dprob;           /* [max_batch * T] backend: d loss / d p_t of the layer in the backward */
+    float *host_rope, *host_crope;   /* [T, r/2, 2] the RoPE table, [max_batch * T, r/2, 2] a layer's entry table */
 };
 
 /* ---- arena: a sizing pass then a carving pass over the same calls ---- */
@@ -187,6 +205,11 @@ static void lay_out(Model *m, Carver *c) {
             act->ck = carve(c, E * A);
             if (cfg->token_shift) act->cin = carve(c, N * D * A);
             act->rstd_ck = carve(c, (size_t)m->max_batch * nW * cfg->n_kv_heads * 4);
+            if (m->ldims[L].boundaries) {   /* docs/spec.md §6.5 (nW = T: the per-token buffers fit in the slots) */
+                act->bprob = carve(c, N * 4); act->bprob_sg = carve(c, N * 4); act->bflag = carve(c, N);
+                act->bends = carve(c, N * 4); act->bcount = carve(c, (size_t)m->max_batch * 4);
+                act->crope_bd = carve(c, N * (cfg->rope_dims / 2 + 1) * 2 * 4);
+            }
         }
         act->attn = carve(c, N * Hd * A); act->lse = carve(c, N * cfg->n_heads * 4);
         act->x_mid = carve(c, N * D * A); act->mid_norm = carve(c, N * D * A); act->rstd_post = carve(c, N * 4);
@@ -217,6 +240,7 @@ static void lay_out(Model *m, Carver *c) {
     m->dk = carve(c, N * Gd * A); m->dk_raw = carve(c, N * Gd * A); m->dv = carve(c, N * Gd * A);
     m->dg = carve(c, N * F * A); m->du = carve(c, N * F * A); m->dh = carve(c, N * F * A);
     if (E_max > 0) { m->dck = carve(c, E_max * A); m->dcv = carve(c, E_max * A); m->dentry = carve(c, E_max * A); }
+    if (m->bd_any) m->bd_dprob = carve(c, N * 4);
     if (E_max > 0 && cfg->token_shift) { m->tsh = carve(c, N * D * A); m->dtsh = carve(c, N * D * A); m->dcin = carve(c, N * D * A); }
     if (m->fused_qkv) m->qkv = carve(c, N * (Hd + 2 * Gd) * A);
     m->rope_tab = carve(c, (size_t)m->T * (cfg->rope_dims / 2 + 1) * 2 * 4);
@@ -260,6 +284,29 @@ static int model_shape_check_layer(const ModelConfig *cfg, char *err) {
     return 0;
 }
 
+/* The host side of learned chunk boundaries (docs/spec.md §6.5): per layer the last decisions, scores and
+ * entry ends (what the shapes and model_boundary_* read), the RoPE table the entry tables are cut from. */
+static int boundaries_alloc(Model *m, char *err) {
+    const int nL = m->cfg.n_layers, r = m->cfg.rope_dims;
+    const size_t N = (size_t)m->max_batch * m->T_max;
+    m->bd_flag = calloc(nL, sizeof *m->bd_flag); m->bd_prob = calloc(nL, sizeof *m->bd_prob);
+    m->bd_ends = calloc(nL, sizeof *m->bd_ends); m->bd_count = calloc(nL, sizeof *m->bd_count);
+    m->bd_F = calloc(nL, sizeof(double)); m->bd_R = calloc(nL, sizeof(double));
+    int fail = !m->bd_flag || !m->bd_prob || !m->bd_ends || !m->bd_count || !m->bd_F || !m->bd_R;
+    for (int L = 0; !fail && L < nL; L++) {
+        if (!m->ldims[L].boundaries) continue;
+        m->bd_flag[L] = calloc(N, 1); m->bd_prob[L] = calloc(N, sizeof(float));
+        m->bd_ends[L] = calloc(N, sizeof(int32_t)); m->bd_count[L] = calloc(m->max_batch, sizeof(int32_t));
+        fail = !m->bd_flag[L] || !m->bd_prob[L] || !m->bd_ends[L] || !m->bd_count[L];
+    }
+    if (!fail && r > 0) {
+        m->host_rope = rope_table(m->T_max, r, m->cfg.rope_theta);
+        m->host_crope = calloc(N * (r / 2) * 2, sizeof(float));
+        fail = !m->host_rope || !m->host_crope;
+    }
+    return fail ? set_err(err, "out of host memory for the learned boundaries of %d layers", nL) : 0;
+}
+
 Model *model_create(const ModelConfig *cfg, const Backend *be, int max_batch, int T, char *err) {
     return model_create_padded(cfg, be, max_batch, T, 0, err);
 }
@@ -277,6 +324,9 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         return set_err(err, "model.head_strides = %s: the %s backend's kernels do not take a stride per KV head yet "
                        "(docs/spec.md §6.4); use run.device=cpu or model.head_strides = (empty)", cfg->head_strides,
                        be->name), NULL;
+    if (!be->boundaries && cfg->attention == ATTN_COMPRESSED && cfg->boundaries == BOUNDARIES_LEARNED)
+        return set_err(err, "model.boundaries = learned: the %s backend does not run learned chunk boundaries "
+                       "(docs/spec.md §6.5; CPU only for now); use run.device=cpu or model.boundaries = grid", be->name), NULL;
     const char *bf16_grad = getenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* the old act_t residual gradient (docs/gpu.md) */
     if (bf16_grad && *bf16_grad && strcmp(bf16_grad, "0") && strcmp(bf16_grad, "1"))
         return set_err(err, "PHASELAB_BF16_RESIDUAL_GRAD=%s: expected 0 or 1", bf16_grad), NULL;
@@ -320,6 +370,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
         }
         if (ld->n_windows > m->nW_max) m->nW_max = ld->n_windows;
         m->any_gated |= ld->compressed && ld->gated;
+        m->bd_any |= ld->boundaries;
         double slots = (double)max_batch * ld->n_windows * cfg->n_kv_heads * ld->window;
         double layer = N * widths + slots * (cfg->head_dim + ld->channels) +
                        (double)max_batch * ld->n_windows * cfg->n_kv_heads * cfg->head_dim;
@@ -372,6 +423,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
     }
     c = (Carver){.base = m->arena};
     lay_out(m, &c);
+    if (m->bd_any && boundaries_alloc(m, err)) { model_free(m); return NULL; }
     if (cfg->rope_dims > 0) {
         float *tab = rope_table(T, cfg->rope_dims, cfg->rope_theta);
         if (!tab) {
@@ -413,6 +465,11 @@ void model_free(Model *m) {
     free(m->host_losses);
     if (m->step_loss) m->be->free(m->be->ctx, m->step_loss);
     free(m->hook_rows);
+    for (int L = 0; m->bd_flag && L < m->cfg.n_layers; L++) {
+        free(m->bd_flag[L]); free(m->bd_prob[L]); free(m->bd_ends[L]); free(m->bd_count[L]);
+    }
+    free(m->bd_flag); free(m->bd_prob); free(m->bd_ends); free(m->bd_count); free(m->bd_F); free(m->bd_R);
+    free(m->host_rope); free(m->host_crope);
     free(m->layers);
     free(m->acts);
     free(m->lcfg);
@@ -515,6 +572,7 @@ static AttnShape attn_shape(const Model *m, int L, int B) {
                    .visibility = dm->visibility, .grid = dm->grid, .grid_base = dm->grid_base,
                    .grid_shift = m->shift_on ? m->grid_shift : NULL, .head_stride = dims_head_strides(dm)};
     if (m->lind[L] && !m->ind_dense) s.entry_select = m->acts[L].isel;   /* the indexer's top-k (§5.4) */
+    if (dm->boundaries) { s.entry_ends = m->bd_ends[L]; s.entry_count = m->bd_count[L]; }   /* §6.5 */
     return s;
 }
 
@@ -526,6 +584,7 @@ static CompShape comp_shape(const Model *m, int L, int B) {
                    .gate = c->gate, .channels = dm->channels, .n_maps = dm->n_maps, .eps = (float)c->norm_eps,
                    .grid = dm->grid, .grid_base = dm->grid_base, .grid_shift = m->shift_on ? m->grid_shift : NULL,
                    .head_stride = dims_head_strides(dm)};
+    if (dm->boundaries) { s.entry_ends = m->bd_ends[L]; s.entry_count = m->bd_count[L]; }   /* §6.5 */
     return s;
 }
 
@@ -554,7 +613,8 @@ static void rope_entries(const Model *m, int L, act_t *x, int B, int inverse) {
     const ModelConfig *c = &m->lcfg[L];
     const int nW = m->ldims[L].n_windows;     /* windows of KV head 0: buffer rows (model/dims.h) */
     const int G = c->n_kv_heads, d = c->head_dim, r = c->rope_dims;
-    if (m->shift_on) m->be->rope(m->be->ctx, x, m->crope_shift, B * nW * G, 1, d, r, B * nW * G, 1, inverse);
+    if (m->ldims[L].boundaries) m->be->rope(m->be->ctx, x, m->acts[L].crope_bd, B * nW, G, d, r, B * nW, 1, inverse);   /* §6.5 */
+    else if (m->shift_on) m->be->rope(m->be->ctx, x, m->crope_shift, B * nW * G, 1, d, r, B * nW * G, 1, inverse);
     else if (m->ldims[L].grid == GRID_STAGGERED || m->ldims[L].multirate) m->be->rope(m->be->ctx, x, m->crope_tab, B * nW * G, 1, d, r, nW * G, 1, inverse);
     else m->be->rope(m->be->ctx, x, m->rope_tab, B * nW, G, d, r, nW, c->stride, inverse);
 }
@@ -673,6 +733,39 @@ static void token_shift_bwd(Model *m, act_t *da, float *dM, const act_t *a, cons
         if (T > 1) be->add(be->ctx, act_at(m, da, b * T * D), act_at(m, m->dtsh, (b * T + 1) * D), (T - 1) * D);
 }
 
+/* Learned chunk boundaries of layer L (docs/spec.md §6.5), before its compressor: the scores of the
+ * compressor's input a, the decisions (unless held: model_hold_boundaries), their host copies (the shapes'
+ * entry ends, model_boundary_*), F_l, G_l and R_l, and the entry RoPE table at each entry's first token. */
+static void boundaries_fwd(Model *m, int L, int B, const act_t *a) {
+    const Backend *be = m->be;
+    const LayerTensors *w = &m->layers[L];
+    LayerActs *act = &m->acts[L];
+    const int T = m->T, r = m->cfg.rope_dims, half = r / 2;
+    const size_t N = (size_t)B * T;
+    CompShape cs = comp_shape(m, L, B);
+    be->boundary_decide(be->ctx, &cs, act->bprob, act->bprob_sg, act->bflag, act->bends, act->bcount, a,
+                        weight(m, w->boundary_w), weight(m, w->boundary_b), m->bd_hold);
+    be->download(be->ctx, m->bd_flag[L], act->bflag, N);
+    be->download(be->ctx, m->bd_prob[L], act->bprob, N * sizeof(float));
+    be->download(be->ctx, m->bd_ends[L], act->bends, N * sizeof(int32_t));
+    be->download(be->ctx, m->bd_count[L], act->bcount, (size_t)B * sizeof(int32_t));
+    double F = 0.0, Gm = 0.0;
+    for (size_t n = 0; n < N; n++) { F += m->bd_flag[L][n]; Gm += m->bd_prob[L][n]; }
+    m->bd_F[L] = F / N;
+    m->bd_R[L] = chunk_ratio_loss(F / N, Gm / N, m->lcfg[L].stride);
+    m->bd_B = B;
+    if (r > 0) {   /* row b*T + j: entry j of sequence b at its first token s_{b,j} (rows j >= n_b: position 0) */
+        for (int b = 0; b < B; b++)
+            for (int j = 0; j < T; j++) {
+                const int32_t *e = m->bd_ends[L] + (size_t)b * T;
+                const int pos = j < m->bd_count[L][b] && j > 0 ? e[j - 1] + 1 : 0;
+                memcpy(m->host_crope + ((size_t)b * T + j) * half * 2, m->host_rope + (size_t)pos * half * 2,
+                       sizeof(float) * half * 2);
+            }
+        be->upload(be->ctx, act->crope_bd, m->host_crope, N * half * 2 * sizeof(float));
+    }
+}
+
 /* Forward of every layer and the final norm, for B sequences already uploaded to m->tokens. */
 static void forward_layers(Model *m, int B) {
     const Backend *be = m->be;
@@ -718,14 +811,19 @@ static void forward_layers(Model *m, int B) {
                 token_shift_fwd(m, act->cin, act->x_norm, weight(m, w->token_shift), B);
                 comp_in = act->cin;
             }
+            if (dm->boundaries) boundaries_fwd(m, L, B, comp_in);   /* docs/spec.md §6.5 */
             for (int br = 0; br < dm->branches; br++)
-                be->compressor_fwd(be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], comp_in,
-                                   weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]),
-                                   weight(m, w->pn[br]));
+                (dm->boundaries ? be->chunk_compressor_fwd : be->compressor_fwd)(
+                    be->ctx, &cs, act->entry[br], act->alpha[br], act->payload[br], act->pn_rstd[br], comp_in,
+                    weight(m, w->gate_w[br]), weight(m, w->gate_b[br]), weight(m, w->payload[br]), weight(m, w->pn[br]));
             size_t E = (size_t)B * nW * G * d;
             if (c->qk_norm) be->rmsnorm_fwd(be->ctx, act->ck, act->rstd_ck, act->entry[0], weight(m, w->ck_norm), B * nW * G, d, eps);
             else be->copy(be->ctx, act->ck, act->entry[0], E * be->act_bytes);
             if (r > 0) rope_entries(m, L, act->ck, B, 0);
+            if (dm->boundaries) {   /* the straight-through factor c_j on Khat and Vhat (value 1 unless held) */
+                be->boundary_scale(be->ctx, &cs, act->ck, act->bprob, act->bprob_sg);
+                if (!dm->tied_kv) be->boundary_scale(be->ctx, &cs, act->entry[1], act->bprob, act->bprob_sg);
+            }
             cv = dm->tied_kv ? act->ck : act->entry[1];
             if (m->lind[L]) indexer_fwd(m, L, B);
         }
@@ -800,6 +898,11 @@ static void backward_layers(Model *m, int B) {
         if (nW > 0) {
             size_t E = (size_t)B * nW * G * d;
             if (dm->tied_kv) be->add(be->ctx, m->dck, m->dcv, E);       /* cv == ck */
+            if (dm->boundaries) {   /* docs/spec.md §6.5: dp_e = K'.dKhat (+ V'.dVhat), dK' = c dKhat */
+                be->zero(be->ctx, m->bd_dprob, (size_t)N * sizeof(float));
+                be->boundary_scale_bwd(be->ctx, &cs, m->bd_dprob, m->dck, act->ck, act->bprob, act->bprob_sg);
+                if (!dm->tied_kv) be->boundary_scale_bwd(be->ctx, &cs, m->bd_dprob, m->dcv, act->entry[1], act->bprob, act->bprob_sg);
+            }
             if (r > 0) rope_entries(m, L, m->dck, B, 1);
             const act_t *dentry_k = m->dck;
             if (c->qk_norm) {
@@ -814,10 +917,24 @@ static void backward_layers(Model *m, int B) {
                     be->gate_coverage(be->ctx, &cs, act->alpha[br], m->dalpha, m->cov_seq, (float)(m->cov_lambda * m->cov_scale));
                     dalpha = m->dalpha;
                 }
-                be->compressor_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]),
-                                   grad(m, w->payload[br]), grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br],
-                                   act->payload[br], act->pn_rstd[br], act->cin ? act->cin : act->x_norm,
-                                   weight(m, w->gate_w[br]), weight(m, w->payload[br]), weight(m, w->pn[br]), dalpha);
+                if (dm->boundaries)
+                    be->chunk_compressor_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->gate_w[br]),
+                                             grad(m, w->gate_b[br]), grad(m, w->payload[br]), grad(m, w->pn[br]),
+                                             br == 0 ? dentry_k : m->dcv, act->alpha[br], act->payload[br], act->pn_rstd[br],
+                                             act->cin ? act->cin : act->x_norm, weight(m, w->gate_w[br]),
+                                             weight(m, w->payload[br]), weight(m, w->pn[br]));
+                else
+                    be->compressor_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->gate_w[br]), grad(m, w->gate_b[br]),
+                                       grad(m, w->payload[br]), grad(m, w->pn[br]), br == 0 ? dentry_k : m->dcv, act->alpha[br],
+                                       act->payload[br], act->pn_rstd[br], act->cin ? act->cin : act->x_norm,
+                                       weight(m, w->gate_w[br]), weight(m, w->payload[br]), weight(m, w->pn[br]), dalpha);
+            }
+            if (dm->boundaries) {   /* the scores: the ST gradient and the ratio loss's, lambda_r/n_layers * dR_l/dp per
+                                     * micro-batch, weighted loss_scale * B * T (1 / the step's micro-batches, all ranks) */
+                const double slope = chunk_ratio_slope(m->bd_F[L], c->stride);
+                const float dprob_all = (float)(m->bd_lambda / c->n_layers * m->loss_scale * slope);
+                be->boundary_bwd(be->ctx, &cs, act->cin ? m->dcin : m->dnorm, grad(m, w->boundary_w), grad(m, w->boundary_b),
+                                 m->bd_dprob, act->bprob, act->cin ? act->cin : act->x_norm, weight(m, w->boundary_w), dprob_all);
             }
             if (act->cin) token_shift_bwd(m, m->dnorm, grad(m, w->token_shift), act->x_norm, weight(m, w->token_shift), B);
         }
@@ -888,7 +1005,7 @@ void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *position
 
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
     const ModelDims *dm = &m->ldims[layer];
-    if (dm->n_windows == 0) return 0;
+    if (dm->n_windows == 0 || dm->boundaries) return 0;   /* learned boundaries: alpha per token, no windows */
     LayerActs *act = &m->acts[layer];
     const float *src = act->alpha[dm->tied_kv ? 0 : branch];
     m->be->download(m->be->ctx, out, src,
@@ -896,11 +1013,24 @@ int model_gate_alphas(Model *m, int layer, int branch, int B, float *out) {
     return dm->n_windows;
 }
 
+int model_gate_token_alphas(Model *m, int layer, int branch, int B, float *out) {
+    const ModelDims *dm = &m->ldims[layer];
+    if (!dm->boundaries) return 0;
+    const float *src = m->acts[layer].alpha[dm->tied_kv ? 0 : branch];   /* per token at the buffer's start (§6.5) */
+    m->be->download(m->be->ctx, out, src, sizeof(float) * (size_t)B * m->T * m->cfg.n_kv_heads * dm->channels);
+    return m->T;
+}
+
 /* Visible keys of query t reading KV head g (compressed entries + raw tokens), as the attention
  * kernels count them (kernels/visibility.h). */
 static long visible_keys(const ModelConfig *c, const ModelDims *dims, int t, int g) {
     if (dims->visibility == VIS_WINDOW && !dims->compressed) return t < c->n_local ? t + 1 : c->n_local;
     if (!dims->compressed) return t + 1;
+    if (dims->boundaries) {   /* docs/spec.md §6.5: modelled as entries ending every S tokens (the ratio target) */
+        VisQueryView v = vis_query_view(dims->visibility, t, c->stride, c->stride, 0, vis_n_windows(dims->T, c->stride, c->stride, 0),
+                                        c->n_local);
+        return v.n_entries + (t - v.raw_lo + 1);
+    }
     int o = dims_grid_offset(dims, g);
     VisQueryView v = vis_query_view(dims->visibility, t, c->window, dims_head_stride(dims, g), o, dims_head_windows(dims, g),
                                     c->n_local);
@@ -938,6 +1068,8 @@ double model_layer_flops_per_token(const ModelConfig *c, int T) {
         /* per window offset: the payload (d outputs) and the gate logits (c, none when uniform) */
         double per_window = (double)c->window * D * (d + (dims.gated ? dims.channels : 0));
         comp = dims.branches * per_window * windows / T;
+        if (dims.boundaries)   /* docs/spec.md §6.5: every token once per head and branch, and its score */
+            comp = dims.branches * (double)c->n_kv_heads * D * (d + (dims.gated ? dims.channels : 0)) + D;
         if (c->token_shift) comp += (double)D * D;   /* docs/spec.md §6.3: M a_{t-1}, one [D, D] product per token */
     }
     if (c->indexer_topk > 0) {   /* the lightning indexer (§5.4): q and w projections, its compressor, the scores */
@@ -1041,6 +1173,37 @@ int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
 }
 
 int model_seq_len(const Model *m) { return m->T; }
+
+/* ---- learned chunk boundaries (docs/spec.md §6.5) ---- */
+int model_has_boundaries(const Model *m) { return m->bd_any; }
+const unsigned char *model_boundary_flags(const Model *m, int layer) {
+    return m->bd_any && layer >= 0 && layer < m->cfg.n_layers ? m->bd_flag[layer] : NULL;
+}
+const float *model_boundary_probs(const Model *m, int layer) {
+    return m->bd_any && layer >= 0 && layer < m->cfg.n_layers ? m->bd_prob[layer] : NULL;
+}
+int model_boundary_batch(const Model *m, int *B, int *T) {
+    if (!m->bd_any || m->bd_B == 0) return -1;
+    *B = m->bd_B;
+    *T = m->T;
+    return 0;
+}
+int model_hold_boundaries(Model *m, int hold) {
+    if (!m->bd_any || (hold && m->bd_B == 0)) return -1;
+    m->bd_hold = hold != 0;
+    return 0;
+}
+int model_set_boundary_ratio(Model *m, double lambda, char *err) {
+    if (!(lambda >= 0) || !isfinite(lambda)) return set_err(err, "boundary_ratio = %g; expected a finite lambda_r >= 0", lambda);
+    m->bd_lambda = lambda;
+    return 0;
+}
+double model_boundary_ratio(const Model *m, double *rate) {
+    double R = 0.0, F = 0.0;
+    for (int L = 0; m->bd_any && m->bd_B > 0 && L < m->cfg.n_layers; L++) { R += m->bd_R[L]; F += m->bd_F[L]; }
+    if (rate) *rate = m->bd_any ? F / m->cfg.n_layers : 0.0;
+    return m->bd_any ? R / m->cfg.n_layers : 0.0;
+}
 
 /* Test hook: the final-norm output [B, T, D] of a forward pass, as host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out) {

@@ -99,6 +99,10 @@ const ModelConfig *model_config(const Model *m);
  * 1 = value), host copy [B, n_windows, G, W, c] with c = 1 (scalar, uniform) or head_dim
  * (vector). Returns the number of windows, 0 for full attention. */
 int model_gate_alphas(Model *m, int layer, int branch, int B, float *out);
+/* The same for a layer with learned chunk boundaries (docs/spec.md §6.5), whose gates are per
+ * token: host copy [B, T, G, c] of the last forward (a token in no entry: 0). Returns T, or 0 for
+ * any other layer (model_gate_alphas serves those). */
+int model_gate_token_alphas(Model *m, int layer, int branch, int B, float *out);
 
 /* Gate-coverage penalty (docs/spec.md §2b): from now on model_forward_backward also accumulates the
  * gradient of lambda * (sum over its sequences of the penalty) * loss_scale * T, i.e. with the
@@ -125,6 +129,30 @@ double model_indexer_kl(const Model *m, long *count);
  * host array sel [B, T, nW] (T = model_seq_len, 1 = selected), *nW its rows per sequence; NULL when
  * layer L has no indexer. The indexer runs on the CPU backend only, so sel is host memory. */
 const uint8_t *model_indexer_selection(const Model *m, int L, int *nW);
+
+/* Learned chunk boundaries (model.boundaries = learned, docs/spec.md §6.5). */
+/* 1 when the model has them. */
+int model_has_boundaries(const struct Model *m);
+/* Layer `layer`'s decisions bd_t of the last forward's micro-batch, host [B, T] row-major (1 = the token
+ * ends an entry; B, T: model_boundary_batch); NULL when the layer has no learned boundaries. */
+const unsigned char *model_boundary_flags(const struct Model *m, int layer);
+/* ... and its scores p_t, host [B, T]; NULL likewise. */
+const float *model_boundary_probs(const struct Model *m, int layer);
+/* The last forward's B and T; 0 ok, -1 when no forward has run or the model has no learned boundaries. */
+int model_boundary_batch(const struct Model *m, int *B, int *T);
+/* hold = 1: the next forwards reuse the decisions and sg(p) of the last forward instead of recomputing them,
+ * so that finite differences see the straight-through surrogate of §6.5 "Estimator definition" (the
+ * entries are then multiplied by c_j = 1 + p_e - sg(p_e) != 1); 0: release. Returns 0, or -1 when the
+ * model has no learned boundaries or (hold = 1) no forward has run. */
+int model_hold_boundaries(struct Model *m, int hold);
+/* The ratio loss's weight lambda_r (train.boundary_ratio; 0 until set): from now on model_forward_backward
+ * also accumulates the gradient of lambda_r (1/n_layers) sum_l R_l weighted loss_scale * B * T (with the
+ * trainer's loss_scale, 1 / the step's micro-batches on all ranks: the mean over them). The returned losses
+ * stay the plain cross-entropy. Error for a negative or non-finite lambda. */
+int model_set_boundary_ratio(Model *m, double lambda, char *err);
+/* The last forward's (1/n_layers) sum_l R_l (the ratio loss without lambda_r) and, in *rate, the mean
+ * boundary rate F_l; both 0 without learned boundaries. */
+double model_boundary_ratio(const Model *m, double *rate);
 
 /* Test hook: the final-norm output [B, T, D] of a forward pass over tokens [B, T], host fp32. */
 int model_debug_final_hidden(Model *m, const int32_t *tokens, int B, float *out);

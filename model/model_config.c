@@ -12,6 +12,7 @@ const char *const config_gate_names[] = {"scalar", "vector", "uniform", NULL};  
 const char *const config_local_names[] = {"window", "tail", NULL};                     /* LOCAL_* */
 const char *const config_compressor_names[] = {"paper", "deepseek", "shared", NULL};   /* COMPRESSOR_* */
 const char *const config_grid_names[] = {"aligned", "staggered", NULL};                /* GRID_* */
+const char *const config_boundaries_names[] = {"grid", "learned", NULL};              /* BOUNDARIES_* */
 
 int config_head_strides(const ModelConfig *m, int *out, char *err) {
     const char *p = m->head_strides;

@@ -39,6 +39,8 @@ typedef struct {
     /* multi-rate strides (docs/spec.md §6.4): S_0,S_1,... one per KV head; empty = every head
      * model.stride. Kept as text and parsed where the dims are derived (config_head_strides, dims_of). */
     char head_strides[512];
+    int boundaries;          /* BOUNDARIES_*: content-defined chunk boundaries (docs/spec.md §6.5): W the
+                                longest chunk, S the target mean chunk length */
 } ModelConfig;
 
 /* The most KV heads model.head_strides may name (ModelDims holds the strides in place). */
@@ -56,6 +58,7 @@ extern const char *const config_gate_names[];        /* GATE_* */
 extern const char *const config_local_names[];       /* LOCAL_* */
 extern const char *const config_compressor_names[];  /* COMPRESSOR_* */
 extern const char *const config_grid_names[];        /* GRID_* */
+extern const char *const config_boundaries_names[];  /* BOUNDARIES_* */
 /* Sizes derived from the config (windows, channels, maps, tied K/V, grid offsets): model/dims.h. */
 
 /* The raw-token visibility (VIS_*, kernels/visibility.h) of the config's attention. */

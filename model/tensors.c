@@ -90,6 +90,10 @@ int tensor_table_build(TensorTable *tt, const ModelConfig *m, char *err) {
                 ADD(L, 0, ONE, "%s.%d.self_attn.compressor.ck_norm.weight", d), p, L);
             if (m->token_shift)   /* docs/spec.md §6.3: M [D, D], 0 at init (the plain compressor) */
                 ADD(L, 1, ZERO, "%s.%d.self_attn.compressor.token_shift.weight", D, D), p, L);
+            if (m->boundaries == BOUNDARIES_LEARNED) {   /* docs/spec.md §6.5: q_t = w_bd . a_t + c_bd */
+                ADD(L, 1, N_, "%s.%d.self_attn.compressor.boundary.weight", D), p, L);     /* w_bd [D] */
+                ADD(L, 0, ZERO, "%s.%d.self_attn.compressor.boundary.bias", 1), p, L);     /* c_bd [1] */
+            }
         }
         if (layer_has_indexer(m, L)) {   /* docs/spec.md §5.4: vector gates, the layer's maps, one key head */
             const int64_t HI = m->indexer_heads, dI = m->indexer_dim, W = lc.window, maps = dims_of(&lc, 0).n_maps;
@@ -155,6 +159,8 @@ void tensor_table_layer(const TensorTable *tt, int L, LayerTensorIndex *w) {
     w->ck_norm = layer_tensor(tt, "model.layers.%d.self_attn.compressor.ck_norm.weight%s", L, NULL);
     w->sink = layer_tensor(tt, "model.layers.%d.self_attn.attn_sink%s", L, NULL);
     w->token_shift = layer_tensor(tt, "model.layers.%d.self_attn.compressor.token_shift.weight%s", L, NULL);
+    w->boundary_w = layer_tensor(tt, "model.layers.%d.self_attn.compressor.boundary.weight%s", L, NULL);
+    w->boundary_b = layer_tensor(tt, "model.layers.%d.self_attn.compressor.boundary.bias%s", L, NULL);
     w->post_norm = layer_tensor(tt, "model.layers.%d.post_attention_layernorm.weight%s", L, NULL);
     w->gate = layer_tensor(tt, "model.layers.%d.mlp.gate_proj.weight%s", L, NULL);
     w->up = layer_tensor(tt, "model.layers.%d.mlp.up_proj.weight%s", L, NULL);

@@ -42,6 +42,7 @@ int tensor_table_find(const TensorTable *tt, const char *name);
 typedef struct {
     int in_norm, q, k, v, o, q_norm, k_norm, post_norm, gate, up, down;
     int gate_w[2], gate_b[2], payload[2], pn[2], ck_norm, sink, token_shift;
+    int boundary_w, boundary_b;   /* learned chunk boundaries (docs/spec.md §6.5): w_bd [D], c_bd [1] */
     /* the lightning indexer of a csa layer (docs/spec.md §5.4): query and weight projections, its
      * compressor's gate weight, bias and payload, its key norm */
     int iq, iw, igate_w, igate_b, ipayload, iknorm;

@@ -88,5 +88,25 @@ static inline void tu_mr_g4_shared_tail(ModelConfig *c) {
 static inline void tu_mr_ts_rope4(ModelConfig *c) { tu_mr(c); c->token_shift = 1; c->rope_dims = 4; }
 static inline void tu_mr_stag_g4_tail(ModelConfig *c) { tu_mr_g4_tail_vec(c); c->grid = GRID_STAGGERED; c->window = 5; }  /* o = 0, 0, 1, 0 */
 static inline void tu_mr_stag_w5(ModelConfig *c) { tu_mr_w5_pn_tied(c); c->grid = GRID_STAGGERED; }                    /* o = 0, 1 */
+/* docs/spec.md §6.5, learned chunk boundaries: W 4 (the longest chunk), S 2 (the target mean length) on
+ * the tiny config; the variants of test_gradcheck (and test_decode). */
+static inline void tu_bd(ModelConfig *c) { c->attention = ATTN_COMPRESSED; c->window = 4; c->stride = 2; c->boundaries = BOUNDARIES_LEARNED; }
+static inline void tu_bd_tail(ModelConfig *c) { tu_bd(c); c->local = LOCAL_TAIL; }
+static inline void tu_bd_vec_pn(ModelConfig *c) { tu_bd(c); c->gate = GATE_VECTOR; c->post_norm = 1; }
+static inline void tu_bd_tied_sink(ModelConfig *c) { tu_bd(c); c->kv_tied = 1; c->attn_sink = 1; }
+static inline void tu_bd_uniform(ModelConfig *c) { tu_bd(c); c->gate = GATE_UNIFORM; }
+static inline void tu_bd_ts(ModelConfig *c) { tu_bd(c); c->token_shift = 1; c->rope_dims = 4; }
+/* Every layer's boundary.bias c_bd = value (tu_random_params draws N(0, 1), which can leave a layer
+ * with no forced boundary: every chunk cut by the score before W tokens). */
+static inline void tu_set_boundary_bias(Model *m, float value) {
+    const TensorTable *tt = model_tensors(m);
+    float *p = (float *)malloc(sizeof(float) * tt->n_floats);
+    model_download_params(m, p);
+    for (int i = 0; i < tt->n; i++)
+        if (strstr(tt->t[i].name, "compressor.boundary.bias")) p[tt->t[i].offset] = value;
+    model_upload_params(m, p);
+    free(p);
+}
+static inline void tu_bd_shared(ModelConfig *c) { tu_bd_tail(c); c->compressor = COMPRESSOR_SHARED; c->gate_bias = 1; }
 #endif
 #endif

@@ -280,6 +280,28 @@ static const ErrCase err_cases[] = {
      "head_strides", "model.compressor = deepseek"},
     {"head_strides_schedule", "[model]\nattention = compressed\nn_layers = 2\nn_kv_heads = 2\nstride = 4\nlayer_attention = compressed*2\nhead_strides = 8,4\n", 7,
      "head_strides", "model.layer_attention"},
+    /* docs/spec.md §6.5: learned chunk boundaries, every rule */
+    {"boundaries_word", "[model]\nattention = compressed\nboundaries = chunky\n", 3, "boundaries", "grid | learned"},
+    {"boundaries_full", "[model]\nboundaries = learned\n", 2, "boundaries", "attention = full"},
+    {"boundaries_w_eq_s", "[model]\nattention = compressed\nwindow = 8\nstride = 8\nboundaries = learned\n", 3,
+     "window", "window > stride >= 2"},
+    {"boundaries_s1", "[model]\nattention = compressed\nwindow = 8\nstride = 1\nboundaries = learned\n", 4,
+     "stride", "window > stride >= 2"},
+    {"boundaries_staggered", "[model]\nattention = compressed\nwindow = 16\ngrid = staggered\nboundaries = learned\n", 5,
+     "boundaries", "model.grid = staggered"},
+    {"boundaries_head_strides", "[model]\nattention = compressed\nwindow = 16\nn_kv_heads = 2\nstride = 4\nhead_strides = 8,4\n"
+     "boundaries = learned\n", 7, "boundaries", "model.head_strides"},
+    {"boundaries_jitter", "[model]\nattention = compressed\nwindow = 16\nboundaries = learned\n[train]\nphase_jitter = true\n", 4,
+     "boundaries", "train.phase_jitter"},
+    {"boundaries_deepseek", "[model]\nattention = compressed\nwindow = 16\ncompressor = deepseek\nboundaries = learned\n", 5,
+     "boundaries", "model.compressor = deepseek"},
+    {"boundaries_coverage", "[model]\nattention = compressed\nwindow = 16\nboundaries = learned\n[train]\ngate_coverage = 0.1\n", 4,
+     "boundaries", "train.gate_coverage"},
+    {"boundaries_schedule", "[model]\nattention = compressed\nn_layers = 2\nwindow = 16\nlayer_attention = compressed*2\n"
+     "boundaries = learned\n", 6, "boundaries", "model.layer_attention"},
+    {"boundary_ratio_negative", "[train]\nboundary_ratio = -0.1\n", 2, "boundary_ratio", ">= 0"},
+    {"boundary_ratio_inf", "[train]\nboundary_ratio = inf\n", 2, "boundary_ratio", "finite"},
+    {"boundary_ratio_nan", "[train]\nboundary_ratio = nan\n", 2, "boundary_ratio", "finite"},
     {"compressor_shared_word", "[model]\ncompressor = shard\n", 2, "compressor", "paper | deepseek | shared"},
     {"coverage_negative", "[model]\nattention = compressed\n[train]\ngate_coverage = -0.1\n", 4, "gate_coverage", ">= 0"},
     {"coverage_inf", "[model]\nattention = compressed\n[train]\ngate_coverage = inf\n", 4, "gate_coverage", "finite"},
@@ -459,7 +481,7 @@ static void test_key_table(void) {
             bad++;
         while (sec < 6 && strcmp(keys[k].section, sections[sec])) sec++;
     }
-    check(n == 75 && bad == 0, "--help table: 75 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, token_shift, head_strides, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
+    check(n == 77 && bad == 0, "--help table: 77 keys (50 + data.tokenizer, grid, gate_coverage, phase_jitter, token_shift, head_strides, boundaries, train.boundary_ratio, data.loss_targets, data.stages, data.train_seq_len, train.resume_schedule, run.deterministic and the layer schedule's 14: layer_attention, csa_{window,stride,gate,compressor,topk}, hca_{window,stride,gate,compressor}, indexer_{heads,dim}, train.indexer_{weight,warmup}), each with a non-empty help line", "n %d, %d incomplete", n, bad);
     check(sec < 6, "--help table: grouped by section in file order", "sections out of order");
     const char *expect[] = {"model.d_model", "model.rope_dims", "model.attn_sink", "data.seq_len", "train.max_bad_steps",
                             "eval.probe", "checkpoint.keep", "run.log_every", "run.device"};

@@ -16,7 +16,10 @@
  * full forward (which has each head's own grid); G = 1 staggered equals aligned bit for bit.
  * Multi-rate strides (docs/spec.md §6.4: each KV head's entries complete at its own times j S_g +
  * W - 1) with G = 2 and 4, co-prime strides and stride 1, tail, vector gates, post-norm, tied K/V,
- * sink, shared maps and token shift: the same checks. */
+ * sink, shared maps and token shift: the same checks.
+ * Learned chunk boundaries (docs/spec.md §6.5: the decoder scores each token, decides with the open chunk's
+ * length and pools the chunk from its input ring; a chunked prefill runs token by token) with tail and
+ * window, vector, uniform and shared gates, post-norm, tied K/V, sink and token shift: the same checks. */
 #include <stdio.h>
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -115,6 +118,9 @@ static const Variant variants[] = {
     {"multirate_w5_5_3_postnorm_tied_sink", tu_mr_w5_pn_tied}, {"multirate_g4_2_4_4_3_shared_tail", tu_mr_g4_shared_tail},
     {"multirate_token_shift_rope4", tu_mr_ts_rope4},
     {"multirate_staggered_g4_w5_4_3_2_1_tail_vector", tu_mr_stag_g4_tail}, {"multirate_staggered_w5_5_3_postnorm_tied_sink", tu_mr_stag_w5},
+    /* docs/spec.md §6.5: learned chunk boundaries, W 4 / S 2 (boundary.bias -0.5: natural and forced boundaries) */
+    {"boundaries_tail", tu_bd_tail}, {"boundaries_vector_window_postnorm", tu_bd_vec_pn}, {"boundaries_tied_sink", tu_bd_tied_sink},
+    {"boundaries_uniform", tu_bd_uniform}, {"boundaries_token_shift_rope4", tu_bd_ts}, {"boundaries_shared_tail", tu_bd_shared},
 };
 
 /* host logits [T, V] = hidden [T, D] @ E_out^T from the model's host parameters */
@@ -169,6 +175,7 @@ int main(void) {
         snprintf(name, sizeof name, "decode %s: model builds", vn);
         if (!check(m != NULL, name, "%s", err)) continue;
         tu_random_params(m, 11 + vi, 0.4);
+        if (model_has_boundaries(m)) tu_set_boundary_bias(m, -0.5f);
         int32_t tok[T];
         tu_random_tokens(tok, T, V, 5 + vi);
         float *hidden = malloc(sizeof(float) * T * D), *ref = malloc(sizeof(float) * T * V),

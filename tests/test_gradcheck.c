@@ -127,9 +127,20 @@ static const Variant variants[] = {
     {"coverage_multirate_4_2", tu_mr, 0.5, NULL}, {"coverage_multirate_kv4_tail_vector", tu_mr_g4_tail_vec, 0.5, NULL},
 };
 
-/* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda). */
-static double objective(Model *m, const int32_t *tok, const int32_t *tgt, int B, int T, double lambda) {
+/* docs/spec.md §6.5, learned chunk boundaries (W 4, S 2 at T = 24): each with its ratio-loss weight lambda_r */
+typedef struct { Variant v; double ratio; } BoundaryVariant;
+static const BoundaryVariant bd_variants[] = {
+    {{"boundaries_scalar_tail_ratio", tu_bd_tail, 0, NULL}, 0.5}, {{"boundaries_vector_window_postnorm", tu_bd_vec_pn, 0, NULL}, 0},
+    {{"boundaries_tied_sink_ratio", tu_bd_tied_sink, 0, NULL}, 0.5}, {{"boundaries_uniform", tu_bd_uniform, 0, NULL}, 0},
+    {{"boundaries_token_shift_rope4_ratio", tu_bd_ts, 0, NULL}, 0.5}, {{"boundaries_shared_tail", tu_bd_shared, 0, NULL}, 0},
+};
+#define BD_T 24
+
+/* The checked objective: mean cross-entropy (+ the scaled penalty with a lambda, + the ratio loss of
+ * learned boundaries weighted loss_scale * B * T = B T / (B T - 1), docs/spec.md §6.5). */
+static double objective(Model *m, const int32_t *tok, const int32_t *tgt, int B, int T, double lambda, double ratio) {
     double ce = model_forward(m, tok, tgt, B, NULL);
+    if (ratio > 0) ce += ratio * model_boundary_ratio(m, NULL) * B * T / (B * T - 1.0);
     return lambda > 0 ? ce + lambda * model_gate_coverage(m, B) * T / (B * T - 1.0) : ce;
 }
 
@@ -171,35 +182,49 @@ static void check_bf16_residual_switch(const Backend *be) {
     free(g[0]); free(g[1]);
 }
 
-int main(void) {
-    const Backend *be = backend_cpu(2);
-    const int B = 2, T = getenv("GC_T") ? atoi(getenv("GC_T")) : 16;
-    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++) {
-        if (getenv("GC_ONLY") && !strstr(variants[vi].name, getenv("GC_ONLY"))) continue;  /* a subset while iterating */
+/* One variant: the gradient of model_forward_backward against central differences of the objective, in
+ * two random directions per tensor. ratio > 0: learned boundaries with that lambda_r. */
+static void check_variant(const Backend *be, const Variant *v, size_t vi, double ratio, int T) {
+    const int B = 2;
+    {
         ModelConfig cfg = tu_tiny_config();
-        variants[vi].apply(&cfg);
+        v->apply(&cfg);
         char err[ERR_LEN];
         Model *m = model_create(&cfg, be, B, T, err);
         char name[160];
-        snprintf(name, sizeof name, "gradcheck %s: model builds", variants[vi].name);
-        if (!check(m != NULL, name, "%s", err)) continue;
+        snprintf(name, sizeof name, "gradcheck %s: model builds", v->name);
+        if (!check(m != NULL, name, "%s", err)) return;
         tu_random_params(m, 100 + vi, 0.35);
-        if (variants[vi].lambda > 0 && model_set_gate_coverage(m, variants[vi].lambda, err)) {
+        if (model_has_boundaries(m)) tu_set_boundary_bias(m, -0.5f);   /* natural and forced boundaries (checked below) */
+        if (v->lambda > 0 && model_set_gate_coverage(m, v->lambda, err)) {
             check(0, name, "%s", err);
             model_free(m);
-            continue;
+            return;
         }
-        if (variants[vi].shift && model_set_grid_shift(m, variants[vi].shift, B, err)) {
+        if (v->shift && model_set_grid_shift(m, v->shift, B, err)) {
             check(0, name, "%s", err);
             model_free(m);
-            continue;
+            return;
         }
         int32_t *tok = malloc(sizeof(int32_t) * B * T), *tgt = malloc(sizeof(int32_t) * B * T);
         tu_random_tokens(tok, B * T, cfg.vocab_size, 5 + vi);
         tu_random_tokens(tgt, B * T, cfg.vocab_size, 9 + vi);
         tgt[3] = -1;  /* an ignored target */
+        if (ratio > 0 && model_set_boundary_ratio(m, ratio, err)) check(0, name, "%s", err);
         model_zero_grads(m);
         model_forward_backward(m, tok, tgt, B, 1.0 / (B * T - 1), NULL);
+        if (model_has_boundaries(m)) {   /* docs/spec.md §6.5: natural and forced boundaries both occur; then hold them */
+            int natural = 0, forced = 0;
+            for (int L = 0; L < cfg.n_layers; L++) {
+                const unsigned char *f = model_boundary_flags(m, L);
+                const float *pr = model_boundary_probs(m, L);
+                for (int n = 0; n < B * T; n++) { natural += f[n] && pr[n] >= 0.5f; forced += f[n] && pr[n] < 0.5f; }
+            }
+            snprintf(name, sizeof name, "gradcheck %s: natural and forced boundaries occur", v->name);
+            check(natural > 0 && forced > 0, name, "natural %d, forced %d", natural, forced);
+            snprintf(name, sizeof name, "gradcheck %s: boundaries held", v->name);
+            check(model_hold_boundaries(m, 1) == 0, name, "model_hold_boundaries refused");
+        }
         const TensorTable *tt = model_tensors(m);
         float *p = model_params(m), *g = model_grads(m);
         int bad = 0;
@@ -219,10 +244,10 @@ int main(void) {
                 memcpy(saved, p + t->offset, sizeof(float) * t->numel);
                 for (size_t j = 0; j < t->numel; j++) p[t->offset + j] = saved[j] + (float)eps * u[j];
                 model_params_updated(m);
-                double lp = objective(m, tok, tgt, B, T, variants[vi].lambda);
+                double lp = objective(m, tok, tgt, B, T, v->lambda, ratio);
                 for (size_t j = 0; j < t->numel; j++) p[t->offset + j] = saved[j] - (float)eps * u[j];
                 model_params_updated(m);
-                double lm = objective(m, tok, tgt, B, T, variants[vi].lambda);
+                double lm = objective(m, tok, tgt, B, T, v->lambda, ratio);
                 memcpy(p + t->offset, saved, sizeof(float) * t->numel);
                 model_params_updated(m);
                 double numeric = (lp - lm) / (2 * eps);
@@ -235,13 +260,24 @@ int main(void) {
                 free(saved);
             }
         }
-        printf("# %s: largest relative error %.2e\n", variants[vi].name, worst);
-        snprintf(name, sizeof name, "gradcheck %s: %d tensors", variants[vi].name, tt->n);
+        printf("# %s: largest relative error %.2e\n", v->name, worst);
+        snprintf(name, sizeof name, "gradcheck %s: %d tensors", v->name, tt->n);
         check(bad == 0, name, "%d mismatches, first %s", bad, why);
         free(tok);
         free(tgt);
         model_free(m);
     }
-    if (!getenv("GC_ONLY")) check_bf16_residual_switch(be);
+}
+
+int main(void) {
+    const Backend *be = backend_cpu(2);
+    const int T = getenv("GC_T") ? atoi(getenv("GC_T")) : 16;
+    const char *only = getenv("GC_ONLY");   /* a subset while iterating */
+    for (size_t vi = 0; vi < sizeof variants / sizeof variants[0]; vi++)
+        if (!only || strstr(variants[vi].name, only)) check_variant(be, &variants[vi], vi, 0.0, T);
+    for (size_t k = 0; k < sizeof bd_variants / sizeof bd_variants[0]; k++)
+        if (!only || strstr(bd_variants[k].v.name, only))
+            check_variant(be, &bd_variants[k].v, sizeof variants / sizeof variants[0] + k, bd_variants[k].ratio, BD_T);
+    if (!only) check_bf16_residual_switch(be);
     return check_exit_code();
 }

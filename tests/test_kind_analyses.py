@@ -243,8 +243,11 @@ def thin_probe(src, dst, keep):
 thin = f"{d}/probe.thin.bin"
 thin_probe(probe, thin, lambda r: 1 + 2 * (r % 4))
 rc, out = tu.run([STACK, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs", "run.name=w7",
-                  "model.csa_window=7", "model.csa_compressor=paper"])
+                  "model.csa_window=7", "model.csa_compressor=paper", f"eval.probe={thin}"])
 check(rc == 0 and "done: 10 steps" in out, "the stack with a csa W7/S4 layer (paper maps) trains 10 steps", out[-600:])
+check("csa layers' phase (t_K - (-3)) mod 4 (prefix padding): worst phase" in out and
+      "hca layers' phase (t_K - (0)) mod 16 (prefix padding): worst phase" in out,
+      "W7: the training's probe logs each kind's own fold", out[-900:])
 ck7 = f"{d}/runs/w7/checkpoints/step_00000010"
 H7 = f"{ck7}/analysis.h5"
 tot7 = np.zeros((2, 16))
@@ -261,6 +264,22 @@ def fold_w7(x):
 
 
 want_t7 = fold_w7(tot7)
+# ---- the training's probe folded by kind: /probe_kinds (docs/spec.md §5.5) ----
+with h5py.File(f"{d}/runs/w7/metrics.h5", "r") as f:
+    pk = {k: np.asarray(f["probe_kinds"][k][()]) for k in f["probe_kinds"]} if "probe_kinds" in f else {}
+    acc_r = np.asarray(f["probe/acc_pp"][()])[-1]                 # [16] by residue, percent
+check(sorted(pk) == sorted(["step"] + [f"{a}_{p}_{k}" for a in ("acc", "total", "p") for p in ("pp", "ip") for k in ("csa", "hca")]),
+      "W7: /probe_kinds holds acc, total, p per protocol for the csa and hca kinds (no window kind)", f"{sorted(pk)}")
+if pk:
+    cor_r = np.round(acc_r * tot7[0] / 100)                     # right prompts by residue, from /probe
+    check(np.array_equal(pk["total_pp_csa"][-1], want_t7[0]) and np.array_equal(pk["total_pp_hca"][-1], tot7[0]),
+          "W7: /probe_kinds counts fold residue r into (r + 3) mod 4 (csa) and r mod 16 (hca)",
+          f"{pk['total_pp_csa'][-1]} {pk['total_pp_hca'][-1]}")
+    want_acc = 100 * fold_w7(np.stack([cor_r, cor_r]))[0] / want_t7[0]
+    check(np.allclose(pk["acc_pp_csa"][-1], want_acc), "W7: /probe_kinds csa accuracy = its folded right / prompts",
+          f"{pk['acc_pp_csa'][-1]} vs {want_acc}")
+    check(0 <= pk["p_pp_csa"][-1] <= 1 and 0 <= pk["p_pp_hca"][-1] <= 1, "W7: /probe_kinds phase-test p-values in [0, 1]",
+          f"{pk['p_pp_csa'][-1]} {pk['p_pp_hca'][-1]}")
 check(not np.array_equal(want_t7, tot7[:, :4] * 4) and not np.array_equal(want_t7, np.roll(want_t7, 2, axis=1)),
       "W7: the thinned probe tells (r + 3) mod 4 from r mod 4 and from (r - 3) mod 4", f"{want_t7}")
 rc, out = tu.run(["--eval", ck7, "--probe", thin, "--out", H7])

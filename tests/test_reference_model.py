@@ -1,5 +1,5 @@
 """Checks the C forward pass against an independent NumPy float64 implementation of docs/spec.md
-sections 1-2 (tests/ref/spec_model.py), and checks that reference itself.
+sections 1-2, 2b, 6.3-6.5 (tests/ref/spec_model.py), and checks that reference itself.
 
 Part 1 (needs no C code): hand-computed RMSNorm / RoPE values, the safetensors reader and
 writer, and identities of the reference model: causality, the exact visibility pattern of
@@ -8,13 +8,25 @@ independent, GQA = MHA with repeated KV heads, zero-gate scalar = uniform, chann
 vector gate = scalar gate, deepseek = paper with repeated maps and tied K/V, W = S = 1 with a
 tail = full attention (payload maps = k/v projections), no complete window + n_local >= T =
 full attention, a -inf sink = no sink, and the Python CLI with the C tool's contract.
+Learned boundaries (docs/spec.md §6.5): the decisions and the chunk phase of a row worked out by
+hand, the decisions of every variant against the rule stated without a scan (a boundary at every
+p >= 1/2, a forced one only closing a chunk of W, no chunk longer than W); boundary bias -100
+(every chunk forced at W) = the grid with window = stride = W on the same weights, chunk phase =
+t mod W (T 24, and T 22 with an unpooled tail); bias +100 (every token its own entry) with a tail
+= full attention whose k/v projections are the payload maps of slot W - 1; the straight-through
+factor has value 1 (held decisions: other boundary weights give the same logits bit for bit);
+a one-layer model is causal with its decisions free and, with the decisions held, a token change
+at u reaches t > u exactly through the visible entries that pool u (or u + 1 with token shift)
+and the raw rule.
 
 Part 2: for each variant config, random weights (std 0.3 matrices, norms around 1, random
 gate biases and sinks, so every term matters) and tokens are written under
 build/scratch/test_reference_model/VARIANT/, `build/tests/ref_forward CONFIG.ini
 WEIGHTS.safetensors TOKENS.i32 B T OUT.f32` runs the C forward pass, and
 max|C - ref| <= 1e-4 * max|ref| must hold. Skipped (per variant) only while the tool is not
-built."""
+built. For the learned-boundary variants (bd_*) the reference run must show both natural and
+forced boundaries and no score within 1e-4 of 1/2 (so float32 decides the same); while the C side
+does not read model.boundaries these rows fail with the tool's own message (the refused key)."""
 import os
 import subprocess
 import sys
@@ -37,6 +49,7 @@ B, T = 2, 24
 BASE = dict(d_model=32, n_layers=2, n_heads=4, n_kv_heads=2, head_dim=8, d_ff=48, vocab_size=50,
             rope_theta=50.0, norm_eps=1e-6, window=4, stride=2)
 COMP = dict(BASE, attention="compressed")
+LEARNED = dict(COMP, boundaries="learned")
 
 # name -> [model] overrides; W 4 S 2 (overlapping windows) unless said otherwise
 VARIANTS = {
@@ -94,7 +107,19 @@ VARIANTS = {
                                                 compressor="shared", local="tail", rope_dims=4),
     "comp_multirate_staggered_g4_w6_6_4_3_5_tail": dict(COMP, grid="staggered", n_kv_heads=4, window=6, stride=3,
                                                         head_strides="6,4,3,5", local="tail", post_norm=True),
+    # docs/spec.md §6.3 token shift on the grid
+    "comp_token_shift": dict(COMP, token_shift=True),
+    "comp_token_shift_vector_tail": dict(COMP, token_shift=True, gate="vector", local="tail"),
+    # docs/spec.md §6.5 learned boundaries (W 4 = longest chunk, S 2 = target mean); random boundary
+    # weights give natural (p >= 1/2) and forced (chunk of W) boundaries (checked on the reference run)
+    "bd_scalar_tail": dict(LEARNED, local="tail"),
+    "bd_vector_window_post_norm": dict(LEARNED, gate="vector", post_norm=True),
+    "bd_kv_tied_sink": dict(LEARNED, kv_tied=True, attn_sink=True),
+    "bd_token_shift": dict(LEARNED, token_shift=True, local="tail"),
+    "bd_shared": dict(LEARNED, compressor="shared"),
+    "bd_uniform_rope4_no_qk_norm_window3": dict(LEARNED, gate="uniform", rope_dims=4, qk_norm=False, n_local=3),
 }
+BOUNDARY_VARIANTS = [n for n in VARIANTS if VARIANTS[n].get("boundaries") == "learned"]
 
 
 def random_params(c, seed):
@@ -109,6 +134,9 @@ def random_params(c, seed):
             w = 0.7 * rng.standard_normal(shape)
         elif name.endswith("attn_sink"):
             w = rng.standard_normal(shape)
+        elif name.endswith("boundary.bias"):
+            # below 0: about a third of the scores reach 1/2, so chunks also reach W (forced)
+            w = -0.5 + 0.2 * rng.standard_normal(shape)
         else:
             w = 0.3 * rng.standard_normal(shape)
         out[name] = w.astype(np.float32)
@@ -423,6 +451,178 @@ def check_identities():
     check(errs == 2, "reference rejects a missing or unexpected tensor")
 
 
+# ---------------------------------------------------------------------------------------------
+# docs/spec.md §6.5 (learned boundaries) in the reference, by itself
+
+def with_boundary_bias(params, value):
+    """params with every layer's boundary bias c_bd set to value."""
+    out = dict(params)
+    for n in out:
+        if n.endswith("compressor.boundary.bias"):
+            out[n] = np.full_like(out[n], value)
+    return out
+
+
+def chunk_lengths_ok(bd_row, p_row, W):
+    """The decision rule stated without a scan: a boundary at every p >= 1/2; a boundary with
+    p < 1/2 closes a chunk of exactly W tokens; no chunk (the open one after the last boundary
+    included) longer than W, the open one shorter than W. Returns the problems found."""
+    bad = []
+    start = 0
+    for t in range(len(bd_row)):
+        length = t - start + 1
+        if p_row[t] >= 0.5 and not bd_row[t]:
+            bad.append(f"p[{t}] = {p_row[t]:.3f} >= 1/2 but no boundary")
+        if bd_row[t] and p_row[t] < 0.5 and length != W:
+            bad.append(f"forced boundary at {t} closes a chunk of {length} != W")
+        if length > W:
+            bad.append(f"chunk {start}..{t} longer than W")
+        if bd_row[t]:
+            start = t + 1
+    if len(bd_row) - start >= W:
+        bad.append(f"open chunk {start}.. has >= W tokens")
+    return bad
+
+
+def expected_reach_learned(c, bd_row, t, u):
+    """Whether, in one layer with the decisions bd_row held, token u < t reaches the query at t:
+    through an entry visible to t (e_j <= t) that pools u (with token shift also one that pools
+    u + 1, whose compressor input a'_{u+1} reads a_u), or raw (window: t - u < n_local; tail: u
+    after the last visible end). docs/spec.md §6.5 Visibility, written out."""
+    ends = list(np.flatnonzero(bd_row))
+    starts = [0] + [e + 1 for e in ends[:-1]]
+    read = {u, u + 1} if c["token_shift"] else {u}
+    for s, e in zip(starts, ends):
+        if e <= t and any(s <= x <= e for x in read):
+            return True
+    if c["local"] == "window":
+        return t - u < c["n_local"]
+    return u > max((e for e in ends if e <= t), default=-1)
+
+
+def check_boundary_rule():
+    """The decisions and the chunk phase on a row worked out by hand, W = 4:
+    p     .9 .1 .1 .1 .1 .5 .2 .3 .4 .1 .7 .2
+    bd     1  0  0  0  1  1  0  0  0  1  1  0     (t 0: p >= 1/2; t 4: forced, chunk 1..4 of W;
+                                                   t 5: p = 1/2 counts; t 9 forced; t 11 open)
+    phase  3  0  1  2  3  3  0  1  2  3  3 -1     (slot W - 1 - (e - t); -1 unpooled)"""
+    p = np.array([[.9, .1, .1, .1, .1, .5, .2, .3, .4, .1, .7, .2]])
+    bd = sm.boundary_decisions(p, 4)
+    check(bd.astype(int).tolist() == [[1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 0]], "boundary decisions by hand (W 4)",
+          f"got {bd.astype(int).tolist()}")
+    ph = sm.chunk_phase(bd, 4)
+    check(ph.tolist() == [[3, 0, 1, 2, 3, 3, 0, 1, 2, 3, 3, -1]], "chunk phase by hand (W 4)", f"got {ph.tolist()}")
+    # the decisions of real forwards satisfy the rule stated without a scan
+    bad = []
+    for name in BOUNDARY_VARIANTS:
+        c = sm.make_config(**VARIANTS[name])
+        seed = zlib.crc32(name.encode())
+        tok = np.random.default_rng(seed + 1).integers(0, c["vocab_size"], (B, T))
+        trace = []
+        sm.forward(c, random_params(c, seed), tok, trace=trace)
+        for L, tr in enumerate(trace):
+            for b in range(B):
+                bad += [f"{name} layer {L} row {b}: {x}" for x in chunk_lengths_ok(tr["bd"][b], tr["p"][b], c["window"])]
+    check(not bad, "decisions of every learned-boundary variant = the rule without a scan", "; ".join(bad[:4]))
+
+
+def check_boundary_identities():
+    rng = np.random.default_rng(60)
+    tok = rng.integers(0, 50, (B, T))
+    W = LEARNED["window"]
+    # bias -100: every chunk is forced at W tokens = the grid with window = stride = W on the same
+    # weights (entries jW .. jW + W - 1, rotated to jW, visible from jW + W - 1), at T = 24 and at
+    # T = 22 (the last two tokens in no entry: raw only)
+    for over in (dict(local="tail"), dict(local="window"), dict(local="tail", token_shift=True, gate="vector"),
+                 dict(compressor="shared", kv_tied=True, post_norm=True)):
+        cl = sm.make_config(**dict(LEARNED, **over))
+        cg = sm.make_config(**dict(COMP, **over, window=W, stride=W))
+        pl = with_boundary_bias(random_params(cl, 61), -100.0)
+        pg = {n: w for n, w in pl.items() if ".boundary." not in n}
+        for TT in (T, 22):
+            trace = []
+            got = sm.forward(cl, pl, tok[:, :TT], trace=trace)
+            forced = all(np.array_equal(tr["bd"], np.broadcast_to(np.arange(TT) % W == W - 1, (B, TT))) for tr in trace)
+            phase = np.where(np.arange(TT) < TT // W * W, np.arange(TT) % W, -1)
+            phase_ok = all(np.array_equal(sm.chunk_phase(tr["bd"], W), np.broadcast_to(phase, (B, TT))) for tr in trace)
+            check(forced and phase_ok and max_rel(got, sm.forward(cg, pg, tok[:, :TT])) < 1e-12,
+                  f"boundary bias -100 = grid window = stride = W ({over}, T {TT}); chunk phase = t mod W",
+                  f"forced {forced}, phase {phase_ok}, rel {max_rel(got, sm.forward(cg, pg, tok[:, :TT])):.2e}")
+    # bias +100: every token its own entry (L = 1, slot W - 1, alpha 1, rotated to t, visible from t);
+    # with a tail nothing is raw, so this is full attention whose k/v projections are the payload
+    # maps of slot W - 1 and whose knorm is the cknorm
+    for over in (dict(), dict(gate="vector"), dict(compressor="shared"), dict(gate="uniform", rope_dims=4)):
+        cl = sm.make_config(**dict(LEARNED, local="tail", **over))
+        cf = sm.make_config(**dict(BASE, rope_dims=cl["rope_dims"]))
+        pl = with_boundary_bias(random_params(cl, 62), 100.0)
+        pf = {n: w for n, w in pl.items() if n in sm.param_shapes(cf)}
+        G, d, D = cl["n_kv_heads"], cl["head_dim"], cl["d_model"]
+        m = 0 if cl["compressor"] == "shared" else W - 1
+        for L in range(cl["n_layers"]):
+            sa = f"model.layers.{L}.self_attn."
+            pf[sa + "k_proj.weight"] = pl[sa + "compressor.k_payload.weight"][:, m].reshape(G * d, D)
+            pf[sa + "v_proj.weight"] = pl[sa + "compressor.v_payload.weight"][:, m].reshape(G * d, D)
+            pf[sa + "k_norm.weight"] = pl[sa + "compressor.ck_norm.weight"]
+        trace = []
+        got = sm.forward(cl, pl, tok, trace=trace)
+        every = all(tr["bd"].all() and (sm.chunk_phase(tr["bd"], W) == W - 1).all() for tr in trace)
+        rel = max_rel(got, sm.forward(cf, pf, tok))
+        check(every and rel < 1e-12, f"boundary bias +100 = every token its own entry = full attention ({over})",
+              f"every token a boundary {every}, rel {rel:.2e}")
+    # the straight-through factor has value 1: with the decisions held, other boundary weights leave
+    # the logits bit for bit; decided afresh, they move them
+    c = sm.make_config(**VARIANTS["bd_kv_tied_sink"])
+    p1 = random_params(c, 63)
+    p2 = dict(p1)
+    for n, w in random_params(c, 64).items():
+        if ".boundary." in n:
+            p2[n] = w
+    trace = []
+    base = sm.forward(c, p1, tok, trace=trace)
+    held = sm.forward(c, p2, tok, boundaries=[tr["bd"] for tr in trace])
+    free = sm.forward(c, p2, tok)
+    check(np.array_equal(held, base) and max_rel(free, base) > 1e-3,
+          "straight-through factor = 1: held decisions make the logits independent of the boundary scores",
+          f"held equal {np.array_equal(held, base)}, free rel {max_rel(free, base):.2e}")
+
+
+def check_boundary_visibility():
+    """One layer, learned boundaries: a token change at u never reaches a logit at t < u (the
+    decisions free, since they are causal too), and with the base sequence's decisions held it
+    reaches t > u exactly as docs/spec.md §6.5 allows (expected_reach_learned)."""
+    rng = np.random.default_rng(65)
+    for name in ("bd_scalar_tail", "bd_vector_window_post_norm", "bd_token_shift",
+                 "bd_uniform_rope4_no_qk_norm_window3", "bd_shared"):
+        c = sm.make_config(**dict(VARIANTS[name], n_layers=1))
+        params = random_params(c, zlib.crc32(name.encode()) + 7)
+        for attempt in range(20):   # the first sequence whose decisions have both kinds of boundary
+            tok, rows = perturbed_rows(c["vocab_size"], T, rng)
+            trace = []
+            base = sm.forward(c, params, tok, trace=trace)[0]
+            bd, p = trace[0]["bd"][0], trace[0]["p"][0]
+            kinds = (int((bd & (p >= 0.5)).sum()), int((bd & (p < 0.5)).sum()))
+            if min(kinds) > 0:
+                break
+        free = sm.forward(c, params, rows)
+        held = sm.forward(c, params, rows, boundaries=[np.repeat(bd[None], T, axis=0)])
+        scale = np.max(np.abs(base))
+        bad = []
+        for u in range(T):
+            # (not bit for bit: rows of the batch differ in their entry counts, so in array shapes)
+            if u and not np.max(np.abs(free[u, :u] - base[:u])) <= 1e-13 * scale:
+                bad.append(f"token {u} changed an earlier logit")
+            for t in range(u + 1, T):
+                diff = np.max(np.abs(held[u, t] - base[t]))
+                want = expected_reach_learned(c, bd, t, u)
+                if want and not diff > 1e-9 * scale:
+                    bad.append(f"token {u} should reach t={t}")
+                if not want and not diff <= 1e-13 * scale:
+                    bad.append(f"token {u} reached t={t} (diff {diff:.2e})")
+        check(not bad and min(kinds) > 0,
+              f"learned boundaries, 1 layer: causal, and with held decisions the exact visibility: {name}",
+              f"natural/forced boundaries {kinds}; " + "; ".join(bad[:4]))
+
+
 def write_case(name, c, params, tok):
     d = os.path.join(SCRATCH, name)
     os.makedirs(d, exist_ok=True)
@@ -439,7 +639,11 @@ def write_case(name, c, params, tok):
 
 def check_python_cli():
     """The reference's own CLI (same contract as the C tool) reproduces the in-process logits."""
-    name = "comp_combo"
+    for name in ("comp_combo", "bd_token_shift"):
+        python_cli_case(name)
+
+
+def python_cli_case(name):
     c = sm.make_config(**VARIANTS[name])
     params = random_params(c, 40)
     tok = np.random.default_rng(4).integers(0, c["vocab_size"], (B, T))
@@ -449,7 +653,7 @@ def check_python_cli():
                        capture_output=True, text=True, timeout=60)
     ok = r.returncode == 0 and os.path.getsize(paths["out"]) == B * T * c["vocab_size"] * 4
     rel = max_rel(np.fromfile(paths["out"], "<f4").reshape(B, T, -1), sm.forward(c, params, tok)) if ok else None
-    check(ok and rel < 1e-6, "python CLI (INI + safetensors + tokens -> logits) matches in-process forward",
+    check(ok and rel < 1e-6, f"python CLI (INI + safetensors + tokens -> logits) matches in-process forward: {name}",
           f"rc {r.returncode}, rel {rel}, stderr {r.stderr.strip()[-300:]}")
 
 
@@ -468,6 +672,17 @@ def check_c_variants():
         params = random_params(c, seed)
         tok = np.random.default_rng(seed + 1).integers(0, c["vocab_size"], (B, T))
         paths = write_case(name, c, params, tok)
+        if name in BOUNDARY_VARIANTS:
+            # the comparison must see both kinds of boundary, and no score so close to 1/2 that
+            # float32 could decide otherwise
+            trace = []
+            sm.forward(c, params, tok, trace=trace)
+            natural = sum(int((tr["bd"] & (tr["p"] >= 0.5)).sum()) for tr in trace)
+            forced = sum(int((tr["bd"] & (tr["p"] < 0.5)).sum()) for tr in trace)
+            margin = min(float(np.min(np.abs(tr["p"] - 0.5))) for tr in trace)
+            check(natural > 0 and forced > 0 and margin > 1e-4,
+                  f"reference run has natural and forced boundaries, |p - 1/2| > 1e-4: {name}",
+                  f"natural {natural}, forced {forced}, min |p - 1/2| {margin:.2e}")
         try:
             r = subprocess.run([TOOL, paths["cfg"], paths["w"], paths["tok"], str(B), str(T), paths["out"]],
                                capture_output=True, text=True, timeout=120)
@@ -476,7 +691,8 @@ def check_c_variants():
             continue
         want_bytes = B * T * c["vocab_size"] * 4
         if r.returncode != 0:
-            check(False, label, f"ref_forward exited {r.returncode}: {r.stderr.strip()[-400:]}")
+            # the head of the message names the refused key or tensor
+            check(False, label, f"ref_forward exited {r.returncode}: {r.stderr.strip()[:400]}")
             continue
         size = os.path.getsize(paths["out"]) if os.path.exists(paths["out"]) else -1
         if size != want_bytes:
@@ -568,6 +784,9 @@ def main():
     check_causality()
     check_visibility()
     check_identities()
+    check_boundary_rule()
+    check_boundary_identities()
+    check_boundary_visibility()
     check_python_cli()
     check_c_variants()
     check_c_identities()

@@ -133,7 +133,7 @@ static int config_json_overrides(const cJSON *j, const char *path, Overrides *o,
         static const char *const variant[] = {"attention", "qk_norm", "rope_dims"};
         static const char *const compressed_only[] = {"window", "stride", "gate", "gate_bias", "kv_tied", "post_norm",
                                                       "local", "n_local", "compressor", "grid", "attn_sink", "token_shift",
-                                                      "head_strides"};
+                                                      "head_strides", "boundaries"};
         char key[64];
         for (size_t i = 0; i < sizeof variant / sizeof *variant; i++) {
             snprintf(key, sizeof key, "model.%s", variant[i]);

@@ -66,6 +66,42 @@ void gate_stats_finish(const double *sum_alpha, long n, int G, int W, int c, flo
     }
 }
 
+/* Gate statistics of a layer with learned chunk boundaries (docs/spec.md §6.5): every entry is a
+ * window of W slots ending at its boundary, the token at t in slot W - 1 - (e - t), the slots before
+ * the chunk masked (alpha 0, as a partial window of §6.1). The per-token gates [B, T, G, c] are laid
+ * out as one sequence's entries [n_b, G, W, c] and accumulated like windows, each head over the
+ * sequence's n_b entries: the profile is the mean weight of each slot, the effective numbers count
+ * the present slots. */
+static void gate_stats_by_chunk_slot(Model *m, int l, const ModelDims *d, int B, int T, int G, int W, int c, float *tok_alpha,
+                                     float *ent_alpha, double *sum_alpha, double *sum_eff, double *gate_windows) {
+    const int Wl = d->window, cl = d->channels;
+    const unsigned char *flags = model_boundary_flags(m, l);
+    int *heads = malloc(sizeof(int) * (size_t)G);                                    /* [G] entries per head */
+    for (int br = 0; br < 2; br++) {
+        if (!heads || !flags || !model_gate_token_alphas(m, l, br, B, tok_alpha)) break;   /* [B, T, G, cl] */
+        for (int b = 0; b < B; b++) {
+            const unsigned char *bd = flags + (size_t)b * T;
+            int n = 0, start = 0;
+            for (int e = 0; e < T; e++) {
+                if (!bd[e]) continue;
+                float *win = ent_alpha + (size_t)n * G * Wl * cl;                       /* [G, Wl, cl] */
+                memset(win, 0, sizeof(float) * (size_t)G * Wl * cl);
+                for (int t = start; t <= e; t++)
+                    for (int g = 0; g < G; g++)
+                        memcpy(win + ((size_t)g * Wl + (Wl - 1 - (e - t))) * cl, tok_alpha + (((size_t)b * T + t) * G + g) * cl,
+                               sizeof(float) * cl);
+                n++, start = e + 1;
+            }
+            for (int g = 0; g < G; g++) heads[g] = n;
+            const size_t o = (size_t)l * 2 + br;
+            gate_stats_accumulate_heads(ent_alpha, 1, n, G, Wl, cl, heads, sum_alpha + o * G * W * c, sum_eff + o * G);
+            if (br == 0)
+                for (int g = 0; g < G; g++) gate_windows[l * G + g] += n;
+        }
+    }
+    free(heads);
+}
+
 void eval_result_free(EvalResult *r) {
     free(r->loss_by_residue);
     free(r->eff_static);
@@ -73,6 +109,7 @@ void eval_result_free(EvalResult *r) {
     free(r->profile);
     loss_stats_free(&r->by_residue);
     loss_stats_free(&r->by_phase);
+    if (r->has_boundaries) boundary_stats_free(&r->bounds);
     memset(r, 0, sizeof *r);
 }
 
@@ -92,7 +129,7 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         ld[l] = dims_of(&lc, T);
         if (!ld[l].compressed) continue;
         if (ld[l].channels > c) c = ld[l].channels;
-        if (ld[l].n_windows > nW) nW = ld[l].n_windows;
+        if (!ld[l].boundaries && ld[l].n_windows > nW) nW = ld[l].n_windows;   /* learned boundaries: per token */
     }
     const int gates = W > 0;
     long n_val = val_set_n_windows(val);
@@ -116,8 +153,18 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
     float *losses = malloc(sizeof(float) * (size_t)T * micro_batch);
     const size_t alpha_floats = (size_t)micro_batch * nW * G * W * c;
     float *alpha = gates ? malloc(sizeof(float) * (alpha_floats ? alpha_floats : 1)) : NULL;
+    /* learned chunk boundaries (docs/spec.md §6.5): the per-token gates [B, T, G, c] laid out as the
+     * entries of one sequence at a time [T, G, W, c] (masked slots 0), and the boundary statistics */
+    const int bounded = model_has_boundaries(m);
+    float *tok_alpha = bounded && gates ? malloc(sizeof(float) * (size_t)micro_batch * T * G * (c ? c : 1)) : NULL;
+    float *ent_alpha = bounded && gates ? malloc(sizeof(float) * (size_t)T * G * W * (c ? c : 1)) : NULL;
     int rc = 0;
-    if (!head_windows || !acc || !win_of || !buf || !tok || !tgt || !losses || (gates && !alpha))
+    if (bounded && (gates && (!tok_alpha || !ent_alpha)))
+        rc = set_err(err, "out of memory for the per-token gate weights (micro-batch %d x %d)", micro_batch, T);
+    if (bounded && !rc && boundary_stats_init(&res->bounds, L, mc->window, mc->stride, NULL, err)) rc = -1;
+    res->has_boundaries = bounded && !rc;
+    if (rc) {
+    } else if (!head_windows || !acc || !win_of || !buf || !tok || !tgt || !losses || (gates && !alpha))
         rc = set_err(err, "out of memory: %zu bytes for the validation buffers (micro-batch %d x %d)",
                      sizeof(int) * G + sizeof(double) * n_acc + sizeof(int32_t) * ((size_t)T + 1 + 2 * (size_t)T) * micro_batch +
                          sizeof(float) * ((size_t)T * micro_batch + (gates ? alpha_floats : 0)),
@@ -153,9 +200,19 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
                 win_rsum[wr] += losses[(size_t)b * T + t], win_rcnt[wr] += 1;
                 win_psum[wp] += losses[(size_t)b * T + t], win_pcnt[wp] += 1;
             }
+        for (int l = 0; res->has_boundaries && !rc && l < L; l++) {
+            int Bb = 0, Tb = 0;
+            const unsigned char *flags = model_boundary_flags(m, l);
+            if (!flags || model_boundary_batch(m, &Bb, &Tb) || Bb != B || Tb != T) continue;
+            if (boundary_stats_add(&res->bounds, l, flags, model_boundary_probs(m, l), tok, B, T, err)) rc = -1;
+        }
         if (gates) {
             for (int l = 0; l < L; l++) {
                 if (!ld[l].compressed) continue;
+                if (ld[l].boundaries) {
+                    gate_stats_by_chunk_slot(m, l, &ld[l], B, T, G, W, c, tok_alpha, ent_alpha, sum_alpha, sum_eff, gate_windows);
+                    continue;
+                }
                 for (int br = 0; br < 2; br++) {
                     model_gate_alphas(m, l, br, B, alpha);          /* [B, nW_l, G, W_l, c_l] */
                     size_t o = ((size_t)l * 2 + br);
@@ -176,6 +233,20 @@ int evaluate_validation(Model *m, const ModelConfig *mc, const ValSet *val, int 
         rc = -1;
     } else {
         comm_allreduce_sum_host(comm, acc, (int)n_acc);
+        if (res->has_boundaries) {                       /* the boundary statistics' counts over the ranks */
+            const long nb = boundary_stats_n_counts(&res->bounds);
+            double *bs = malloc(sizeof(double) * (size_t)nb);
+            if (!bs) {
+                eval_result_free(res);
+                rc = set_err(err, "out of memory: %ld values for the boundary statistics", nb);
+                goto done;
+            }
+            boundary_stats_pack(&res->bounds, bs);
+            comm_allreduce_sum_host(comm, bs, (int)nb);
+            boundary_stats_unpack(&res->bounds, bs);
+            free(bs);
+            boundary_stats_finalize(&res->bounds);
+        }
         res->residues = P;
         res->loss_by_residue = calloc(P, sizeof(double));
         if (gates) {
@@ -239,6 +310,7 @@ done:
     free(head_windows);
     free(ld);
     free(win_of);
-    free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha);
+    free(acc); free(buf); free(tok); free(tgt); free(losses); free(alpha); free(tok_alpha); free(ent_alpha);
+    if (rc && res->has_boundaries) eval_result_free(res);
     return rc;
 }

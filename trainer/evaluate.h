@@ -27,6 +27,7 @@
 #include "data/loader.h"
 #include "data/targets.h"   /* window_targets: the scored tokens */
 #include "trainer/loss_stats.h"
+#include "trainer/boundary_stats.h"
 
 struct Model;
 struct Comm;
@@ -44,6 +45,8 @@ typedef struct {
     int phases;                 /* S of the fold by phase */
     LossStats by_residue;       /* K = P: means, bootstrap SEs over the windows, homogeneity test */
     LossStats by_phase;         /* K = S: the same by phase t mod S */
+    int has_boundaries;         /* learned chunk boundaries (docs/spec.md §6.5): bounds holds their statistics */
+    BoundaryStats bounds;       /* over the same windows, finalised (trainer/boundary_stats.h) */
 } EvalResult;
 
 int evaluate_validation(struct Model *m, const ModelConfig *mc, const ValSet *val, int T, int micro_batch,

@@ -19,6 +19,16 @@ int kind_fold_geometry(const ModelConfig *mc, int kind, int T, int *S, int *o, i
     return 1;
 }
 
+/* A kind's fold exists when its stride divides the probe's residues (head_phase_map's rule). */
+static int fold_fits(int S, int P) { return S >= 1 && S <= PROBE_MAX_RESIDUES && P % S == 0; }
+
+void kind_fold_periods(const ModelConfig *mc, int T, int P, int S_of_kind[KIND_FOLD_MAX]) {
+    for (int k = 0; k < KIND_FOLD_MAX; k++) {
+        int S = 0, o = 0;
+        S_of_kind[k] = mc->layer_attention[0] && kind_fold_geometry(mc, k, T, &S, &o, NULL) == 1 && fold_fits(S, P) ? S : 0;
+    }
+}
+
 int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFold *out) {
     if (!mc->layer_attention[0]) return 0;
     int n = 0;
@@ -30,7 +40,7 @@ int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFo
         for (int l = 0; l < mc->n_layers; l++) f->n_layers += layer_kind(mc, l) == k;
         f->name = layer_kind_names[k];
         int map[PROBE_MAX_RESIDUES];
-        f->ok = f->S <= PROBE_MAX_RESIDUES && head_phase_map(pr->residues, f->S, f->o, map) == 0;
+        f->ok = fold_fits(f->S, pr->residues) && head_phase_map(pr->residues, f->S, f->o, map) == 0;
         for (int p = 0; p < PROBE_N_PROTOCOLS; p++) {
             if (f->ok && fold_by_phase_map(pr->correct[p], pr->total[p], pr->residues, f->S, map, f->correct[p], f->total[p]) == 0)
                 f->test[p] = phase_homogeneity_test(f->correct[p], f->total[p], f->S);

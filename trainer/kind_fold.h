@@ -40,6 +40,11 @@ int kind_fold_geometry(const ModelConfig *mc, int kind, int T, int *S, int *o, i
  * Returns the number of kinds written to out[KIND_FOLD_MAX]. */
 int probe_kind_folds(const ModelConfig *mc, int T, const ProbeResult *pr, KindFold *out);
 
+/* The stride of each kind's fold, S_of_kind[KIND_*]: S_k where mc has a schedule, the kind has a
+ * grid and S_k divides the probe's P residues (the folds probe_kind_folds computes with ok = 1), 0
+ * for every other kind. The metrics file sizes its /probe_kinds columns by it. */
+void kind_fold_periods(const ModelConfig *mc, int T, int P, int S_of_kind[KIND_FOLD_MAX]);
+
 /* The table: per kind and protocol, A_k(phi) with n per phase, and the test (chi2, df, p). */
 void probe_print_kind_folds(FILE *f, const KindFold *kf, int n);
 #endif

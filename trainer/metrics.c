@@ -39,11 +39,12 @@
 #include <hdf5_hl.h>
 
 #include "common/errors.h"
+#include "model/layer_kinds.h"
 
 #define NO_HID ((hid_t)-1)
 
-enum { MAX_RANK = 5, MAX_COLUMNS = 19, N_TABLES = 5, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
-enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES, TABLE_VAL_STATS };
+enum { MAX_RANK = 5, MAX_COLUMNS = 24, N_TABLES = 8, CHUNK_BYTES = 65536, MAX_CHUNK_ROWS = 1024 };
+enum { TABLE_TRAIN, TABLE_VAL, TABLE_PROBE, TABLE_GATES, TABLE_VAL_STATS, TABLE_PROBE_CHUNK, TABLE_PROBE_KINDS, TABLE_BOUNDARIES };
 
 typedef enum { KIND_INT64, KIND_FLOAT64, KIND_FLOAT32 } ColumnKind;
 
@@ -77,6 +78,7 @@ struct Metrics {
     Table tables[N_TABLES];
     double gate_coverage;   /* pending /train/gate_coverage value */
     double indexer_kl;      /* pending /train/indexer_kl value */
+    double boundary_ratio, boundary_rate;   /* pending /train/boundary_ratio and boundary_rate values */
 };
 
 /* ---- error handling ---------------------------------------------------------------------- */
@@ -199,6 +201,14 @@ static void build_schema(Metrics *m) {
         add_column(t, "indexer_kl", KIND_FLOAT64,
                    "lightning indexer KL(main attention || indexer) per query, mean over the step's queries and indexer "
                    "layers (rank 0's micro-batches), not part of loss", "nats");
+    if (s->has_boundaries) {   /* docs/spec.md §6.5 */
+        add_column(t, "boundary_ratio", KIND_FLOAT64,
+                   "learned chunk boundaries: ratio loss (1/n_layers) sum_l R_l without lambda_r, mean over the step's "
+                   "micro-batches (rank 0's), not part of loss", NULL);
+        add_column(t, "boundary_rate", KIND_FLOAT64,
+                   "learned chunk boundaries: fraction of tokens that end an entry, mean over layers and the step's "
+                   "micro-batches (rank 0's); the target is 1/stride", NULL);
+    }
 
     t = &m->tables[TABLE_VAL];
     t->name = "val", t->description = "validation loss, one row per evaluation (the plots of it are in /entry)", t->enabled = 1;
@@ -285,6 +295,117 @@ static void build_schema(Metrics *m) {
     c = add_column(t, "profile", KIND_FLOAT32, "gate profile g(i) = E[alpha_i] * W", NULL);
     add_gate_dims(c, s);
     add_dim(c, s->window, "offset");
+
+    /* docs/spec.md §6.5 "Phase fold": learned chunk boundaries, the probe by chunk phase per layer
+     * (trainer/chunk_phase.h); bins 0..W-1 the key's slot in its entry, bin W unpooled */
+    t = &m->tables[TABLE_PROBE_CHUNK];
+    t->name = "probe_chunk", t->description = "lookup-probe accuracy by chunk phase of the target key in each layer "
+        "(learned chunk boundaries, docs/spec.md §6.5: the key's slot W-1-(e-t_K) in the entry ending at e; bin W: "
+        "no entry pools it), with the prompt counts (the model chooses them: not balanced); one row per evaluation",
+        t->enabled = s->chunk_window >= 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    static const char *const proto[2] = {"pp", "ip"}, *const proto_name[2] = {"prefix padding", "in-sequence padding"};
+    static char acc_long[2][160], tot_long[2][160], p_long[2][160], acc_name[2][16], tot_name[2][16], p_name[2][16];
+    for (int k = 0; k < 2; k++) {
+        snprintf(acc_name[k], sizeof acc_name[k], "acc_%s", proto[k]);
+        snprintf(tot_name[k], sizeof tot_name[k], "total_%s", proto[k]);
+        snprintf(p_name[k], sizeof p_name[k], "p_%s", proto[k]);
+        snprintf(acc_long[k], sizeof acc_long[k], "lookup-probe top-1 accuracy by chunk phase of the target key, %s",
+                 proto_name[k]);
+        snprintf(tot_long[k], sizeof tot_long[k], "lookup-probe prompts by chunk phase of the target key, %s",
+                 proto_name[k]);
+        snprintf(p_long[k], sizeof p_long[k],
+                 "homogeneity of the accuracy across chunk phases 0..W-1 (chi-square or permutation p), %s",
+                 proto_name[k]);
+        c = add_column(t, acc_name[k], KIND_FLOAT64, acc_long[k], "%");
+        add_dim(c, s->n_layers, "layer");
+        add_dim(c, s->chunk_window + 1, "chunk phase (W: unpooled)");
+        c = add_column(t, tot_name[k], KIND_INT64, tot_long[k], "prompts");
+        add_dim(c, s->n_layers, "layer");
+        add_dim(c, s->chunk_window + 1, "chunk phase (W: unpooled)");
+        c = add_column(t, p_name[k], KIND_FLOAT64, p_long[k], NULL);
+        add_dim(c, s->n_layers, "layer");
+    }
+
+    /* docs/spec.md §6.5 "Boundary statistics" (trainer/boundary_stats.h): where learned boundaries fall,
+     * over the validation windows of each evaluation */
+    t = &m->tables[TABLE_BOUNDARIES];
+    t->name = "boundaries", t->description = "learned chunk boundaries over the validation windows (docs/spec.md §6.5, "
+        "trainer/boundary_stats.h): chunk lengths, boundary rate, ratio loss, forced boundaries, boundaries by token class "
+        "against the class shares (chance), record splits against the boundary rate; 95% Wilson intervals; one row per "
+        "evaluation", t->enabled = s->chunk_window >= 1;
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    static const char *const class_label = "class (key, value, filler, eot, other)";
+    c = add_column(t, "positions", KIND_INT64, "token positions counted (n of the boundary rate)", "tokens");
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "boundaries", KIND_INT64, "boundaries = complete chunks = entries", "entries");
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "boundary_rate", KIND_FLOAT64, "boundary rate F: boundaries per token (target 1/S)", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "mean_prob", KIND_FLOAT64, "mean boundary score G = mean p_t", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "ratio_loss", KIND_FLOAT64, "ratio loss R at the evaluation's F and G (N = S)", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "mean_chunk_length", KIND_FLOAT64, "mean length of the complete chunks", "tokens");
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "chunk_length_hist", KIND_INT64, "complete chunks by length 1..W (index k: length k + 1)", "chunks");
+    add_dim(c, s->n_layers, "layer");
+    add_dim(c, s->chunk_window >= 1 ? s->chunk_window : 1, "chunk length - 1");
+    c = add_column(t, "unpooled", KIND_INT64, "tokens after the last boundary of their row (in no entry)", "tokens");
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "forced_fraction", KIND_FLOAT64, "fraction of boundaries forced by the length cap W (p < 1/2)", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "forced_lo", KIND_FLOAT64, "forced fraction, 95% Wilson interval, lower end", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "forced_hi", KIND_FLOAT64, "forced fraction, 95% Wilson interval, upper end", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "class_rate", KIND_FLOAT64, "share of the boundaries on each token class", NULL);
+    add_dim(c, s->n_layers, "layer");
+    add_dim(c, BSTAT_N_CLASSES, class_label);
+    c = add_column(t, "class_lo", KIND_FLOAT64, "share of the boundaries on each class, 95% Wilson interval, lower end", NULL);
+    add_dim(c, s->n_layers, "layer");
+    add_dim(c, BSTAT_N_CLASSES, class_label);
+    c = add_column(t, "class_hi", KIND_FLOAT64, "share of the boundaries on each class, 95% Wilson interval, upper end", NULL);
+    add_dim(c, s->n_layers, "layer");
+    add_dim(c, BSTAT_N_CLASSES, class_label);
+    c = add_column(t, "class_chance", KIND_FLOAT64, "share of all tokens in each class (the chance share of the boundaries)", NULL);
+    add_dim(c, BSTAT_N_CLASSES, class_label);
+    c = add_column(t, "record_split", KIND_FLOAT64, "fraction of adjacent (key, value) pairs with a boundary at the key "
+                   "(key and value in different entries); chance: the boundary rate", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "record_split_n", KIND_INT64, "adjacent (key, value) pairs (n of the record split)", "pairs");
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "record_split_lo", KIND_FLOAT64, "record split, 95% Wilson interval, lower end", NULL);
+    add_dim(c, s->n_layers, "layer");
+    c = add_column(t, "record_split_hi", KIND_FLOAT64, "record split, 95% Wilson interval, upper end", NULL);
+    add_dim(c, s->n_layers, "layer");
+
+    /* docs/spec.md §5.5: a layer schedule's probe folded by each compressed kind's own phase
+     * (trainer/kind_fold.h); 6 columns per kind (at most 3 compressed kinds: 19 columns) */
+    t = &m->tables[TABLE_PROBE_KINDS];
+    t->name = "probe_kinds", t->description = "lookup-probe accuracy folded by each compressed layer kind's own phase "
+        "(t_K - o_k) mod S_k of the target key (a layer schedule, docs/spec.md §5.5), with the prompt counts and the "
+        "phase-effect test; one row per evaluation";
+    add_column(t, "step", KIND_INT64, "optimizer step", NULL);
+    static char kname[METRICS_KINDS][2][3][32], klong[METRICS_KINDS][2][3][160];
+    for (int k = 0; k < METRICS_KINDS; k++) {
+        if (s->kind_period[k] < 1) continue;
+        t->enabled = 1;
+        for (int q = 0; q < 2; q++) {
+            const char *pn = q ? "ip" : "pp", *pl = q ? "in-sequence padding" : "prefix padding", *kn = layer_kind_names[k];
+            snprintf(kname[k][q][0], 32, "acc_%s_%s", pn, kn);
+            snprintf(kname[k][q][1], 32, "total_%s_%s", pn, kn);
+            snprintf(kname[k][q][2], 32, "p_%s_%s", pn, kn);
+            snprintf(klong[k][q][0], 160, "lookup-probe top-1 accuracy by the %s layers' phase of the target key, %s", kn, pl);
+            snprintf(klong[k][q][1], 160, "lookup-probe prompts by the %s layers' phase of the target key, %s", kn, pl);
+            snprintf(klong[k][q][2], 160, "phase-effect p-value by the %s layers' phase (docs/spec.md §3.7), %s", kn, pl);
+            c = add_column(t, kname[k][q][0], KIND_FLOAT64, klong[k][q][0], "%");
+            add_dim(c, s->kind_period[k], "phase");
+            c = add_column(t, kname[k][q][1], KIND_INT64, klong[k][q][1], "prompts");
+            add_dim(c, s->kind_period[k], "phase");
+            add_column(t, kname[k][q][2], KIND_FLOAT64, klong[k][q][2], NULL);
+        }
+    }
 }
 
 static hid_t file_type(ColumnKind k) {
@@ -1058,10 +1179,11 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
                       double grad_norm, double tokens_per_sec, double mfu, char *err) {
     if (!m) return set_err(err, "metrics: no metrics file is open");
     int64_t tokens64 = tokens;
-    const void *values[8] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
+    const void *values[10] = {&tokens64, &loss, &lr, &grad_norm, &tokens_per_sec, &mfu};
     int n = 6;
     if (m->shape.has_gate_coverage) values[n++] = &m->gate_coverage;
     if (m->shape.has_indexer_kl) values[n++] = &m->indexer_kl;
+    if (m->shape.has_boundaries) { values[n++] = &m->boundary_ratio; values[n++] = &m->boundary_rate; }
     return append_row(m, &m->tables[TABLE_TRAIN], step, values, err);
 }
 
@@ -1071,6 +1193,10 @@ void metrics_set_gate_coverage(Metrics *m, double penalty) {
 
 void metrics_set_indexer_kl(Metrics *m, double kl) {
     if (m) m->indexer_kl = kl;
+}
+
+void metrics_set_boundaries(Metrics *m, double ratio, double rate) {
+    if (m) { m->boundary_ratio = ratio; m->boundary_rate = rate; }
 }
 
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue, char *err) {
@@ -1156,6 +1282,72 @@ int metrics_log_probe_tested(Metrics *m, long step, const double *acc_pp, const 
     int rc = append_row(m, &m->tables[TABLE_PROBE], step, values, err);
     free(nan_row);
     return rc;
+}
+
+int metrics_log_probe_chunk(Metrics *m, long step, const ChunkPhaseCounts *c, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (!m->tables[TABLE_PROBE_CHUNK].enabled) return set_err(err, "%s: /probe_chunk: the run has no learned chunk boundaries", m->path);
+    const int L = m->shape.n_layers, K = m->shape.chunk_window + 1;
+    if (!c || c->layers != L || c->window + 1 != K || c->protocols != 2)
+        return set_err(err, "%s: /probe_chunk step %ld: counts of %d protocols x %d layers x %d bins, expected 2 x %d x %d",
+                       m->path, step, c ? c->protocols : 0, c ? c->layers : 0, c ? c->window + 1 : 0, L, K);
+    int64_t *tot = malloc(sizeof *tot * (size_t)2 * L * K);
+    double *p = malloc(sizeof *p * (size_t)2 * L);
+    if (!tot || !p) { free(tot), free(p); return set_err(err, "%s: out of memory logging /probe_chunk", m->path); }
+    for (long i = 0; i < 2L * L * K; i++) tot[i] = (int64_t)c->total[i];
+    for (long i = 0; i < 2L * L; i++) p[i] = c->test[i].p;
+    const void *values[] = {c->acc, tot, p, c->acc + (size_t)L * K, tot + (size_t)L * K, p + L};
+    int rc = append_row(m, &m->tables[TABLE_PROBE_CHUNK], step, values, err);
+    free(tot), free(p);
+    return rc;
+}
+
+int metrics_log_boundaries(Metrics *m, long step, const BoundaryStats *b, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    if (!m->tables[TABLE_BOUNDARIES].enabled) return set_err(err, "%s: /boundaries: the run has no learned chunk boundaries", m->path);
+    const int L = m->shape.n_layers, W = m->shape.chunk_window;
+    if (!b || b->n_layers != L || b->W != W)
+        return set_err(err, "%s: /boundaries step %ld: statistics of %d layers x W %d, expected %d x %d", m->path, step,
+                       b ? b->n_layers : 0, b ? b->W : 0, L, W);
+    int64_t *i64 = malloc(sizeof *i64 * (size_t)L * (4 + W));   /* positions, boundaries, unpooled, pairs [L]; hist [L, W] */
+    if (!i64) return set_err(err, "%s: out of memory logging /boundaries", m->path);
+    int64_t *pos = i64, *nbd = pos + L, *unp = nbd + L, *npair = unp + L, *hist = npair + L;
+    for (int l = 0; l < L; l++) pos[l] = b->positions[l], nbd[l] = b->boundaries[l], unp[l] = b->unpooled[l], npair[l] = b->pairs[l];
+    for (long i = 0; i < (long)L * W; i++) hist[i] = b->hist[i];
+    const void *values[] = {pos, nbd, b->rate, b->mean_prob, b->ratio_loss, b->mean_len, hist, unp, b->forced_frac, b->forced_lo,
+                            b->forced_hi, b->class_rate, b->class_lo, b->class_hi, b->class_chance, b->split_frac, npair,
+                            b->split_lo, b->split_hi};
+    int rc = append_row(m, &m->tables[TABLE_BOUNDARIES], step, values, err);
+    free(i64);
+    return rc;
+}
+
+int metrics_log_probe_kinds(Metrics *m, long step, const struct KindFoldRow *rows, int n, char *err) {
+    if (!m) return set_err(err, "metrics: no metrics file is open");
+    const Table *t = &m->tables[TABLE_PROBE_KINDS];
+    if (!t->enabled) return set_err(err, "%s: /probe_kinds: the run has no layer schedule with a per-kind fold", m->path);
+    enum { MAXV = MAX_COLUMNS };
+    const void *values[MAXV];
+    double acc[METRICS_KINDS][2][256];
+    int64_t tot[METRICS_KINDS][2][256];
+    int nv = 0;
+    for (int k = 0; k < METRICS_KINDS; k++) {
+        const int S = m->shape.kind_period[k];
+        if (S < 1) continue;
+        const struct KindFoldRow *r = NULL;
+        for (int i = 0; i < n; i++) if (rows[i].kind == k) r = &rows[i];
+        if (!r || r->S != S || S > 256)
+            return set_err(err, "%s: /probe_kinds step %ld: no fold of the %s layers with %d phases (the file's shape)",
+                           m->path, step, layer_kind_names[k], S);
+        for (int q = 0; q < 2; q++) {
+            for (int x = 0; x < S; x++) {
+                tot[k][q][x] = r->total[q][x];
+                acc[k][q][x] = r->total[q][x] ? 100.0 * r->correct[q][x] / r->total[q][x] : NAN;
+            }
+            values[nv++] = acc[k][q], values[nv++] = tot[k][q], values[nv++] = &r->p[q];
+        }
+    }
+    return append_row(m, &m->tables[TABLE_PROBE_KINDS], step, values, err);
 }
 
 int metrics_log_gates(Metrics *m, long step, const float *eff_static, const float *eff_window,

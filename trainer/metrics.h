@@ -9,6 +9,7 @@
  *   /train/{step, tokens, loss, lr, grad_norm, tokens_per_sec, mfu}          each [n]
  *          (+ gate_coverage [n] with train.gate_coverage > 0: the penalty lambda * mean over the
  *          step's sequences, never part of loss; set by metrics_set_gate_coverage before the row)
+ *          (+ boundary_ratio, boundary_rate [n] with model.boundaries = learned, docs/spec.md §6.5)
  *   /val/{step [n], loss [n], loss_by_residue [n,P]}
  *   /val_stats/{step, windows, loss_se, loss_by_residue [n,P], loss_se_by_residue [n,P],
  *          tokens_by_residue [n,P], F_residue, df1_residue, df2_residue, p_residue,
@@ -21,6 +22,16 @@
  *          (chi2/p: the phase-effect test of docs/spec.md §3, across residues and folded by phase)
  *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
  *          (only when the model has compressed attention)
+ *   /probe_chunk/{step [n], acc_pp [n,L,W+1], total_pp [n,L,W+1], p_pp [n,L], acc_ip, total_ip, p_ip}
+ *          (learned chunk boundaries only, docs/spec.md §6.5: the probe by chunk phase of the key in
+ *          each layer, bin W unpooled; trainer/chunk_phase.h)
+ *   /boundaries/{step [n], positions, boundaries, boundary_rate, mean_prob, ratio_loss, mean_chunk_length,
+ *          unpooled, forced_fraction (+ _lo, _hi), record_split (+ _n, _lo, _hi) [n,L], chunk_length_hist [n,L,W],
+ *          class_rate (+ class_lo, class_hi) [n,L,5], class_chance [n,5]}   (learned chunk boundaries only,
+ *          docs/spec.md §6.5 "Boundary statistics", over the validation windows; trainer/boundary_stats.h)
+ *   /probe_kinds/{step [n], acc_pp_KIND [n,S_k], total_pp_KIND [n,S_k], p_pp_KIND [n], the same _ip}
+ *          (a layer schedule only, docs/spec.md §5.5: the probe folded by each compressed kind's own
+ *          phase (t_K - o_k) mod S_k, KIND = csa, hca, compressed; trainer/kind_fold.h)
  * These raw tables carry no NeXus class (a description attribute). In each `step` (int64) is a
  * dimension scale attached to dim 0 of every other dataset; the other dimensions carry labels
  * (residue, layer, kv_head, branch, offset) and the axis datasets of /entry as scales.
@@ -53,8 +64,12 @@
 #ifndef PHASELAB_TRAIN_METRICS_H
 #define PHASELAB_TRAIN_METRICS_H
 #include "trainer/loss_stats.h"
+#include "trainer/chunk_phase.h"
+#include "trainer/boundary_stats.h"
 
 typedef struct Metrics Metrics;
+
+#define METRICS_KINDS 5   /* N_KINDS (model/layer_kinds.h) = KIND_FOLD_MAX (trainer/kind_fold.h) */
 
 typedef struct {
     int n_layers;   /* L */
@@ -65,6 +80,10 @@ typedef struct {
     int has_gate_coverage; /* train.gate_coverage > 0: /train/gate_coverage exists (docs/spec.md §2b) */
     int has_indexer_kl;    /* a lightning indexer: /train/indexer_kl exists (docs/spec.md §5.4) */
     int phases;     /* S of the validation loss's fold by phase (probe_phase_fold); 0: no /val_stats */
+    int has_boundaries;    /* model.boundaries = learned: /train/boundary_ratio and /train/boundary_rate exist (§6.5) */
+    int chunk_window; /* W of learned chunk boundaries (docs/spec.md §6.5): /probe_chunk exists; 0: none */
+    int kind_period[METRICS_KINDS]; /* per layer kind KIND_* of a schedule: the stride S_k of the probe's
+                                       per-kind fold (kind_fold_periods), 0: no fold; any > 0: /probe_kinds */
 } MetricsShape;
 
 /* resume_step < 0: create a new file (replacing any). Otherwise open the existing file and
@@ -85,6 +104,9 @@ int metrics_log_train(Metrics *m, long step, long tokens, double loss, double lr
 void metrics_set_gate_coverage(Metrics *m, double penalty);
 /* The next /train row's indexer_kl: mean KL_t over the step's queries and indexer layers (§5.4). */
 void metrics_set_indexer_kl(Metrics *m, double kl);
+/* The next /train row's boundary_ratio (the mean R_l, without lambda_r) and boundary_rate (the mean F_l) of
+ * learned chunk boundaries (docs/spec.md §6.5; ignored without the columns). */
+void metrics_set_boundaries(Metrics *m, double ratio, double rate);
 
 /* loss_by_residue: [P] */
 int metrics_log_val(Metrics *m, long step, double loss, const double *loss_by_residue,
@@ -104,6 +126,19 @@ int metrics_log_probe_tested(Metrics *m, long step, const double *acc_pp, const 
                              const double *phase_test, char *err);
 
 /* eff_static, eff_window: [L,G,2]; profile: [L,G,2,W]. Error when !shape.has_gates. */
+/* One row of /probe_chunk from finalised counts (chunk_phase_finalize) of 2 protocols x n_layers x
+ * (chunk_window + 1) bins; an error when the run has no learned boundaries or the shape differs. */
+int metrics_log_probe_chunk(Metrics *m, long step, const ChunkPhaseCounts *c, char *err);
+
+/* One row of /boundaries from the finalised statistics of an evaluation (the run's n_layers and
+ * chunk_window must match). */
+int metrics_log_boundaries(Metrics *m, long step, const BoundaryStats *b, char *err);
+
+/* One row of /probe_kinds from the per-kind folds of this evaluation (probe_kind_folds: the kinds
+ * with kind_period > 0, each with its S_k phases). */
+struct KindFoldRow { int kind; int S; const long *correct[2], *total[2]; double p[2]; };
+int metrics_log_probe_kinds(Metrics *m, long step, const struct KindFoldRow *rows, int n, char *err);
+
 int metrics_log_gates(Metrics *m, long step, const float *eff_static, const float *eff_window,
                       const float *profile, char *err);
 

@@ -110,6 +110,7 @@ int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_b
 }
 
 
+
 typedef struct { int index, length; } PromptRef;
 static int by_length(const void *a_, const void *b_) {    /* length, then index: a stable order */
     const PromptRef *a = a_, *b = b_;
@@ -119,9 +120,12 @@ static int by_length(const void *a_, const void *b_) {    /* length, then index:
 
 /* pad_to_T: every prompt padded to T with token 0 (the evaluation before prompts ran at their own
  * length), kept for the tests' comparison only (probe_evaluate_padded); 0 everywhere else. */
+/* chunk: when not NULL (a model with learned chunk boundaries), each prompt is also counted by the
+ * chunk phase of its target key in every layer (trainer/chunk_phase.h), from the boundary flags of
+ * the forward that scored it. */
 static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
-                               ProbeBatchFn before_batch, void *ctx, const char *progress, int pad_to_T, ProbeResult *res,
-                               char *err) {
+                               ProbeBatchFn before_batch, void *ctx, const char *progress, int pad_to_T,
+                               ChunkPhaseCounts *chunk, ProbeResult *res, char *err) {
     int P = probe_set_residues(ps);
     if (P > PROBE_MAX_RESIDUES) return set_err(err, "%s: %d residues, at most %d supported", probe_set_path(ps), P, PROBE_MAX_RESIDUES);
     if (probe_set_max_length(ps) > T)
@@ -145,9 +149,10 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
     int32_t *argmax = malloc((size_t)micro_batch * sizeof *argmax);         /* [B] */
     int *proto = malloc((size_t)micro_batch * sizeof *proto);               /* [B] */
     int *resid = malloc((size_t)micro_batch * sizeof *resid);               /* [B] */
+    int *tkey = malloc((size_t)micro_batch * sizeof *tkey);                 /* [B] t_K */
     PromptRef *order = malloc((size_t)(mine ? mine : 1) * sizeof *order);   /* this rank's prompts */
-    if (!tokens || !positions || !answers || !argmax || !proto || !resid || !order) {
-        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(order);
+    if (!tokens || !positions || !answers || !argmax || !proto || !resid || !tkey || !order) {
+        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(order);
         return set_err(err, "probe_evaluate: out of memory for %d x %d tokens", micro_batch, T);
     }
     /* Each batch runs at the length L of its prompts (the model is causal: the logits at the
@@ -175,6 +180,7 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
             answers[b] = nv == 1 ? pr.answer : pr.tokens[pr.t_key + nk + j];
             proto[b] = pr.protocol;
             resid[b] = pr.residue;
+            tkey[b] = pr.t_key;
             b++;
         }
         /* no room for another prompt, the next prompt has another length, or this rank's last */
@@ -200,20 +206,30 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
                 for (int x = 0; x < nv; x++) right &= argmax[j + x] == answers[j + x];
                 res->total[proto[j]][resid[j]]++;
                 res->correct[proto[j]][resid[j]] += right;
+                for (int l = 0; chunk && l < chunk->layers; l++)
+                    chunk_phase_add(chunk, proto[j], l, model_boundary_flags(m, l) + (size_t)j * L, L, tkey[j], right);
             }
             b = 0;
         }
     }
     if (model_set_seq_len(m, T_model, rc ? NULL : err)) rc = -1;     /* validation keeps the model's T */
-    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(order);
+    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(order);
     if (rc) return rc;
     probe_result_finalize(res);
     return 0;
 }
 
+int probe_evaluate_chunked(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                           ChunkPhaseCounts *chunk, ProbeResult *res, char *err) {
+    if (chunk && (!model_has_boundaries(m) || chunk->protocols != PROBE_N_PROTOCOLS))
+        return set_err(err, "probe_evaluate_chunked: chunk-phase counts need a model with learned chunk boundaries "
+                            "and %d protocols", PROBE_N_PROTOCOLS);
+    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, 0, chunk, res, err);
+}
+
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
-    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, before_batch, ctx, progress, 0, res, err);
+    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, before_batch, ctx, progress, 0, NULL, res, err);
 }
 
 int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
@@ -221,7 +237,7 @@ int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, 
 }
 
 int probe_evaluate_padded(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
-    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, NULL, NULL, NULL, 1, res, err);
+    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, NULL, NULL, NULL, 1, NULL, res, err);
 }
 
 void probe_print_table(FILE *f, const ProbeResult *res) {

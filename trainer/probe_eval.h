@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include "data/probe.h"
 #include "trainer/phase_test.h"
+#include "trainer/chunk_phase.h"
 #include "trainer/run_config.h"
 
 struct Model;
@@ -62,6 +63,13 @@ int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, 
  * finalized as if alone). */
 int probe_evaluate_shard(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                          ProbeResult *res, char *err);
+
+/* probe_evaluate_shard that also counts every prompt by the chunk phase of its target key in each
+ * layer (docs/spec.md §6.5, trainer/chunk_phase.h) into chunk (initialised by the caller with
+ * PROBE_N_PROTOCOLS protocols, the model's layers and W; NULL: probe_evaluate_shard); an error
+ * when the model has no learned chunk boundaries. */
+int probe_evaluate_chunked(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
+                           ChunkPhaseCounts *chunk, ProbeResult *res, char *err);
 
 /* The same with a callback run before every batch (analyses use it to tell an intervention
  * which prompts a batch holds): before_batch(ctx, protocol [B], B) with B <= micro_batch rows;

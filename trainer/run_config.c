@@ -121,6 +121,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, head_strides, T_STR, "", 0, 0, F_COMPRESSED, NULL,                                     \
       "multi-rate strides (docs/spec.md §6.4): S_0,S_1,... one stride per KV head, each 1..window, the smallest = " \
       "stride; empty = every head stride (compressed only; CPU)")                                    \
+    X(model, boundaries, T_ENUM, "grid", 0, 0, F_COMPRESSED, config_boundaries_names,                       \
+      "where entries end (docs/spec.md §6.5): grid (the window grid) | learned (content-defined chunks: a learned " \
+      "score per token and layer; window = the longest chunk, stride = the target mean length; compressed only; CPU)") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
@@ -161,6 +164,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(train, phase_jitter, T_BOOL, "false", 0, 0, 0, NULL,                                         \
       "shift each training sequence's window grid by a random u in [0, stride) (docs/spec.md §6.2; "  \
       "true|false; compressed, stride >= 2 only; evaluation is never shifted)")                   \
+    X(train, boundary_ratio, T_DOUBLE, "0.03", 0, NOHI, 0, NULL,                                   \
+      "lambda_r >= 0 of the boundary ratio loss that keeps the mean chunk at stride tokens (docs/spec.md §6.5; " \
+      "model.boundaries = learned only)")                                                          \
     X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
       "a resume whose train.steps differs from the schedule total of the checkpoint: refuse (exit 2) | keep "  \
       "(the recorded total's warm-up + cosine schedule continues; past its end lr = min_lr) | stretch "       \
@@ -758,6 +764,26 @@ static int validate(const LoadCtx *c) {
         if (other)
             return key_error(c, KEY_INDEX(model, head_strides), "head_strides = %s with %s is not implemented "
                              "(docs/spec.md §6.4); use head_strides = (empty) or drop %s", m->head_strides, other, other);
+    }
+    if (m->boundaries == BOUNDARIES_LEARNED) {   /* docs/spec.md §6.5 Rules */
+        if (!compressed)
+            return key_error(c, KEY_INDEX(model, boundaries), "boundaries = learned with attention = full; learned chunk "
+                             "boundaries need attention = compressed, else boundaries = grid");
+        if (m->stride < 2 || m->window <= m->stride) {
+            int k = m->stride < 2 ? blame(c, KEY_INDEX(model, stride), KEY_INDEX(model, boundaries), -1)
+                                  : blame(c, KEY_INDEX(model, window), KEY_INDEX(model, stride), KEY_INDEX(model, boundaries), -1);
+            return key_error(c, k, "boundaries = learned with window = %d and stride = %d; it needs window > stride >= 2 "
+                             "(window the longest chunk, stride the target mean chunk length)", m->window, m->stride);
+        }
+        const char *other = m->grid == GRID_STAGGERED ? "model.grid = staggered"
+                          : m->head_strides[0] ? "model.head_strides"
+                          : cfg->train.phase_jitter ? "train.phase_jitter = true"
+                          : m->compressor == COMPRESSOR_DEEPSEEK ? "model.compressor = deepseek"
+                          : cfg->train.gate_coverage > 0 ? "train.gate_coverage > 0"
+                          : m->layer_attention[0] ? "model.layer_attention (a schedule)" : NULL;
+        if (other)
+            return key_error(c, KEY_INDEX(model, boundaries), "boundaries = learned with %s: that key defines a window "
+                             "grid or needs one (docs/spec.md §6.5); use boundaries = grid or drop %s", other, other);
     }
     if (compressed) {
         if (m->stride > m->window) {

@@ -38,6 +38,7 @@ typedef struct {
     double indexer_weight;   /* weight of the lightning indexer's KL term (docs/spec.md §5.4) */
     long indexer_warmup;     /* steps of dense csa attention before the top-k selection starts */
     int phase_jitter;        /* per-sequence grid shifts in training (docs/spec.md §6.2) */
+    double boundary_ratio;   /* lambda_r of the boundary ratio loss (docs/spec.md §6.5; model.boundaries = learned) */
     int resume_schedule;     /* RESUME_SCHEDULE_*: a resume with another train.steps (trainer/trainer.c) */
 } TrainConfig;
 

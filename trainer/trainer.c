@@ -54,6 +54,7 @@
 #include "trainer/optimizer.h"
 #include "trainer/probe_eval.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "trainer/kind_fold.h"
 #include "trainer/run_inputs.h"
 #include "trainer/schedule.h"
 #include "data/loader.h"
@@ -297,6 +298,68 @@ int train_dry_run(const Config *cfg, ResumePlan *plan, char *err) {
     return 0;
 }
 
+
+/* A layer schedule's probe folded by each compressed kind's own phase (docs/spec.md §5.5,
+ * trainer/kind_fold.h): one log line per kind (its worst phase and the phase test, prefix
+ * padding) and a /probe_kinds row. Nothing without a schedule. */
+static int probe_log_kind_folds(Trainer *tr, const ProbeResult *pr, int T, char *err) {
+    KindFold kf[KIND_FOLD_MAX];
+    const int n = probe_kind_folds(&tr->cfg->model, T, pr, kf);
+    struct KindFoldRow rows[KIND_FOLD_MAX];
+    int nr = 0;
+    for (int k = 0; k < n; k++) {
+        const KindFold *f = &kf[k];
+        if (!f->ok) continue;
+        int worst = -1;
+        for (int x = 0; x < f->S; x++)
+            if (f->total[0][x] && (worst < 0 || (double)f->correct[0][x] / f->total[0][x] <
+                                                    (double)f->correct[0][worst] / f->total[0][worst]))
+                worst = x;
+        if (worst >= 0)
+            log_printf("probe step %ld | %s layers' phase (t_K - (%d)) mod %d (prefix padding): worst phase %d %.1f%% (n = %ld), "
+                       "phase test p = %.3g\n", tr->st.step, f->name, f->o, f->S, worst,
+                       100.0 * f->correct[0][worst] / f->total[0][worst], f->total[0][worst], f->test[0].p);
+        rows[nr++] = (struct KindFoldRow){f->kind, f->S, {f->correct[0], f->correct[1]}, {f->total[0], f->total[1]},
+                                          {f->test[0].p, f->test[1].p}};
+    }
+    int periods[KIND_FOLD_MAX], any = 0;
+    kind_fold_periods(&tr->cfg->model, T, tr->cfg->eval.residues, periods);
+    for (int k = 0; k < KIND_FOLD_MAX; k++) any |= periods[k] > 0;
+    return tr->metrics && any ? metrics_log_probe_kinds(tr->metrics, tr->st.step, rows, nr, err) : 0;
+}
+
+/* The probe by chunk phase (learned boundaries, docs/spec.md §6.5, trainer/chunk_phase.h): the
+ * counts summed over the ranks, finalised, one log line per layer (its worst pooled chunk phase
+ * with n, and the homogeneity p) and a /probe_chunk row. */
+static int probe_log_chunk_phases(Trainer *tr, ChunkPhaseCounts *c, char *err) {
+    const long n = (long)c->protocols * c->layers * (c->window + 1);
+    double *sums = malloc(sizeof(double) * 2 * (size_t)n);
+    if (!sums) return set_err(err, "out of memory: %zu bytes for the chunk-phase counts", sizeof(double) * 2 * (size_t)n);
+    for (long i = 0; i < n; i++) { sums[i] = (double)c->correct[i]; sums[n + i] = (double)c->total[i]; }
+    comm_allreduce_sum_host(tr->comm, sums, 2 * n);
+    for (long i = 0; i < n; i++) { c->correct[i] = (long)sums[i]; c->total[i] = (long)sums[n + i]; }
+    free(sums);
+    chunk_phase_finalize(c);
+    for (int l = 0; l < c->layers; l++) {
+        int worst = -1;
+        for (int k = 0; k < c->window; k++) {
+            const long i = chunk_phase_index(c, 0, l, k);
+            if (c->total[i] && (worst < 0 || c->acc[i] < c->acc[chunk_phase_index(c, 0, l, worst)])) worst = k;
+        }
+        const long u = chunk_phase_index(c, 0, l, c->window);
+        if (worst < 0) {
+            log_printf("probe step %ld | chunk phase, layer %d (prefix padding): no prompt's key is pooled (%ld unpooled)\n",
+                       tr->st.step, l, c->total[u]);
+            continue;
+        }
+        const long w = chunk_phase_index(c, 0, l, worst);
+        log_printf("probe step %ld | chunk phase, layer %d (prefix padding): worst slot %d %.1f%% (n = %ld), unpooled %.1f%% "
+                   "(n = %ld), homogeneity p = %.3g\n",
+                   tr->st.step, l, worst, c->acc[w], c->total[w], c->acc[u], c->total[u], c->test[l].p);
+    }
+    return tr->metrics ? metrics_log_probe_chunk(tr->metrics, tr->st.step, c, err) : 0;
+}
+
 static int run_evaluation(Trainer *tr, char *err) {
     Config *cfg = tr->cfg;
     int T = cfg->data.seq_len;
@@ -319,21 +382,42 @@ static int run_evaluation(Trainer *tr, char *err) {
                    "across phases t mod %d F = %.3g (%d, %d), p = %.3g\n",
                    tr->st.step, r.by_residue.units, r.by_residue.F, r.by_residue.df1, r.by_residue.df2, r.by_residue.p,
                    r.phases, r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p);
+        for (int l = 0; r.has_boundaries && l < r.bounds.n_layers; l++) {   /* docs/spec.md §6.5 */
+            const BoundaryStats *b = &r.bounds;
+            log_printf("eval step %ld | boundaries layer %d: rate %.4f (target %.4f), mean chunk %.2f tokens, forced %.1f%%, "
+                       "key|value splits %.1f%% of %ld pairs (chance %.1f%%), unpooled %ld tokens\n",
+                       tr->st.step, l, b->rate[l], 1.0 / b->S, b->mean_len[l], 100 * b->forced_frac[l], 100 * b->split_frac[l],
+                       b->pairs[l], 100 * b->rate[l], b->unpooled[l]);
+        }
         int rc = 0;
         if (tr->metrics) {
             rc = metrics_log_val(tr->metrics, tr->st.step, r.loss, r.loss_by_residue, err);
             if (!rc) rc = metrics_log_val_stats(tr->metrics, tr->st.step, &r.by_residue, &r.by_phase, err);
             if (!rc && r.has_gates)
                 rc = metrics_log_gates(tr->metrics, tr->st.step, r.eff_static, r.eff_window, r.profile, err);
+            if (!rc && r.has_boundaries) rc = metrics_log_boundaries(tr->metrics, tr->st.step, &r.bounds, err);
         }
         eval_result_free(&r);
         if (rc) return -1;
     }
     if (tr->probe) {
         ProbeResult pr;
+        ChunkPhaseCounts chunk = {0}, *chunked = NULL;   /* learned chunk boundaries: the fold by chunk phase (§6.5) */
+        if (model_has_boundaries(tr->model)) {
+            if (chunk_phase_init(&chunk, PROBE_N_PROTOCOLS, tr->cfg->model.n_layers, tr->cfg->model.window))
+                return set_err(err, "out of memory for the probe's chunk-phase counts");
+            chunked = &chunk;
+        }
         double t0 = clock_seconds();
-        if (probe_evaluate_shard(tr->model, tr->probe, T, tr->micro, tr->comm->rank, tr->comm->world, &pr, err))
+        if (probe_evaluate_chunked(tr->model, tr->probe, T, tr->micro, tr->comm->rank, tr->comm->world, chunked, &pr, err)) {
+            chunk_phase_free(&chunk);
             return -1;
+        }
+        if (chunked && probe_log_chunk_phases(tr, chunked, err)) {
+            chunk_phase_free(&chunk);
+            return -1;
+        }
+        chunk_phase_free(&chunk);
         int n = PROBE_N_PROTOCOLS * PROBE_MAX_RESIDUES;      /* sum the counts over the ranks */
         double *sums = malloc(sizeof(double) * 2 * n);
         if (!sums) return set_err(err, "out of memory: %zu bytes for the probe counts", sizeof(double) * 2 * n);
@@ -347,6 +431,7 @@ static int run_evaluation(Trainer *tr, char *err) {
         log_printf("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
               "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
               pr.worst[1], pr.gap[1], clock_seconds() - t0);
+        if (probe_log_kind_folds(tr, &pr, T, err)) return -1;
         if (tr->metrics &&
             metrics_log_probe_tested(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1),
                                      (const double[8]){pr.test_residue[0].chi2, pr.test_residue[0].p, pr.test_phase[0].chi2,
@@ -420,6 +505,7 @@ static int setup(Trainer *tr, char *err) {
     tr->model = model_create_padded(&cfg->model, tr->be, tr->micro, T, padded, err);
     if (!tr->model) return -1;
     if (model_set_gate_coverage(tr->model, cfg->train.gate_coverage, err)) return -1;
+    if (model_has_boundaries(tr->model) && model_set_boundary_ratio(tr->model, cfg->train.boundary_ratio, err)) return -1;
     const TensorTable *mt = model_tensors(tr->model);
     if (optimizer_init(&tr->opt, tr->be, comm, mt, cfg->train.beta1, cfg->train.beta2, cfg->train.eps,
                        cfg->train.weight_decay, cfg->train.grad_clip, err))
@@ -450,7 +536,10 @@ static int setup(Trainer *tr, char *err) {
         MetricsShape shape = {cfg->model.n_layers, cfg->model.n_kv_heads, gate_w ? gate_w : cfg->model.window, cfg->eval.residues,
                               gate_w > 0,
                               cfg->train.gate_coverage > 0, model_has_indexer(&cfg->model),
-                              probe_phase_fold(&cfg->model)};
+                              probe_phase_fold(&cfg->model), model_has_boundaries(tr->model),
+                              cfg->model.boundaries == BOUNDARIES_LEARNED ? cfg->model.window : 0,   /* §6.5: /probe_chunk */
+                              {0}};
+        kind_fold_periods(&cfg->model, cfg->data.seq_len, cfg->eval.residues, shape.kind_period);     /* §5.5 */
         char *cfg_text = config_to_string(cfg);
         if (!fail && !cfg_text) fail = set_err(lerr, "%s: out of memory formatting the config", path) != 0;
         if (!fail) tr->metrics = metrics_open(path, &shape, cfg_text, tr->code_version, found ? tr->st.step : -1, lerr);
@@ -558,6 +647,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             break;
         }
         const double lambda = cfg->train.gate_coverage;
+        double bd_ratio = 0.0, bd_rate = 0.0;        /* learned boundaries (§6.5): sums over this rank's micro-batches */
+        int n_micro = 0;
         uint64_t first = tr.st.samples + (uint64_t)comm->rank * Br;   /* this rank's part of the global batch */
         for (long i = 0; i < Br && !rc; i += micro) {
             int B = (int)(Br - i < micro ? Br - i : micro);
@@ -579,6 +670,12 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             }
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);
             if (lambda > 0) coverage_sum += model_gate_coverage(tr.model, B);
+            if (model_has_boundaries(tr.model)) {
+                double rate;
+                bd_ratio += model_boundary_ratio(tr.model, &rate);
+                bd_rate += rate;
+            }
+            n_micro++;
             if (has_indexer) {
                 long n_kl = 0;
                 kl_sum += model_indexer_kl(tr.model, &n_kl);
@@ -633,13 +730,19 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             char el[32], et[32];
             format_duration(elapsed, el, sizeof el);
             format_duration(eta, et, sizeof et);
-            char cov_text[96] = "";
+            char cov_text[160] = "";
             if (lambda > 0) snprintf(cov_text, sizeof cov_text, " | gate coverage %.4f", coverage);
             const double kl = kl_count > 0 ? kl_sum / kl_count : 0.0;
             if (has_indexer)
                 snprintf(cov_text + strlen(cov_text), sizeof cov_text - strlen(cov_text), " | indexer KL %.4f%s", kl,
                          step < cfg->train.indexer_warmup ? " (dense)" : "");
             metrics_set_indexer_kl(tr.metrics, kl);
+            if (model_has_boundaries(tr.model)) {   /* docs/spec.md §6.5: rank 0's micro-batches, like the KL */
+                const double r = n_micro ? bd_ratio / n_micro : 0.0, f = n_micro ? bd_rate / n_micro : 0.0;
+                snprintf(cov_text + strlen(cov_text), sizeof cov_text - strlen(cov_text), " | boundary ratio %.4f rate %.4f",
+                         r, f);
+                metrics_set_boundaries(tr.metrics, r, f);
+            }
             log_printf("step %*ld/%ld | loss %.4f%s | lr %.3e | grad norm %.3f | %.0f tok/s | MFU %.1f%% | elapsed %s | ETA %s\n",
                   step_width, s, cfg->train.steps, loss, cov_text, lr, gnorm, tps, 100 * mfu, el, et);
             metrics_set_gate_coverage(tr.metrics, coverage);

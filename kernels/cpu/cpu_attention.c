@@ -67,8 +67,7 @@ static int heads_per_block(int group, int qb) {
 /* The visible set of query t of sequence b reading KV head g: *nvis compressed entries and raw
  * tokens [*lo, t]. */
 static inline void visible_range(const AttnShape *s, int b, int g, int t, int *nvis, int *lo) {
-    const int o = attn_head_offset(s, b, g);
-    const VisQueryView v = vis_query_view(s->visibility, t, s->window, attn_head_stride(s, g), o, s->n_windows, s->n_local);
+    const VisQueryView v = attn_query_view(s, b, g, t);
     *nvis = v.n_entries;
     *lo = v.raw_lo;
 }

@@ -104,6 +104,7 @@ const Backend *backend_cpu(int threads) {
     b->device = -1;
     b->entry_select = 1;         /* AttnShape.entry_select: the lightning indexer's top-k (docs/spec.md §5.4) */
     b->head_stride = 1;          /* the shapes' head_stride: multi-rate strides (docs/spec.md §6.4) */
+    b->boundaries = 1;           /* learned chunk boundaries: the ops boundary_*, chunk_compressor_* (docs/spec.md §6.5) */
     b->ctx = &c->ctx;
 #define OP(ret, op, params, args) b->op = cpu_##op;
 #include "kernels/ops.def"

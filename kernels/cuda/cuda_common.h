@@ -88,6 +88,7 @@ void cu_colsum_add(BackendCtx *ctx, float *out, const float *in, int rows, int c
 /* ---- the ops of kernels/ops.def (cu_NAME), and helpers of the .cu files ---- */
 extern "C" {
 #define OP(ret, op, params, args) ret cu_##op params;
+#define OPX(ret, op, params, args)   /* CPU-only ops (kernels/ops.def): none here */
 #include "kernels/ops.def"
 #undef OP
 }

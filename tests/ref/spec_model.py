@@ -45,6 +45,21 @@ Section 2b (remedies), also from docs/spec.md:
   * gate_coverage (a training objective, not part of the forward): gate_coverage() below gives
     sum over layers and branches of mean over sequences of ln W - H(gbar_b), gbar_{b,i} the mean
     of alpha over the existing (window, KV head) pairs of sequence b (and channels).
+  * token_shift (docs/spec.md §6.3): the compressor (gates, payloads, and the boundary score
+    below) reads a'_t = a_t + M a_{t-1}, a_{-1} = 0; queries and raw keys/values read a.
+
+Section 6.5, boundaries = learned (content-defined chunks), forward only:
+  * p_t = sigmoid(w_bd . a'_t + c_bd) per layer; bd_t = 1 iff p_t >= 1/2 or the open chunk
+    reached W tokens (boundary_decisions, a scan); entry j ends at the j-th boundary e_j and starts
+    at s_j = e_{j-1} + 1; tokens after the last boundary are in no entry.
+  * entry j = the masked window ending at e_j: token t at slot W - 1 - (e_j - t), map m(slot),
+    bias b_{g,slot}, softmax over the present slots; Khat_j = c_j RoPE(cknorm(E^K_j), s_j),
+    Vhat_j = c_j E^V_j (tied: Khat), c_j = 1 + p_e - sg(p_e) = 1 in value.
+  * entry j visible to t iff e_j <= t; tail: raw tokens after the last visible end; window: §2.5.
+    Shared by every KV head of the layer; the [B, n, G, d] arrays have n = max_b n_b rows.
+  * forward(..., boundaries=[bd per layer]) holds the decisions (docs/spec.md §6.5 "Estimator
+    definition"); forward(..., trace=[]) returns each layer's p and bd; chunk_phase gives the
+    chunk phase of the phase fold.
 
 Also a command-line tool with the contract of the C tool build/tests/ref_forward:
     python3 tests/ref/spec_model.py CONFIG.ini WEIGHTS.safetensors TOKENS.i32 B T OUT.f32
@@ -63,18 +78,22 @@ DEFAULTS = dict(d_model=1024, n_layers=28, n_heads=16, n_kv_heads=8, head_dim=12
                 vocab_size=151936, rope_theta=1e6, norm_eps=1e-6, tie_embeddings=True,
                 attention="full", window=None, stride=None, gate="scalar", gate_bias=True,
                 kv_tied=False, post_norm=False, qk_norm=True, rope_dims=None, local="window",
-                n_local=16, compressor="paper", attn_sink=False, grid="aligned", head_strides=None)
+                n_local=16, compressor="paper", attn_sink=False, grid="aligned", head_strides=None,
+                token_shift=False, boundaries="grid")
+# keys written to an INI only when they differ from their default (a build without the feature
+# then still reads the INI of every other variant)
+INI_ONLY_WHEN_SET = ("boundaries",)
 INT_KEYS = ("d_model", "n_layers", "n_heads", "n_kv_heads", "head_dim", "d_ff", "vocab_size",
             "window", "stride", "rope_dims", "n_local")
 FLOAT_KEYS = ("rope_theta", "norm_eps")
-BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink")
-# [model] keys of variants this reference does not implement (docs/spec.md §5, §6.3): a config
+BOOL_KEYS = ("tie_embeddings", "gate_bias", "kv_tied", "post_norm", "qk_norm", "attn_sink", "token_shift")
+# [model] keys of variants this reference does not implement (docs/spec.md §5): a config
 # that has them at their off value is the plain model and is read; any other value is refused.
 SCHEDULE_KEY_PREFIXES = ("csa_", "hca_", "indexer_")
-OFF_ONLY_KEYS = dict(token_shift=("false", "0"), layer_attention=("",))
+OFF_ONLY_KEYS = dict(layer_attention=("",))
 ENUM_KEYS = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                  local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
-                 grid=("aligned", "staggered"))
+                 grid=("aligned", "staggered"), boundaries=("grid", "learned"))
 
 
 def make_config(**overrides):
@@ -101,6 +120,16 @@ def make_config(**overrides):
             raise ValueError("compressor = deepseek requires window = 2 * stride")
     elif c["grid"] == "staggered":
         raise ValueError("grid = staggered needs attention = compressed")
+    if c["token_shift"] and c["attention"] != "compressed":
+        raise ValueError("token_shift needs attention = compressed")
+    if c["boundaries"] == "learned":
+        # docs/spec.md §6.5 Rules: W > S >= 2, compressed, no other grid
+        if c["attention"] != "compressed":
+            raise ValueError("boundaries = learned needs attention = compressed")
+        if not (c["window"] > c["stride"] >= 2):
+            raise ValueError("boundaries = learned needs window > stride >= 2")
+        if c["grid"] != "aligned" or c["head_strides"] or c["compressor"] == "deepseek":
+            raise ValueError("boundaries = learned does not combine with staggered, head_strides or deepseek")
     if not c["head_strides"]:
         c["head_strides"] = None
     elif c["attention"] == "compressed":
@@ -116,6 +145,8 @@ def ini_text(c):
     for k in DEFAULTS:
         v = c[k]
         if v is None:
+            continue
+        if k in INI_ONLY_WHEN_SET and v == DEFAULTS[k]:
             continue
         if isinstance(v, bool):
             v = "true" if v else "false"
@@ -183,6 +214,11 @@ def param_shapes(c):
                     shapes[cp + f"{br}_post_norm.weight"] = (d,)
             if c["qk_norm"]:
                 shapes[cp + "ck_norm.weight"] = (d,)
+            if c["token_shift"]:
+                shapes[cp + "token_shift.weight"] = (D, D)
+            if c["boundaries"] == "learned":
+                shapes[cp + "boundary.weight"] = (D,)
+                shapes[cp + "boundary.bias"] = (1,)
         if c["attn_sink"]:
             shapes[p + "self_attn.attn_sink"] = (H,)
         shapes[p + "post_attention_layernorm.weight"] = (D,)
@@ -334,6 +370,8 @@ def gate_coverage(c, params, tokens):
     KV head) pairs of sequence b and the channels. 0 for uniform gates and full attention."""
     if c["attention"] != "compressed" or c["gate"] == "uniform":
         return 0.0
+    if c["boundaries"] == "learned":
+        raise ValueError("gate coverage is not defined with boundaries = learned (docs/spec.md §6.5 Rules)")
     params = {n: np.asarray(w, dtype=np.float64) for n, w in params.items()}
     eps, W = c["norm_eps"], c["window"]
     x = params["model.embed_tokens.weight"][np.asarray(tokens)]
@@ -342,8 +380,9 @@ def gate_coverage(c, params, tokens):
     for L in range(c["n_layers"]):
         p = f"model.layers.{L}."
         a = rmsnorm(x, params[p + "input_layernorm.weight"], eps)
+        ac = compressor_input(c, params, p, a)
         for br in ("k",) if tied else ("k", "v"):
-            alphas = [compressor_alpha_payload(c, params, p, br, a, g)[0] for g in range(c["n_kv_heads"])]
+            alphas = [compressor_alpha_payload(c, params, p, br, ac, g)[0] for g in range(c["n_kv_heads"])]
             summed = sum(al.sum(axis=(1, 3)) for al in alphas)            # [B, W]
             count = sum(al.shape[1] * al.shape[3] for al in alphas)
             gbar = summed / count
@@ -356,8 +395,140 @@ def gate_coverage(c, params, tokens):
     return total
 
 
-def attention(c, params, prefix, a):
-    """Attention block output [B, T, D] for a = RMSNorm_in(x) [B, T, D]."""
+def compressor_input(c, params, prefix, a):
+    """What the compressor reads (docs/spec.md §6.3): a'_t = a_t + M a_{t-1} (a_{-1} = 0 per
+    sequence, M = compressor.token_shift.weight [D, D]) with token_shift, else a itself."""
+    if not c["token_shift"]:
+        return a
+    M = params[prefix + "self_attn.compressor.token_shift.weight"]
+    prev = np.zeros_like(a)
+    prev[:, 1:] = a[:, :-1]
+    return a + prev @ M.T
+
+
+# ---------------------------------------------------------------------------------------------
+# docs/spec.md §6.5: content-defined chunk boundaries (model.boundaries = learned)
+
+def boundary_probs(c, params, prefix, ac):
+    """p_{b,t} = sigmoid(w_bd . a_{b,t} + c_bd) [B, T] from the compressor's input ac [B, T, D]."""
+    cp = prefix + "self_attn.compressor."
+    q = ac @ params[cp + "boundary.weight"] + params[cp + "boundary.bias"][0]
+    return 1.0 / (1.0 + np.exp(-q))
+
+
+def boundary_decisions(p, W):
+    """bd [B, T] (bool): scanning t = 0..T-1 with s the first token of the open chunk (0 at the
+    start, t + 1 after a boundary at t), bd_t = 1 iff p_t >= 1/2 or t - s + 1 = W (forced)."""
+    p = np.asarray(p)
+    bd = np.zeros(p.shape, bool)
+    for b in range(p.shape[0]):
+        s = 0
+        for t in range(p.shape[1]):
+            if p[b, t] >= 0.5 or t - s + 1 == W:
+                bd[b, t] = True
+                s = t + 1
+    return bd
+
+
+def chunk_bounds(bd_row):
+    """(starts, ends) of the entries of one sequence: e_j = the j-th t with bd = 1,
+    s_j = e_{j-1} + 1 (s_0 = 0)."""
+    ends = np.flatnonzero(bd_row)
+    starts = np.concatenate([[0], ends[:-1] + 1]).astype(int) if len(ends) else np.zeros(0, int)
+    return starts, ends
+
+
+def chunk_phase(bd, W):
+    """docs/spec.md §6.5 phase fold: the slot i = W - 1 - (e_j - t) of token t in the entry j that
+    pools it, -1 for a token after the last boundary (unpooled). [B, T] int."""
+    out = np.full(np.shape(bd), -1)
+    for b in range(out.shape[0]):
+        for s, e in zip(*chunk_bounds(bd[b])):
+            t = np.arange(s, e + 1)
+            out[b, t] = W - 1 - (e - t)
+    return out
+
+
+def boundary_entries(c, params, prefix, br, ac, bd):
+    """Pooled entries E^B [B, n, G, d] of branch br, n = max_b n_b (rows j >= n_b zero): entry j
+    is the masked window of docs/spec.md §6.1 ending at e_j, the token t at slot
+    i = W - 1 - (e_j - t), slots i < W - L_j masked (softmax over the present slots per channel,
+    uniform gate 1 / L_j)."""
+    B, T, D = ac.shape
+    W, G, d, eps = c["window"], c["n_kv_heads"], c["head_dim"], c["norm_eps"]
+    cp = prefix + "self_attn.compressor."
+    map_of = np.zeros(W, int) if c["compressor"] == "shared" else np.arange(W)
+    n = int(bd.sum(axis=1).max()) if bd.size else 0
+    out = np.zeros((B, n, G, d))
+    for b in range(B):
+        for j, (s, e) in enumerate(zip(*chunk_bounds(bd[b]))):
+            toks = np.arange(s, e + 1)
+            slots = W - 1 - (e - toks)                                  # W - L .. W - 1
+            x = ac[b, toks]                                             # [L, D]
+            for g in range(G):
+                pay = np.einsum("ie,ide->id", x, params[cp + f"{br}_payload.weight"][g, map_of[slots]])
+                if c["post_norm"]:
+                    pay = rmsnorm(pay, params[cp + f"{br}_post_norm.weight"], eps)
+                if c["gate"] == "uniform":
+                    alpha = np.full((len(toks), 1), 1.0 / len(toks))
+                else:
+                    score = np.einsum("ie,ice->ic", x, params[cp + f"{br}_gate.weight"][g, map_of[slots]])
+                    if c["gate_bias"]:
+                        score = score + params[cp + f"{br}_gate.bias"][g, slots]
+                    alpha = np.exp(score - score.max(axis=0))
+                    alpha = alpha / alpha.sum(axis=0)                   # over the present slots
+                out[b, j, g] = (alpha * pay).sum(axis=0)
+    return out
+
+
+def boundary_visibility(c, bd_row, n_rows):
+    """Masks of one sequence for the queries t = 0..T-1 (docs/spec.md §6.5 / §6.1): entry
+    [T, n_rows] (entry j visible iff it exists and e_j <= t) and raw [T, T] (window: the last
+    n_local tokens; tail: the tokens after the end of the last visible entry)."""
+    T = len(bd_row)
+    ends = chunk_bounds(bd_row)[1]
+    t = np.arange(T)[:, None]
+    s = np.arange(T)[None, :]
+    e = np.full(n_rows, T)                                              # missing rows: never visible
+    e[:len(ends)] = ends
+    entry = e[None, :] <= t
+    if c["local"] == "window":
+        raw = (t - c["n_local"] + 1 <= s) & (s <= t)
+    else:
+        last = np.array([max((x for x in ends if x <= tt), default=-1) for tt in range(T)])[:, None]
+        raw = (last < s) & (s <= t)
+    return entry, raw
+
+
+def learned_entries(c, params, prefix, ac, bd, p):
+    """(Khat, Vhat) [B, n, G, d] of docs/spec.md §6.5 "Entries": cknorm, RoPE at the entry's FIRST
+    token s_j, times the straight-through factor c_j = 1 + p_e - sg(p_e) (value 1)."""
+    sa = prefix + "self_attn."
+    r, theta, eps = c["rope_dims"], c["rope_theta"], c["norm_eps"]
+    ek = boundary_entries(c, params, prefix, "k", ac, bd)
+    if c["qk_norm"]:
+        ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
+    B, n = ek.shape[:2]
+    pos = np.zeros((B, n), int)
+    st = np.zeros((B, n))
+    for b in range(B):
+        starts, ends = chunk_bounds(bd[b])
+        pos[b, :len(starts)] = starts
+        pe = p[b, ends]
+        st[b, :len(ends)] = 1.0 + (pe - pe)                             # p - sg(p): value 0
+    khat = np.stack([rope(ek[b], pos[b], r, theta) for b in range(B)]) if B else ek
+    khat = khat * st[:, :, None, None]
+    if c["kv_tied"]:
+        vhat = khat                                                     # tied: one factor
+    else:
+        vhat = boundary_entries(c, params, prefix, "v", ac, bd) * st[:, :, None, None]
+    return khat, vhat
+
+
+def attention(c, params, prefix, a, bd=None, trace=None):
+    """Attention block output [B, T, D] for a = RMSNorm_in(x) [B, T, D]. With learned boundaries
+    (docs/spec.md §6.5) bd [B, T] holds the decisions (None: decided from the scores) and trace,
+    a list, gets dict(p=p, bd=bd) of this layer appended."""
     B, T, D = a.shape
     H, G, d, eps = c["n_heads"], c["n_kv_heads"], c["head_dim"], c["norm_eps"]
     r, theta = c["rope_dims"], c["rope_theta"]
@@ -371,33 +542,47 @@ def attention(c, params, prefix, a):
     t_pos = np.arange(T)
     q = rope(q, t_pos, r, theta)
     k = rope(k, t_pos, r, theta)
+    kv_head = np.arange(H) // (H // G)                                  # GQA: head h reads floor(h/(H/G))
+    ac = compressor_input(c, params, prefix, a) if c["attention"] == "compressed" else a
 
-    nw = n_windows(c, T)
-    if nw > 0:
-        ek = compressor_branch(c, params, prefix, "k", a)
-        if c["qk_norm"]:
-            ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
-        khat = np.zeros_like(ek)
-        for g in range(G):                                              # RoPE at window start o_g + j S_g
-            khat[:, :, g:g + 1] = rope(ek[:, :, g:g + 1], grid_offset(c, g) + np.arange(nw) * head_stride(c, g), r, theta)
-        if c["kv_tied"] or c["compressor"] == "deepseek":
-            vhat = khat                                                 # choice: Vhat = Khat literally
-        else:
-            vhat = compressor_branch(c, params, prefix, "v", a)
+    if c["attention"] == "compressed" and c["boundaries"] == "learned":
+        p = boundary_probs(c, params, prefix, ac)
+        if bd is None:
+            bd = boundary_decisions(p, c["window"])
+        bd = np.asarray(bd, bool)
+        if trace is not None:
+            trace.append(dict(p=p, bd=bd))
+        khat, vhat = learned_entries(c, params, prefix, ac, bd, p)
+        n = khat.shape[1]
+        vis = np.stack([np.concatenate(boundary_visibility(c, bd[b], n), axis=1) for b in range(B)])
+        vis = vis[:, None]                                              # [B, 1, T, n+T]: every head
     else:
-        khat = np.zeros((B, 0, G, d))
-        vhat = np.zeros((B, 0, G, d))
+        nw = n_windows(c, T)
+        if nw > 0:
+            ek = compressor_branch(c, params, prefix, "k", ac)
+            if c["qk_norm"]:
+                ek = rmsnorm(ek, params[sa + "compressor.ck_norm.weight"], eps)
+            khat = np.zeros_like(ek)
+            for g in range(G):                                          # RoPE at window start o_g + j S_g
+                khat[:, :, g:g + 1] = rope(ek[:, :, g:g + 1], grid_offset(c, g) + np.arange(nw) * head_stride(c, g),
+                                           r, theta)
+            if c["kv_tied"] or c["compressor"] == "deepseek":
+                vhat = khat                                             # choice: Vhat = Khat literally
+            else:
+                vhat = compressor_branch(c, params, prefix, "v", ac)
+        else:
+            khat = np.zeros((B, 0, G, d))
+            vhat = np.zeros((B, 0, G, d))
+        vis_g = np.stack([np.concatenate(visibility(c, T, g), axis=1) for g in range(G)])   # [G, T, nw+T]
+        vis = vis_g[kv_head][None]                                      # [1, H, T, nw+T]: per KV head's grid
 
     # keys / values in softmax order: compressed entries first, then raw tokens
     keys = np.concatenate([khat, k], axis=1)                            # [B, nw+T, G, d]
     vals = np.concatenate([vhat, v], axis=1)
-    vis_g = np.stack([np.concatenate(visibility(c, T, g), axis=1) for g in range(G)])   # [G, T, nw+T]
-    kv_head = np.arange(H) // (H // G)                                  # GQA: head h reads floor(h/(H/G))
-    vis = vis_g[kv_head]                                                # [H, T, nw+T]: per KV head's grid
     keys_h = keys[:, :, kv_head]                                        # [B, nw+T, H, d]
     vals_h = vals[:, :, kv_head]
     scores = np.einsum("bthd,bshd->bhts", q, keys_h) / np.sqrt(d)       # [B, H, T, nw+T]
-    scores = np.where(vis[None], scores, -np.inf)
+    scores = np.where(vis, scores, -np.inf)
     m = scores.max(axis=-1, keepdims=True)
     if c["attn_sink"]:
         # choice: unscaled sink logit, adds exp(sink_h) to the denominator only
@@ -412,8 +597,10 @@ def attention(c, params, prefix, a):
     return o @ params[sa + "o_proj.weight"].T
 
 
-def forward(c, params, tokens):
-    """Logits [B, T, V] (float64) of config c, parameters {name: array}, tokens [B, T]."""
+def forward(c, params, tokens, boundaries=None, trace=None):
+    """Logits [B, T, V] (float64) of config c, parameters {name: array}, tokens [B, T].
+    Learned boundaries (docs/spec.md §6.5): boundaries, a list of [B, T] decisions per layer,
+    holds them (None: decided from the scores); trace, a list, gets dict(p, bd) per layer."""
     check_params(c, params)
     params = {n: np.asarray(w, dtype=np.float64) for n, w in params.items()}
     tokens = np.asarray(tokens)
@@ -426,7 +613,7 @@ def forward(c, params, tokens):
     for L in range(c["n_layers"]):
         p = f"model.layers.{L}."
         a = rmsnorm(x, params[p + "input_layernorm.weight"], eps)
-        x = x + attention(c, params, p, a)
+        x = x + attention(c, params, p, a, None if boundaries is None else boundaries[L], trace)
         m = rmsnorm(x, params[p + "post_attention_layernorm.weight"], eps)
         g = m @ params[p + "mlp.gate_proj.weight"].T
         u = m @ params[p + "mlp.up_proj.weight"].T

@@ -140,6 +140,10 @@ class PhaselabConfig(PretrainedConfig):
             if variant["compressor"] == "deepseek" and len(set(hs)) > 1:
                 raise ValueError(f"phaselab config: head_strides = {variant['head_strides']!r} with compressor = deepseek "
                                  "is not implemented (its two maps split the window at S = W/2; docs/spec.md §6.4)")
+        if given.get("boundaries", "grid") != "grid":   # docs/spec.md §6.5: not in the remote code
+            raise ValueError(f"phaselab config: boundaries = {given['boundaries']!r}: learned chunk boundaries (docs/spec.md "
+                             "§6.5) are not implemented in the transformers remote code; score this checkpoint with "
+                             "./train --score on the CPU")
         self.phaselab = variant
         for L in range(num_hidden_layers):   # every layer's geometry, as layer_schedule_check and §6.1
             lc = self.layer_config(L)

@@ -1,0 +1,112 @@
+"""The measurements of learned chunk boundaries (docs/spec.md §6.5), end to end on a tiny run
+(configs/test/tiny.ini with model.boundaries = learned, W 8, S 4, 10 steps, an evaluation with the
+probe at step 10):
+- /boundaries in metrics.h5 (trainer/boundary_stats.h) against identities and against the
+  validation tokens read here from the shard (numpy, not the code under test): every counted
+  position is in a complete chunk or unpooled (sum_k (k+1) hist_k + unpooled = positions = windows
+  x T), the histogram sums to the boundaries, the rate is boundaries / positions, the class shares
+  of all tokens equal the shares in the validation windows, the adjacent (key, value) pairs are
+  those of the windows, each boundary's class shares sum to 1, every interval holds its estimate;
+- the gate profile of a learned layer (the mean weight of each slot of the entries) sums to W;
+- /probe_chunk (trainer/chunk_phase.h): each layer's prompts by chunk phase sum to the probe's
+  prompts per protocol, accuracies are correct / total of /probe's counts, and plain --eval --probe
+  of the checkpoint stores the same counts in analysis.h5 (chunk_total) with the boundary
+  statistics as a subgroup of the evaluation (the same numbers as the run's last /boundaries row);
+- a grid model writes neither group."""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import trainutil as tu  # noqa: E402
+from pycheck import check, finish, skip  # noqa: E402
+
+try:
+    import h5py
+except ImportError:
+    skip("boundary analyses", "h5py missing")
+    finish()
+
+tu.require_train()
+d, data = tu.scratch_with_corpus("test_boundary_analyses")
+probe = f"{d}/probe.bin"
+r = tu.subprocess.run([sys.executable, os.path.join(tu.ROOT, "tools", "make-probe"), "--synthetic", "--out", probe, "--seed", "1",
+                       "--per-residue", "8", "--residues", "16", "--max-len", "64", "--quiet"], capture_output=True, text=True)
+check(r.returncode == 0, "make-probe", r.stderr[-300:])
+W, S, T = 8, 4, 64
+common = [f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={d}/runs", "eval.residues=16",
+          f"eval.probe={probe}", "train.steps=10", "eval.every=10", "checkpoint.every=10"]
+rc, out = tu.run([tu.TINY, "run.name=bd", f"model.window={W}", f"model.stride={S}", "model.boundaries=learned"] + common)
+check(rc == 0 and "done: 10 steps" in out and "eval step 10 | boundaries layer 0: rate" in out,
+      "a learned-boundary run trains 10 steps and logs its boundaries", out[-800:])
+
+
+def read_tokens(path):
+    raw = open(path, "rb").read()
+    bpt = int.from_bytes(raw[12:16], "little")
+    return np.frombuffer(raw[1024:], dtype="<u2" if bpt == 2 else "<u4").astype(np.int64)
+
+
+val = read_tokens(sorted(os.path.join(data, n) for n in os.listdir(data) if n.startswith("val_"))[0])
+with h5py.File(f"{d}/runs/bd/metrics.h5", "r") as f:
+    b = {k: np.asarray(f["boundaries"][k][()]) for k in f["boundaries"]}
+    prof = np.asarray(f["gates/profile"][()])
+    pc = {k: np.asarray(f["probe_chunk"][k][()]) for k in f["probe_chunk"]}
+n_win = int(b["positions"][-1][0]) // T
+windows = np.stack([val[k * T:(k + 1) * T] for k in range(n_win)])          # the inputs of each validation window
+check(n_win >= 1 and (b["positions"][-1] == n_win * T).all(), "boundaries: positions = windows x T in every layer",
+      f"{b['positions'][-1]}")
+lengths = np.arange(1, W + 1)
+covered = (b["chunk_length_hist"][-1] * lengths).sum(axis=1) + b["unpooled"][-1]
+check((covered == b["positions"][-1]).all(), "boundaries: every position is in a complete chunk or unpooled",
+      f"{covered} vs {b['positions'][-1]}")
+check((b["chunk_length_hist"][-1].sum(axis=1) == b["boundaries"][-1]).all(), "boundaries: the histogram sums to the boundaries",
+      f"{b['chunk_length_hist'][-1]}")
+check(np.allclose(b["boundary_rate"][-1], b["boundaries"][-1] / b["positions"][-1]), "boundaries: rate = boundaries / positions",
+      f"{b['boundary_rate'][-1]}")
+cls = np.select([(windows >= 16) & (windows < 80), (windows >= 80) & (windows < 208), windows >= 208, windows == 0],
+                [0, 1, 2, 3], 4)
+want_chance = np.array([(cls == c).mean() for c in range(5)])
+check(np.allclose(b["class_chance"][-1], want_chance), "boundaries: class shares of all tokens = the validation windows'",
+      f"{b['class_chance'][-1]} vs {want_chance}")
+pairs = int(((cls[:, :-1] == 0) & (cls[:, 1:] == 1)).sum())
+check((b["record_split_n"][-1] == pairs).all(), "boundaries: the adjacent (key, value) pairs are the windows'",
+      f"{b['record_split_n'][-1]} vs {pairs}")
+check(np.allclose(b["class_rate"][-1].sum(axis=1), 1.0), "boundaries: each layer's class shares of the boundaries sum to 1",
+      f"{b['class_rate'][-1]}")
+for name, lo, hi in (("forced_fraction", "forced_lo", "forced_hi"), ("record_split", "record_split_lo", "record_split_hi")):
+    v = b[name][-1]
+    check(((b[lo][-1] <= v + 1e-12) & (v <= b[hi][-1] + 1e-12)).all(), f"boundaries: {name} inside its Wilson interval",
+          f"{b[lo][-1]} {v} {b[hi][-1]}")
+check(np.allclose(np.nansum(prof[-1][:, :, :, :W], axis=-1), W, atol=1e-3),
+      "gates: the profile of learned entries (mean weight per slot) sums to W", f"{prof[-1][0, 0]}")
+n_pp = 8 * 16
+check(pc["total_pp"][-1].shape == (2, W + 1) and (pc["total_pp"][-1].sum(axis=1) == n_pp).all() and
+      (pc["total_ip"][-1].sum(axis=1) == n_pp).all(),
+      "probe_chunk: each layer's prompts by chunk phase sum to the probe's prompts per protocol", f"{pc['total_pp'][-1]}")
+
+ck = f"{d}/runs/bd/checkpoints/step_00000010"
+rc, out = tu.run(["--eval", ck, "--probe", probe])
+check(rc == 0 and "by chunk phase of the key" in out, "--eval --probe prints the chunk-phase table", out[-600:])
+with h5py.File(f"{ck}/analysis.h5", "r") as f:
+    g = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    tot = np.asarray(g["chunk_total"][()])
+    cor = np.asarray(g["chunk_correct"][()])
+    acc = np.asarray(g["chunk_acc"][()])
+    gb = {k: np.asarray(g["boundaries"][k][()]) for k in g["boundaries"]} if "boundaries" in g else {}
+check(np.array_equal(tot[0], pc["total_pp"][-1]) and np.array_equal(tot[1], pc["total_ip"][-1]),
+      "--eval stores the training's chunk-phase counts (same checkpoint, same prompts)", f"{tot} vs {pc['total_pp'][-1]}")
+with np.errstate(invalid="ignore", divide="ignore"):
+    want_acc = np.where(tot > 0, 100 * cor / tot, np.nan)
+check(np.array_equal(np.isnan(acc), np.isnan(want_acc)) and np.allclose(acc[~np.isnan(acc)], want_acc[~np.isnan(want_acc)]),
+      "--eval: chunk accuracy = 100 correct / total, NaN where no prompt", f"{acc}")
+check(gb and np.array_equal(gb["chunk_length_hist"], b["chunk_length_hist"][-1]) and np.allclose(gb["boundary_rate"], b["boundary_rate"][-1]),
+      "--eval stores the boundary statistics of its validation (= the run's last /boundaries row)", f"{sorted(gb)}")
+
+rc, out = tu.run([tu.TINY, "run.name=grid", f"model.window={W}", f"model.stride={S}"] + common)
+with h5py.File(f"{d}/runs/grid/metrics.h5", "r") as f:
+    names = set(f.keys())
+check(rc == 0 and "boundaries" not in names and "probe_chunk" not in names, "a grid model writes neither /boundaries nor /probe_chunk",
+      f"{sorted(names)}")
+finish()
