@@ -25,6 +25,12 @@ Multi-rate strides (docs/spec.md §6.4: W 4 with strides 4,3,4,3; W 5 with 5,3,4
 grid with local = tail) pass the same checks, plus: config.json's head_strides are the remote code's
 per-head strides and staggers, its window starts those enumerated from the spec, and with every head
 moved onto model.stride's grid the logits move away from phaselab's; bad lists are refused.
+Learned chunk boundaries (docs/spec.md §6.5: W 4 S 2 scalar gates, local = tail; W 5 S 2 vector gates,
+post-norm, local = window, token shift; W 6 S 3 tied K/V, sink, shared map) pass the same checks, plus:
+the remote code's decisions equal a float64 scan of the scores from the loaded weights and hold natural
+and forced boundaries; with every boundary bias at -100 the logits are the grid W = S = W model's; with
+entries rotated to their chunk's end, or slots left-aligned, the logits move away from phaselab's; bad
+configs are refused.
 The negative static offset of §6.1 (o_base = S - W = -4, DeepSeek-V4's CSA geometry: partial first
 windows; the csa layers of every stack checkpoint carry it): the remote code's compressor entries, their count
 and visibility, and the indexer's keys, against an independent float64 loop over positions.
@@ -132,9 +138,20 @@ VARIANTS["w4s3_kv4_multirate"] = dict(n_kv_heads="4", attention="compressed", wi
                                       head_strides="4,3,4,3")
 VARIANTS["w5s2_kv4_multirate_staggered_tail"] = dict(n_kv_heads="4", attention="compressed", window="5", stride="2",
                                                      head_strides="5,3,4,2", grid="staggered", local="tail")
+# docs/spec.md §6.5: learned chunk boundaries (W the longest chunk, S the target mean length): W 4 S 2 scalar
+# gates with local = tail; W 5 S 2 vector gates, post-norm, local = window, token shift; W 6 S 3 tied K/V,
+# attention sink, one shared map
+VARIANTS["w4s2_kv2_learned_tail"] = dict(n_kv_heads="2", attention="compressed", window="4", stride="2",
+                                         boundaries="learned", local="tail")
+VARIANTS["w5s2_kv2_learned_vector_postnorm_shift"] = dict(n_kv_heads="2", attention="compressed", window="5", stride="2",
+                                                          boundaries="learned", gate="vector", post_norm="true",
+                                                          local="window", n_local="6", token_shift="true")
+VARIANTS["w6s3_kv2_learned_tied_sink_shared"] = dict(n_kv_heads="2", attention="compressed", window="6", stride="3",
+                                                     boundaries="learned", kv_tied="true", attn_sink="true",
+                                                     compressor="shared")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 21, f"{len(VARIANTS) - 8} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
-      "+1 token shift, +2 layer stacks, +2 multi-rate strides",
+check(len(VARIANTS) >= 24, f"{len(VARIANTS) - 11} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
+      "+1 token shift, +2 layer stacks, +2 multi-rate strides, +3 learned chunk boundaries",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -180,6 +197,103 @@ def refuses_without_remote_code(ckpt):
     finally:
         sys.stdin = saved_stdin
     return False, "loaded"
+
+
+def scan(p, W):
+    """§6.5's decisions from the scores p [T]: bd_t iff p_t >= 1/2 or the open chunk reached W tokens."""
+    bd, s = np.zeros(len(p), bool), 0
+    for t in range(len(p)):
+        if p[t] >= 0.5 or t - s + 1 == W:
+            bd[t], s = True, t + 1
+    return bd
+
+
+def learned_boundary_checks(name, v, cfg, model, ref):
+    """docs/spec.md §6.5 in the remote code of a trained checkpoint whose logits already equal phaselab's:
+    the decisions (an independent scan of the scores from the loaded weights) include natural and forced
+    boundaries; with every boundary bias at -100 (only forced boundaries, every W tokens) the logits are
+    the grid W = S = W model's; rotating entries to the chunk end, or pooling left-aligned slots, moves
+    the logits away from phaselab's (the checks can fail)."""
+    W, ids = int(v["window"]), torch.tensor(windows[:, :T])
+    comps = [layer.self_attn.compressor for layer in model.model.layers]
+    check(cfg["phaselab"].get("boundaries") == "learned" and all(c.learned for c in comps)
+          and all(tuple(c.boundary.weight.shape) == (TINY["d_model"],) and tuple(c.boundary.bias.shape) == (1,) for c in comps),
+          f"{name}: config.json's boundaries = learned are the remote code's layers (boundary.weight [D], .bias [1])",
+          f"{cfg['phaselab'].get('boundaries')}, {[c.learned for c in comps]}")
+    # the scores from the loaded weights: each layer's normed input by hooks, w_bd . a'_t + c_bd in float64
+    inputs = []
+    hooks = [layer.self_attn.register_forward_pre_hook(lambda mod, args: inputs.append(args[0].detach()))
+             for layer in model.model.layers]
+    with torch.no_grad():
+        model(input_ids=ids)
+    for h in hooks:
+        h.remove()
+    n_nat = n_forced = 0
+    same, lens_ok = True, True
+    for c, a in zip(comps, inputs):
+        a = a.double()
+        if c.shift:
+            a = a + torch.nn.functional.pad(a, (0, 0, 1, 0))[:, :-1] @ c.token_shift.weight.detach().double().t()
+        q = (a @ c.boundary.weight.detach().double() + c.boundary.bias.detach().double()).numpy()
+        p = 1.0 / (1.0 + np.exp(-q))
+        for b in range(p.shape[0]):
+            bd = scan(p[b], W)
+            same &= bool((bd == c.last_chunks["bd"][b].numpy()).all())
+            nat = p[b] >= 0.5
+            n_nat += int((bd & nat).sum())
+            n_forced += int((bd & ~nat).sum())
+            ends = np.flatnonzero(bd)
+            lens = np.diff(np.concatenate([[-1], ends]))
+            lens_ok &= bool(len(lens) and lens.max() <= W)
+    check(same and lens_ok and n_nat > 0 and n_forced > 0,
+          f"{name}: the remote code's decisions = the scan of the scores from the loaded weights, with {n_nat} natural "
+          f"(p >= 1/2) and {n_forced} forced (the chunk reached W = {W}) boundaries, every chunk 1..W tokens",
+          f"same {same}, lengths ok {lens_ok}, natural {n_nat}, forced {n_forced}")
+
+    # every boundary bias at -100: p = 0, every chunk forced at W tokens: the grid W = S = W (same tensors)
+    d2 = model.config.to_dict()
+    d2["phaselab"] = dict(d2["phaselab"], stride=W, boundaries="grid")
+    grid = type(model)(type(model.config)(**d2)).eval()
+    state = {k: x for k, x in model.state_dict().items() if ".boundary." not in k}
+    res = grid.load_state_dict(state, strict=False)
+    saved = [c.boundary.bias.detach().clone() for c in comps]
+    with torch.no_grad():
+        for c in comps:
+            c.boundary.bias.fill_(-100.0)
+        low = model(input_ids=ids).logits.double().numpy()
+        all_forced = all(bool((c.last_chunks["bd"].numpy() == ((np.arange(T) + 1) % W == 0)[None]).all()) for c in comps)
+        for c, b0 in zip(comps, saved):
+            c.boundary.bias.copy_(b0)
+        on_grid = grid(input_ids=ids).logits.double().numpy()
+    rel = float(np.abs(low - on_grid).max() / np.abs(on_grid).max())
+    check(not res.missing_keys and not res.unexpected_keys and all_forced and rel <= TOL,
+          f"{name}: boundary bias -100 = only forced boundaries every {W} tokens = the grid W = S = {W} "
+          f"(max rel diff {rel:.1e})", f"keys {res}, all forced {all_forced}, rel {rel:.3e}")
+    moved_grid = float(np.abs(on_grid - ref).max())
+    check(moved_grid > 100 * TOL, f"{name}: the trained boundaries are not the grid (max |diff| {moved_grid:.1e})",
+          f"{moved_grid:.3e}")
+
+    # wrong geometry on purpose: entries rotated to their chunk's END, or slots left-aligned (token t of
+    # a chunk from s at slot t - s instead of W - 1 - (e - t)): the logits must move away from phaselab's
+    def rotate_at_end(ch):
+        return torch.arange(ch["first"].shape[1])[None].expand_as(ch["first"])
+
+    def left_aligned(ch):   # one sequence at a time: window starts s_j per row
+        st = ch["first"][0].cpu()
+        pos = st[:, None] + torch.arange(W)[None]
+        return st, (pos <= torch.arange(st.shape[0])[:, None])[None]
+
+    for what, attr, fn in (("rotated to the chunk end", "entry_positions", rotate_at_end),
+                           ("left-aligned slots", "chunk_windows", left_aligned)):
+        for c in comps:
+            setattr(c, attr, fn)
+        with torch.no_grad():
+            bad = np.concatenate([model(input_ids=ids[b:b + 1]).logits.double().numpy() for b in range(ids.shape[0])])
+        for c in comps:
+            delattr(c, attr)
+        moved = float(np.abs(bad - ref).max())
+        check(moved > 100 * TOL, f"{name}: with entries {what} the logits differ from phaselab's (max |diff| {moved:.1e})",
+              f"max |diff| {moved:.3e}")
 
 
 for name, v in VARIANTS.items():
@@ -291,6 +405,9 @@ for name, v in VARIANTS.items():
         check(moved > 100 * TOL, f"{name}: with every head on stride {S} the logits differ from phaselab's "
               f"(max |diff| {moved:.1e}): the per-head strides are used", f"max |diff| {moved:.3e}")
 
+    if v.get("boundaries") == "learned":   # docs/spec.md §6.5
+        learned_boundary_checks(name, v, cfg, model, ref)
+
     prompt = windows[:1, :16 if "config" in v else 12]   # ref_forward needs T >= the longest window (hca 16)
     model.generation_config.eos_token_id = None   # 8 tokens even when one is the end-of-text id
     with torch.no_grad():
@@ -394,6 +511,21 @@ MR_BAD = {"3 strides for 2 KV heads": dict(head_strides="4,2,2"), "stride not th
           "a stride past the window": dict(head_strides="5,2"), "not an integer": dict(head_strides="4,x"),
           "with attention = full": dict(attention="full", head_strides="4,2"),
           "deepseek with unequal strides": dict(compressor="deepseek", head_strides="4,2")}
+# docs/spec.md §6.5: learned boundaries are refused where trainer/run_config.c refuses them, with one line
+LB_BAD = {"window = stride": dict(window=4, stride=4), "stride 1": dict(window=4, stride=1),
+          "attention = full": dict(attention="full"), "grid = staggered": dict(grid="staggered"),
+          "head_strides": dict(head_strides="4,2"), "compressor = deepseek": dict(compressor="deepseek"),
+          "a layer schedule": dict(layer_attention="compressed"), "an unknown value": dict(boundaries="content")}
+for what, bad in LB_BAD.items():
+    try:
+        PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,
+                       num_key_value_heads=2, head_dim=8,
+                       phaselab=dict(dict(attention="compressed", window=4, stride=2, boundaries="learned"), **bad))
+        lb_err = ""
+    except ValueError as e:
+        lb_err = str(e)
+    check("boundaries" in lb_err and "\n" not in lb_err,
+          f"6.5 remote config refuses boundaries = learned with {what} ({lb_err[:90]}...)", lb_err or "accepted")
 for what, bad in MR_BAD.items():
     try:
         PhaselabConfig(vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1, num_attention_heads=4,

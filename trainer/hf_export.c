@@ -227,10 +227,10 @@ char *hf_config_json(const ModelConfig *m, int T) {
         }
         /* docs/spec.md §6.3: written only when on, so older readers see no change */
         if (m->attention == ATTN_COMPRESSED && m->token_shift) cJSON_AddBoolToObject(p, "token_shift", 1);
-        /* docs/spec.md §6.4: written only when set (the remote code refuses it for now) */
+        /* docs/spec.md §6.4: written only when set (the remote code reads it, configuration_phaselab.py) */
         if (m->attention == ATTN_COMPRESSED && m->head_strides[0]) cJSON_AddStringToObject(p, "head_strides", m->head_strides);
-        /* docs/spec.md §6.5: written only when learned; the remote code refuses it (configuration_phaselab.py):
-         * it has no learned boundaries, and pooling on the grid would be a different model */
+        /* docs/spec.md §6.5: written only when learned; the remote code reads it (configuration_phaselab.py
+         * checks it by §6.5's rules, modeling_phaselab.py's PhaselabCompressor.chunks/chunk_entries) */
         if (m->attention == ATTN_COMPRESSED && m->boundaries == BOUNDARIES_LEARNED)
             cJSON_AddStringToObject(p, "boundaries", config_boundaries_names[m->boundaries]);
     }

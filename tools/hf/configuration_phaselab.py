@@ -1,7 +1,8 @@
 """transformers configuration of phaselab checkpoints that are not plain Qwen3 (model_type
 "phaselab"): the Qwen3 backbone keys of config.json plus the [model] variant keys of docs/spec.md
 sections 2, 2b, 5 (the per-layer schedule model.layer_attention and its csa_*/hca_*/indexer keys),
-6.3 (token_shift) and 6.4 (head_strides: a stride per KV head), which phaselab writes in the
+6.3 (token_shift), 6.4 (head_strides: a stride per KV head) and 6.5 (boundaries = learned: content-defined
+chunk boundaries, checked by validate_boundaries), which phaselab writes in the
 "phaselab" object of config.json, with layer_grid_base, each layer's static grid offset o_base
 (docs/spec.md §6.1; 0 when absent).
 
@@ -19,10 +20,10 @@ from transformers import PretrainedConfig
 VARIANT_DEFAULTS = dict(attention="full", window=0, stride=0, gate="scalar", gate_bias=True, kv_tied=False,
                         post_norm=False, qk_norm=True, rope_dims=None, local="window", n_local=16,
                         compressor="paper", attn_sink=False, grid="aligned", token_shift=False,
-                        head_strides="")
+                        head_strides="", boundaries="grid")
 VARIANT_CHOICES = dict(attention=("full", "compressed"), gate=("scalar", "vector", "uniform"),
                        local=("window", "tail"), compressor=("paper", "deepseek", "shared"),
-                       grid=("aligned", "staggered"))
+                       grid=("aligned", "staggered"), boundaries=("grid", "learned"))
 # docs/spec.md §5: the schedule and its per-kind keys (trainer/run_config.c defaults); in the config
 # only when layer_attention is given
 SCHEDULE_DEFAULTS = dict(layer_attention="", csa_window=8, csa_stride=4, csa_gate="vector", csa_compressor="deepseek",
@@ -77,6 +78,27 @@ def parse_head_strides(text, n_kv_heads, window, stride):
         raise ValueError(f"phaselab config: head_strides = {text!r} with stride = {stride}; stride must be the "
                          f"smallest head stride, {min(out)} (docs/spec.md §6.4)")
     return out
+
+
+def validate_boundaries(v):
+    """boundaries = learned (docs/spec.md §6.5 Rules, as trainer/run_config.c): attention = compressed,
+    window (the longest chunk) > stride (the target mean chunk length) >= 2, and none of the keys that
+    define a window grid or need one (grid = staggered, head_strides, compressor = deepseek, a
+    layer_attention schedule). train.phase_jitter and train.gate_coverage are training keys that
+    config.json does not carry."""
+    if v["attention"] != "compressed":
+        raise ValueError(f"phaselab config: boundaries = 'learned' with attention = {v['attention']!r}; learned chunk "
+                         "boundaries need attention = compressed (docs/spec.md §6.5)")
+    if not (isinstance(v["window"], int) and isinstance(v["stride"], int) and v["window"] > v["stride"] >= 2):
+        raise ValueError(f"phaselab config: boundaries = 'learned' with window = {v['window']} and stride = {v['stride']}; "
+                         "it needs window > stride >= 2 (window the longest chunk, stride the target mean chunk length, "
+                         "docs/spec.md §6.5)")
+    other = ("grid = staggered" if v["grid"] == "staggered" else "head_strides" if v["head_strides"]
+             else "compressor = deepseek" if v["compressor"] == "deepseek"
+             else "layer_attention (a schedule)" if v.get("layer_attention") else None)
+    if other:
+        raise ValueError(f"phaselab config: boundaries = 'learned' with {other}: that key defines a window grid or "
+                         "needs one (docs/spec.md §6.5)")
 
 
 class PhaselabConfig(PretrainedConfig):
@@ -140,10 +162,8 @@ class PhaselabConfig(PretrainedConfig):
             if variant["compressor"] == "deepseek" and len(set(hs)) > 1:
                 raise ValueError(f"phaselab config: head_strides = {variant['head_strides']!r} with compressor = deepseek "
                                  "is not implemented (its two maps split the window at S = W/2; docs/spec.md §6.4)")
-        if given.get("boundaries", "grid") != "grid":   # docs/spec.md §6.5: not in the remote code
-            raise ValueError(f"phaselab config: boundaries = {given['boundaries']!r}: learned chunk boundaries (docs/spec.md "
-                             "§6.5) are not implemented in the transformers remote code; score this checkpoint with "
-                             "./train --score on the CPU")
+        if variant["boundaries"] == "learned":
+            validate_boundaries(variant)
         self.phaselab = variant
         for L in range(num_hidden_layers):   # every layer's geometry, as layer_schedule_check and §6.1
             lc = self.layer_config(L)

@@ -2,7 +2,7 @@
 §5 and §6: the Qwen3 backbone with full or chunked compressed KV attention and every variant key
 (gate scalar/vector/uniform, gate_bias, kv_tied, post_norm, qk_norm, rope_dims, local
 window/tail, n_local, compressor paper/deepseek/shared, attn_sink, grid aligned/staggered, token_shift,
-head_strides: a stride per KV head, §6.4),
+head_strides: a stride per KV head, §6.4, boundaries = learned: content-defined chunks, §6.5),
 and the DeepSeek-V4 layer stacks of §5 (model.layer_attention: per layer full, compressed, window,
 csa with or without the lightning indexer, hca), each layer built from its own config
 (PhaselabConfig.layer_config, as model/layer_kinds.c) with its static grid offset o_base
@@ -28,7 +28,12 @@ qk_norm = false also drops cknorm; kv_tied (and deepseek) use Vhat = Khat (norme
 vector gates take the softmax over offsets per channel; a raw token inside a visible window is
 still attended raw. With a negative o_base (§6.1; csa layers: S - W): a partial
 window's slots before position 0 are masked out of the gate softmax (uniform gates: the mean over
-its real slots), and entry j is rotated to o - o_base + jS (V4's csa entry j, pooling 4j-4 .. 4j+3: 4j)."""
+its real slots), and entry j is rotated to o - o_base + jS (V4's csa entry j, pooling 4j-4 .. 4j+3: 4j).
+Learned chunk boundaries (§6.5): the decisions p_t >= 1/2 or a chunk of W tokens come from a per-sequence
+scan (no gradient); each entry is the masked window ending at its boundary, rotated to its chunk's first
+token, and Khat / Vhat carry the straight-through factor c = 1 + p_e - p_e.detach() (value 1), so
+backpropagating through this model gives §6.5's estimator (the ratio loss is not computed). One candidate
+entry per position e, visible iff bd_e and e <= t; generate() recomputes the prefix, as for every model."""
 import math
 
 import torch
@@ -87,17 +92,23 @@ def window_starts(T, W, S, o):
     return o + S * torch.arange(max(n, 0))
 
 
-def pool_windows(a, starts, W, map_of, payload, gate=None, bias=None, post_norm=None):
+def pool_windows(a, starts, W, map_of, payload, gate=None, bias=None, post_norm=None, keep=None):
     """Entries [B, nw, d] of windows starting at starts [nw] (docs/spec.md §2.2, §6.1): per window j
     and offset i the position p = starts_j + i, gate logits s = Z_{m(i)} a_p + b_i, alpha = softmax
     over the offsets (per channel), entry = sum_i alpha_i C_{m(i)} a_p (post_norm: RMSNorm of each
     payload first). Slots before position 0 (p < 0, a partial window of a negative offset) are
     masked out of the softmax and pool nothing. a [B, T, D]; payload [M, d, D]; gate [M, c, D] or
-    None (uniform: equal weights over the real slots); bias [W, c] or None; map_of[i] = m(i)."""
+    None (uniform: equal weights over the real slots); bias [W, c] or None; map_of[i] = m(i).
+    keep [B, nw, W] (bool) or None: slots that pool, per sequence (docs/spec.md §6.5: a chunk's masked
+    window, slots before its first token are out); the result is then per sequence as well."""
     pos = starts[:, None] + torch.arange(W)[None, :]                          # [nw, W]
     real = (pos >= 0).to(a.device)                                            # [nw, W]
+    if keep is not None:
+        real = real[None] & keep.to(a.device)                                 # [B, nw, W]
+    else:
+        real = real[None]                                                     # [1, nw, W]
     maps = torch.tensor(map_of, device=a.device)
-    a_win = a[:, pos.clamp(min=0).to(a.device)]                               # [B, nw, W, D]
+    a_win = a[:, pos.clamp(0, a.shape[1] - 1).to(a.device)]                   # [B, nw, W, D]
     p = torch.einsum("bjie,ide->bjid", a_win, payload[maps])                  # [B, nw, W, d]
     if post_norm is not None:
         p = post_norm(p)
@@ -107,7 +118,7 @@ def pool_windows(a, starts, W, map_of, payload, gate=None, bias=None, post_norm=
         score = torch.einsum("bjie,ice->bjic", a_win, gate[maps])             # [B, nw, W, c]
         if bias is not None:
             score = score + bias                                              # [W, c]
-    score = score.masked_fill(~real[None, :, :, None], float("-inf"))
+    score = score.masked_fill(~real[..., None], float("-inf"))
     alpha = torch.softmax(score, dim=2)                                       # over offsets (per channel)
     return (alpha * p).sum(dim=2)                                             # [B, nw, d]
 
@@ -149,6 +160,12 @@ class PhaselabCompressor(nn.Module):
         self.shift = bool(v.get("token_shift", False))
         if self.shift:
             self.token_shift = _Holder(weight=(D, D))
+        # docs/spec.md §6.5: learned chunk boundaries, a score w_bd . a_t + c_bd per token (boundary.weight [D],
+        # boundary.bias [1]); W is the longest chunk, S only the training target of the mean length
+        self.learned = v.get("boundaries", "grid") == "learned"
+        if self.learned:
+            self.boundary = _Holder(weight=(D,), bias=(1,))
+        self.last_chunks = None   # the decisions of the last forward (chunks()), for inspection
 
     def compressor_input(self, a):
         """a [B, T, D], or with token shift a + shift(a) M^T (row t gets M a_{t-1})."""
@@ -162,13 +179,13 @@ class PhaselabCompressor(nn.Module):
         count nW_g: the rows past it that the C buffers keep, docs/spec.md §6.4, are never visible)."""
         return window_starts(T, self.W, self.strides[g], self.offsets[g])
 
-    def branch(self, br, a, g, starts):
-        """Pooled entries E^B [B, nw, d] of KV head g from a [B, T, D]."""
+    def branch(self, br, a, g, starts, keep=None):
+        """Pooled entries E^B [B, nw, d] of KV head g from a [B, T, D] (keep: per-sequence slot masks)."""
         holder = getattr(self, f"{br}_gate", None)
         return pool_windows(a, starts, self.W, self.map_of, getattr(self, f"{br}_payload").weight[g],
                             gate=None if holder is None else holder.weight[g],
                             bias=holder.bias[g] if holder is not None and self.gate_bias else None,
-                            post_norm=getattr(self, f"{br}_post_norm") if self.post_norm else None)
+                            post_norm=getattr(self, f"{br}_post_norm") if self.post_norm else None, keep=keep)
 
     def entries(self, a, g, rope_dims, theta):
         """(Khat, Vhat, starts) of KV head g: Khat = RoPE(cknorm(E^K), pos), Vhat = E^V or Khat; entry
@@ -183,6 +200,65 @@ class PhaselabCompressor(nn.Module):
         khat = rope(ek[:, :, None, :], starts - self.o_base, rope_dims, theta)[:, :, 0, :]
         vhat = khat if self.tied else self.branch("v", a, g, starts)
         return khat, vhat, starts
+
+
+    # ---- learned chunk boundaries (docs/spec.md §6.5) ----
+    def chunks(self, a):
+        """The decisions of one layer from its normed input a [B, T, D] (the compressor reads a'_t with
+        token shift): p_t = sigmoid(w_bd . a'_t + c_bd) [B, T] (with gradient), and per sequence the scan
+        t = 0..T-1 with s the first token of the open chunk (0 at the start, t + 1 after a boundary at t):
+        bd_t = p_t >= 1/2 (natural) or t - s + 1 = W (forced). Returns a dict: a (a'), p, bd and natural
+        [B, T] bool, first [B, T] long (s of the chunk that token t is in or opens; for a boundary t
+        the first token of the entry ending at t). The decisions carry no gradient."""
+        a = self.compressor_input(a)
+        w = self.boundary
+        p = torch.sigmoid(a @ w.weight + w.bias)                                      # [B, T]
+        natural = (p.detach() >= 0.5).cpu()
+        B, T = natural.shape
+        bd, first = [[False] * T for _ in range(B)], [[0] * T for _ in range(B)]
+        for b, row in enumerate(natural.tolist()):
+            s = 0
+            for t, nat in enumerate(row):
+                first[b][t] = s
+                if nat or t - s + 1 >= self.W:
+                    bd[b][t], s = True, t + 1
+        out = dict(a=a, p=p, natural=natural.to(a.device), bd=torch.tensor(bd, device=a.device),
+                   first=torch.tensor(first, dtype=torch.long, device=a.device))
+        self.last_chunks = {k: x.detach() for k, x in out.items() if k != "a"}
+        return out
+
+    def chunk_windows(self, ch):
+        """Window starts [T] and slot masks [B, T, W] of the candidate entry ending at each e = 0..T-1:
+        the masked window e - W + 1 .. e (right-aligned: token t at slot i = W - 1 - (e - t), the
+        boundary at slot W - 1) whose slots before the chunk's first token are out."""
+        T = ch["bd"].shape[1]
+        starts = torch.arange(T) - self.W + 1
+        pos = (starts[:, None] + torch.arange(self.W)[None, :]).to(ch["first"].device)   # [T, W]
+        return starts, pos[None] >= ch["first"][:, :, None]
+
+    def entry_positions(self, ch):
+        """RoPE position [B, T] of the entry ending at e: its chunk's FIRST token s_{b,j}."""
+        return ch["first"]
+
+    def chunk_entries(self, ch, g, rope_dims, theta):
+        """(Khat, Vhat, ends) of KV head g with learned boundaries (docs/spec.md §6.5): one row per
+        position e, the entry ending at e where bd_e (ends [B, T] = e there, T elsewhere: never visible),
+        pooled as the masked window (pool_windows: map m(i), bias b_{g,i}, softmax over the present
+        slots per channel, post-norm per slot), Khat = c RoPE(cknorm(E^K), s_{b,j}), Vhat = c E^V (tied:
+        Khat), c = 1 + p_e - sg(p_e): value 1, and in PyTorch the straight-through gradient of §6.5."""
+        a, bd = ch["a"], ch["bd"]
+        B, T = bd.shape
+        starts, keep = self.chunk_windows(ch)
+        ek = self.branch("k", a, g, starts, keep)                                       # [B, T, d]
+        if self.qk_norm:
+            ek = self.ck_norm(ek)
+        pos = self.entry_positions(ch).reshape(-1)
+        khat = rope(ek.reshape(1, B * T, 1, -1), pos, rope_dims, theta).reshape(B, T, -1)
+        c = (1.0 + ch["p"] - ch["p"].detach())[..., None].to(khat.dtype)             # [B, T, 1], value 1
+        khat = c * khat
+        vhat = khat if self.tied else c * self.branch("v", a, g, starts, keep)
+        ends = torch.where(bd, torch.arange(T, device=bd.device)[None, :], torch.full_like(ch["first"], T))
+        return khat, vhat, ends
 
 
 class _Holder(nn.Module):
@@ -283,27 +359,31 @@ class PhaselabAttention(nn.Module):
         out = torch.empty(B, T, H, d, dtype=q.dtype, device=q.device)
         per = H // G
         selected = None
+        chunks = self.compressor.chunks(a) if self.compressed and self.compressor.learned else None   # §6.5
         if hasattr(self, "indexer"):   # one selection for every head (AttnShape.entry_select [B, T, nW])
             ends = (self.compressor.starts(0, T) + self.compressor.W - 1).to(a.device)
             selected = self.indexer.select(a, ends[None, :] <= tq)             # [B, T, nw]
         for g in range(G):   # query heads g*per .. (g+1)*per-1 read KV head g (GQA)
             if self.compressed:
-                khat, vhat, starts = self.compressor.entries(a, g, self.rope_dims, self.theta)
-                ends = (starts + self.compressor.W - 1).to(a.device)            # [nw]
-                entry_vis = ends[None, :] <= tq                                 # [T, nw]
+                if chunks is not None:   # §6.5: ends [B, T] per sequence (T: no entry ends there)
+                    khat, vhat, ends = self.compressor.chunk_entries(chunks, g, self.rope_dims, self.theta)
+                else:
+                    khat, vhat, starts = self.compressor.entries(a, g, self.rope_dims, self.theta)
+                    ends = (starts + self.compressor.W - 1).to(a.device)[None, :]   # [1, nw]
+                entry_vis = ends[:, None, :] <= tq                              # [1 or B, T, nw]: e_j <= t
                 if self.local == "window":
-                    raw_vis = (tq - self.n_local + 1 <= ts) & (ts <= tq)
+                    raw_vis = ((tq - self.n_local + 1 <= ts) & (ts <= tq))[None]
                 else:   # tail: e_t = last position covered by a visible entry of this head, -1 when none
                     if ends.numel():
-                        covered = torch.where(entry_vis, ends[None, :].expand(T, -1), torch.full_like(ends, -1)[None, :])
-                        e_t = covered.max(dim=1, keepdim=True).values               # [T, 1]
+                        covered = torch.where(entry_vis, ends[:, None, :], torch.full_like(ends, -1)[:, None, :])
+                        e_t = covered.max(dim=2, keepdim=True).values           # [1 or B, T, 1]
                     else:
-                        e_t = torch.full((T, 1), -1, device=a.device)
-                    raw_vis = (e_t < ts) & (ts <= tq)
-                entry_vis = entry_vis[None].expand(B, -1, -1) if selected is None else selected   # [B, T, nw]
+                        e_t = torch.full((1, T, 1), -1, device=a.device)
+                    raw_vis = (e_t < ts) & (ts <= tq)                           # [1 or B, T, T]
+                entry_vis = entry_vis.expand(B, -1, -1) if selected is None else selected   # [B, T, nw]
                 keys = torch.cat([khat, k[:, :, g]], dim=1)                     # [B, nw+T, d]
                 vals = torch.cat([vhat, v[:, :, g]], dim=1)
-                vis = torch.cat([entry_vis, raw_vis[None].expand(B, -1, -1)], dim=2)   # [B, T, nw+T]
+                vis = torch.cat([entry_vis, raw_vis.expand(B, -1, -1)], dim=2)  # [B, T, nw+T]
             elif self.kind == "window":   # §5.2: the raw window only
                 keys, vals = k[:, :, g], v[:, :, g]
                 vis = ((tq - self.n_local + 1 <= ts) & (ts <= tq))[None]
