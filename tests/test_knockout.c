@@ -32,6 +32,9 @@ struct Model { ModelAttnHook hook; void *ctx; int T; };
 
 int model_set_seq_len(Model *m, int T, char *err) { (void)err; m->T = T; return 0; }
 int model_seq_len(const Model *m) { return m->T; }
+/* the probe's chunk-phase fold asks these (learned boundaries, trainer/chunk_phase.h): none here */
+int model_has_boundaries(const struct Model *m) { (void)m; return 0; }
+const unsigned char *model_boundary_flags(const struct Model *m, int layer) { (void)m, (void)layer; return 0; }
 
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out) {
     float z[64 * H * HD];

@@ -35,6 +35,9 @@ int model_set_seq_len(struct Model *m, int T, char *err);
 int model_seq_len(const struct Model *m);
 int model_set_seq_len(struct Model *m, int T, char *err) { (void)m, (void)T, (void)err; return 0; }
 int model_seq_len(const struct Model *m) { (void)m; return 1; }
+/* the probe's chunk-phase fold asks these (learned boundaries, trainer/chunk_phase.h): none here */
+int model_has_boundaries(const struct Model *m) { (void)m; return 0; }
+const unsigned char *model_boundary_flags(const struct Model *m, int layer) { (void)m, (void)layer; return 0; }
 void model_argmax_at(struct Model *m, const int *tokens, int B, const int *positions, int *out) {
     (void)m, (void)tokens, (void)positions;
     for (int b = 0; b < B; b++) out[b] = 0;
