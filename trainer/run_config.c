@@ -164,7 +164,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(train, phase_jitter, T_BOOL, "false", 0, 0, 0, NULL,                                         \
       "shift each training sequence's window grid by a random u in [0, stride) (docs/spec.md §6.2; "  \
       "true|false; compressed, stride >= 2 only; evaluation is never shifted)")                   \
-    X(train, boundary_ratio, T_DOUBLE, "0.03", 0, NOHI, 0, NULL,                                   \
+    X(train, boundary_ratio, T_DOUBLE, "1", 0, NOHI, 0, NULL,                                   \
       "lambda_r >= 0 of the boundary ratio loss that keeps the mean chunk at stride tokens (docs/spec.md §6.5; " \
       "model.boundaries = learned only)")                                                          \
     X(train, resume_schedule, T_ENUM, "refuse", 0, 0, 0, config_resume_schedule_names,                  \
