@@ -196,8 +196,9 @@ typedef struct Backend {
                                         (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
     int boundaries;                  /* 1: the backend runs learned chunk boundaries (model.boundaries = learned,
-                                        docs/spec.md §6.5: the chunk compressor op, entry ends in the attention
-                                        shapes; CPU only); 0: model_create refuses such a config */
+                                        docs/spec.md §6.5: the chunk ops, entry ends in the attention
+                                        shapes; CPU only: CUDA has the chunk ops but not the attention by
+                                        entry ends); 0: model_create refuses such a config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"
