@@ -12,8 +12,14 @@
 #ifndef PHASELAB_CHUNK_BOUNDARIES_H
 #define PHASELAB_CHUNK_BOUNDARIES_H
 
+#if defined(__CUDACC__)   /* the CUDA backend's decision scan calls the same rule (kernels/cuda/cuda_boundaries.cu) */
+#define CB_FN __host__ __device__ static inline
+#else
+#define CB_FN static inline
+#endif
+
 /* bd_t for score p (= sigmoid(q_t)) when the open chunk, token t included, has open_len tokens. */
-static inline int chunk_boundary(float p, int open_len, int W) { return p >= 0.5f || open_len >= W; }
+CB_FN int chunk_boundary(float p, int open_len, int W) { return p >= 0.5f || open_len >= W; }
 
 /* R of a layer from its boundary rate F and mean score G, target mean chunk length N >= 2. */
 static inline double chunk_ratio_loss(double F, double G, int N) {

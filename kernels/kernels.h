@@ -57,8 +57,8 @@ typedef struct {
     const int32_t *entry_ends;       /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5): sequence b's
                                         entry j ends at entry_ends[b*n_windows + j], j < entry_count[b], shared by
                                         every KV head (vis_query_view_ends); NULL: the window grid (every model
-                                        without model.boundaries = learned). Host memory; CPU only
-                                        (Backend.boundaries) */
+                                        without model.boundaries = learned). Host memory (the CUDA
+                                        backend copies it to the device per call; Backend.boundaries) */
     const int32_t *entry_count;      /* [B] n_b, the entries of sequence b (with entry_ends) */
 } AttnShape;
 
@@ -133,7 +133,7 @@ typedef struct {
     const int *head_stride;          /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
     const int32_t *entry_ends;       /* [entry_count] learned chunk boundaries (docs/spec.md §6.5): entry slot j
                                         ends at entry_ends[j], every KV head alike (vis_query_view_ends); NULL:
-                                        the grid. Host memory; CPU only (Backend.boundaries) */
+                                        the grid. Host memory (copied per call on CUDA; Backend.boundaries) */
     int entry_count;                 /* the entries written so far (with entry_ends) */
 } DecodeAttnShape;
 
@@ -196,8 +196,8 @@ typedef struct Backend {
                                         (multi-rate strides, docs/spec.md §6.4: CPU, CUDA); 0: model_create refuses
                                         a model.head_strides config */
     int boundaries;                  /* 1: the backend runs learned chunk boundaries (model.boundaries = learned,
-                                        docs/spec.md §6.5: the chunk compressor op, entry ends in the attention
-                                        shapes; CPU only); 0: model_create refuses such a config */
+                                        docs/spec.md §6.5: the chunk ops, entry ends in the attention
+                                        shapes; CPU, CUDA); 0: model_create refuses such a config */
     /* the ops, one member per line of kernels/ops.def: ret (*name)(BackendCtx *ctx, ...) */
 #define OP(ret, op, params, args) ret (*op) params;
 #include "kernels/ops.def"

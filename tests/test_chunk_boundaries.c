@@ -14,7 +14,8 @@
  *     one payload map; its gate bias is slot W - 1's, the slot of a one-token entry);
  *   - model_hold_boundaries: a held forward at the same weights gives the same losses bit for bit;
  *   - causality: a later token changes no earlier loss (check_causality);
- *   - a backend without Backend.boundaries (CUDA) refuses the config at model_create with one line. */
+ *   - a backend without Backend.boundaries (a stand-in: CPU and CUDA both have it) refuses the config at
+ *     model_create with one line. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -251,17 +252,17 @@ static void check_causality(const Backend *be) {
     }
 }
 
-/* A backend without learned boundaries (Backend.boundaries = 0: CUDA) refuses such a model at model_create
- * with one line naming the key; the CPU's copy with the flag builds it. */
+/* A backend without learned boundaries (Backend.boundaries = 0; a stand-in copy of the CPU's, since CPU and
+ * CUDA both have them) refuses such a model at model_create with one line naming the key; the CPU builds it. */
 static void check_backend_refusal(const Backend *cpu) {
     Backend other = *cpu;
-    other.name = "cuda";
+    other.name = "stand-in";
     other.boundaries = 0;
     ModelConfig lc = tu_tiny_config();
     tu_bd(&lc);
     char err[ERR_LEN] = "";
     Model *m = model_create(&lc, &other, B, 16, err);
-    check(!m && strstr(err, "model.boundaries = learned") && strstr(err, "cuda backend") && !strchr(err, '\n'),
+    check(!m && strstr(err, "model.boundaries = learned") && strstr(err, "stand-in backend") && !strchr(err, '\n'),
           "a backend without Backend.boundaries refuses model.boundaries = learned with one line", "'%s'", err);
     model_free(m);
     m = model_create(&lc, cpu, B, 16, err);

@@ -113,9 +113,9 @@ typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> FragC;
  * (docs/spec.md §6.4) head g's rule reads its own stride S_g (attn_head_stride), s.head_stride
  * being the device copy of the G strides likewise (NULL: every head s.stride). */
 __device__ __forceinline__ int att_off(const AttnShape &s, int b, int g) { return attn_head_offset(&s, b, g); }
-__device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int b, int g, int t) {
-    return vis_query_view(s.visibility, t, s.window, attn_head_stride(&s, g), att_off(s, b, g), s.n_windows, s.n_local);
-}
+/* With learned chunk boundaries (docs/spec.md §6.5) s.entry_ends / s.entry_count are the device copies of the
+ * sequences' entry ends and attn_query_view (kernels/kernels.h) applies vis_query_view_ends instead of the grid. */
+__device__ __forceinline__ VisQueryView att_view(const AttnShape &s, int b, int g, int t) { return attn_query_view(&s, b, g, t); }
 __device__ __forceinline__ int att_nvis(const AttnShape &s, int b, int g, int t) { return att_view(s, b, g, t).n_entries; }
 /* Entry j of query t is scored only where the lightning indexer's top-k chose it (s.entry_select
  * [B, T, n_windows], device memory; NULL: every visible entry; docs/spec.md §5.4); the caller has
@@ -479,7 +479,17 @@ __host__ __device__ static inline DkvTile dkv_tile(const AttnShape &s, int b, in
      * no query) */
     const int o = attn_head_offset(&s, b, g), nWo = vis_n_windows(T, W, S, o);
     const int nWg = nW < nWo ? nW : nWo;
-    if (kt.comp) {
+    if (s.entry_ends) {     /* learned chunk boundaries (docs/spec.md §6.5): the inverse forms with the ends */
+        const int32_t *ends = s.entry_ends + (size_t)b * nW;
+        const int n = s.entry_count[b];
+        if (kt.comp) {
+            kt.q_lo = kt.k0 < n ? vis_first_query_of_entry_ends(kt.k0, ends) : T;   /* rows j >= n_b: no query */
+            kt.q_hi = T - 1;
+        } else {
+            kt.q_lo = kt.k0;
+            kt.q_hi = vis_last_query_of_raw_ends(s.visibility, kt.k0 + kt.nkeys - 1, T, ends, n, s.n_local);
+        }
+    } else if (kt.comp) {
         kt.q_lo = vis_first_query_of_entry(kt.k0, W, S, o);
         kt.q_hi = T - 1;
     } else {
@@ -717,13 +727,17 @@ static DkvPlan dkv_plan(const AttnShape *s) {
     return plan;
 }
 
-/* The shape the kernels get: s with grid_shift and head_stride copied to the device (workspace
- * slots WS_ATT_SHIFT, WS_ATT_HSTRIDE; each call copies its own: G <= 64 ints, none when NULL);
+/* The shape the kernels get: s with grid_shift, head_stride and the entry ends copied to the device (workspace
+ * slots WS_ATT_SHIFT, WS_ATT_HSTRIDE, WS_ATT_ENDS, WS_ATT_COUNT; each call copies its own, none when NULL);
  * the host-side planning (dkv_plan) reads s itself. */
 static AttnShape att_device_shape(BackendCtx *ctx, const AttnShape *s) {
     AttnShape k = *s;
     k.grid_shift = cu_device_ints(ctx, WS_ATT_SHIFT, s->grid_shift, s->B);
     k.head_stride = (const int *)cu_device_ints(ctx, WS_ATT_HSTRIDE, (const int32_t *)s->head_stride, s->G);
+    if (s->entry_ends) {    /* learned chunk boundaries (docs/spec.md §6.5): [B, n_windows] ends and [B] counts */
+        k.entry_ends = cu_device_ints(ctx, WS_ATT_ENDS, s->entry_ends, s->B * s->n_windows);
+        k.entry_count = cu_device_ints(ctx, WS_ATT_COUNT, s->entry_count, s->B);
+    }
     return k;
 }
 
@@ -794,10 +808,12 @@ void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *ls
                       const act_t *v, const act_t *ck, const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
     AttnShape sh = *s;
-    if (!ck || !cv) sh.n_windows = 0;
+    if (!ck || !cv) { sh.n_windows = 0; sh.entry_ends = NULL; sh.entry_count = NULL; }
     /* full causal attention without a sink: cuDNN's fused attention when it takes the shape. A
-     * call with entries (and so any entry_select: cuDNN takes no per-(t, j) mask) stays here. */
-    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink && cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v)) return;
+     * call with entries (and so any entry_select: cuDNN takes no per-(t, j) mask, nor entry ends) stays here. */
+    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sh.entry_ends && !sink &&
+        cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v))
+        return;
     const void *ptrs[] = {out, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 6);
     bf16 *o = (bf16 *)out;
@@ -816,14 +832,14 @@ void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk,
                       const act_t *cv, const float *sink) {
     if (s->B <= 0 || s->T <= 0) return;
     AttnShape sh = *s;
-    if (!ck || !cv) sh.n_windows = 0;
+    if (!ck || !cv) { sh.n_windows = 0; sh.entry_ends = NULL; sh.entry_count = NULL; }
     if (sh.n_windows > 0 && (!dck || !dcv)) {   /* entries are visible but their gradient is not wanted */
         size_t nc = (size_t)s->B * s->n_windows * s->G * s->d;
         bf16 *scratch = (bf16 *)cu_workspace(ctx, WS_ATT_DC, 2 * nc * sizeof(bf16));
         if (!dck) dck = (act_t *)scratch;
         if (!dcv) dcv = (act_t *)(scratch + nc);
     }
-    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sink &&
+    if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sh.entry_ends && !sink &&
         cu_cudnn_attention_bwd(ctx, &sh, dq, dk, dv, dout, out, lse, q, k, v))
         return;
     int rows = s->B * s->T * s->H;

@@ -483,8 +483,9 @@ extern "C" const Backend *backend_cuda(int device, char *err) {
     b->max_comp_kv_heads = 64;       /* CompSlice sl[64] (cuda_compressor.cu) */
     b->entry_select = 1;             /* attention_fwd/bwd/decode honour the indexer's top-k (docs/spec.md §5.4) */
     b->head_stride = 1;              /* ... and the shapes' head_stride: multi-rate strides (docs/spec.md §6.4) */
+    b->boundaries = 1;               /* ... and the shapes' entry ends, with the chunk ops: learned boundaries (§6.5) */
 #define OP(ret, op, params, args) b->op = cu_##op;
-#define OPX(ret, op, params, args) b->op = NULL;   /* CPU only: learned chunk boundaries (Backend.boundaries = 0) */
+/* the learned-boundary ops (OPX, docs/spec.md §6.5) are bound too (cuda_boundaries.cu) */
 #include "kernels/ops.def"
 #undef OP
     g_made[device] = cb;

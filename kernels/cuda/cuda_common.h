@@ -46,7 +46,9 @@ void cu_fail(const char *file, int line, const char *what, const char *detail);
 enum { WS_IO = 0, WS_RED, WS_RED2, WS_NORM, WS_EMB, WS_EMB2, WS_CLS_LOGITS, WS_CLS_DLOGITS, WS_CLS_ARG,
        WS_COMP_W, WS_COMP_CAT, WS_COMP_DCAT, WS_COMP_DS, WS_COMP_DPOST, WS_COMP_DW, WS_COMP_DA,
        WS_ATT_D, WS_ATT_SINK, WS_ATT_DC, WS_ATT_PART, WS_DEC, WS_COV, WS_ATT_SHIFT, WS_COMP_SHIFT, WS_IDX_KL,
-       WS_ATT_HSTRIDE, WS_COMP_HSTRIDE, WS_DEC_HSTRIDE, WS_N };   /* *_HSTRIDE: model.head_strides' S_g (§6.4) */
+       WS_ATT_HSTRIDE, WS_COMP_HSTRIDE, WS_DEC_HSTRIDE,
+       WS_BD_ENDS, WS_BD_COUNT, WS_BD_SLOT, WS_BD_P32, WS_BD_DP, WS_BD_DPP, WS_BD_DZ, WS_ATT_ENDS, WS_ATT_COUNT, WS_DEC_ENDS,
+       WS_N };   /* *_HSTRIDE: model.head_strides' S_g (§6.4); WS_BD_*, *_ENDS, *_COUNT: learned boundaries (§6.5) */
 struct GemmCache;     /* cuBLASLt descriptors + algorithm per GEMM shape (cuda_backend.cu) */
 struct AllocTable;    /* sizes of live allocations, for the accounting (cuda_backend.cu) */
 struct CudnnState;    /* cuDNN handle, plan cache, workspace (cuda_attention_cudnn.cu) */
@@ -88,7 +90,6 @@ void cu_colsum_add(BackendCtx *ctx, float *out, const float *in, int rows, int c
 /* ---- the ops of kernels/ops.def (cu_NAME), and helpers of the .cu files ---- */
 extern "C" {
 #define OP(ret, op, params, args) ret cu_##op params;
-#define OPX(ret, op, params, args)   /* CPU-only ops (kernels/ops.def): none here */
 #include "kernels/ops.def"
 #undef OP
 }

@@ -87,6 +87,8 @@ void cu_attention_decode(BackendCtx *ctx, const DecodeAttnShape *s, act_t *out, 
     size_t smem = (size_t)(s->d + DEC_THREADS) * sizeof(float);
     DecodeAttnShape ks = *s;   /* decode_head_view above read the host strides; the kernel reads the device copy */
     ks.head_stride = (const int *)cu_device_ints(ctx, WS_DEC_HSTRIDE, (const int32_t *)s->head_stride, s->G);
+    if (s->entry_ends)      /* learned chunk boundaries (docs/spec.md §6.5); one int at least, so the copy is not NULL */
+        ks.entry_ends = cu_device_ints(ctx, WS_DEC_ENDS, s->entry_ends, s->entry_count > 0 ? s->entry_count : 1);
     CU_KERNEL(attention_decode_kernel, s->H, DEC_THREADS, smem, ctx->stream)(
         ks, nk, (bf16 *)out, (const bf16 *)q,
         (const bf16 *)ck, (const bf16 *)cv, (const bf16 *)k, (const bf16 *)v, sink, z);

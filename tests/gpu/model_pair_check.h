@@ -41,6 +41,8 @@ typedef struct {
     const char *zero_tensor;     /* tensors whose name contains it start at 0 (NULL: none) */
     uint64_t *cuda_grad_hash;    /* out (may be NULL): FNV-1a of the CUDA gradient floats' bits */
     double *grad_worst;          /* out (may be NULL): the largest relative L2 gradient error */
+    double boundary_bias_grad_tol; /* > 0: the tolerance of the learned boundaries' bias gradients
+                                    (".compressor.boundary.bias", docs/spec.md §6.5) instead of grad_tol */
 } ModelPairCase;
 
 static inline int cmp_double(const void *a, const void *b) {
@@ -143,7 +145,9 @@ static inline void model_pair_check(const Backend *cpu, const Backend *gpu, cons
         rels[i] = rel;
         if (ind && rel > worst_ind) { worst_ind = rel; worst_ind_name = t->name; }
         if (!ind && rel > worst) { worst = rel; worst_name = t->name; }
-        if (!finite || rel > (ind && pc->indexer_weight > 0 ? pc->indexer_grad_tol : pc->grad_tol)) {
+        /* the learned boundaries' bias (docs/spec.md §6.5): boundary_bias_grad_tol when set */
+        const int bd_bias = pc->boundary_bias_grad_tol > 0 && strstr(t->name, ".compressor.boundary.bias") != NULL;
+        if (!finite || rel > (ind && pc->indexer_weight > 0 ? pc->indexer_grad_tol : bd_bias ? pc->boundary_bias_grad_tol : pc->grad_tol)) {
             bad++;
             size_t len = strlen(why);
             if (len < sizeof why - 128)

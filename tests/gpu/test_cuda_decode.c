@@ -1,7 +1,8 @@
 /* Incremental decoding (model/decode.c) on the CUDA backend against the full-sequence forward of
  * the CPU backend (fp32), for full attention and the compressed-attention variants of docs/spec.md
  * section 2, grid = staggered of section 2b (per-head entries, RoPE positions and tails) and the
- * multi-rate strides of section 6.4 (model.head_strides: a stride per KV head): the
+ * multi-rate strides of section 6.4 (model.head_strides: a stride per KV head) and the learned chunk
+ * boundaries of section 6.5 (the decoder decides and pools each chunk at its boundary): the
  * same random parameters (matrices N(0, 0.05), norms 1 + N(0, 0.2), gate biases
  * and sinks N(0, 1)) and tokens; the CUDA decoder is fed token by token and its logits at every
  * position are compared with the CPU forward's (final-norm output @ E_out^T on the host); the same
@@ -92,6 +93,9 @@ static const Variant variants[] = {
     {"csa_indexer_top3_scores_tied", v_csa_indexer, ".indexer.weights_proj."},
     {"multirate_4_2_tail_sink", v_mr42_tail_sink, NULL}, {"multirate_4_3_staggered", v_mr43_stag, NULL},
     {"multirate_4_3_2_1_tail_vector_postnorm", v_mr4321_tail_vec, NULL},
+    /* learned chunk boundaries (docs/spec.md §6.5): tests/model_testutil.h's tu_bd* (W4, S2) */
+    {"learned_boundaries", tu_bd, NULL}, {"learned_boundaries_tail", tu_bd_tail, NULL},
+    {"learned_boundaries_vector_postnorm", tu_bd_vec_pn, NULL}, {"learned_boundaries_kvtied_sink", tu_bd_tied_sink, NULL},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 

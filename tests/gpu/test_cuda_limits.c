@@ -9,8 +9,8 @@
  *   head_dim 128 full, compressed with 64 KV heads   created
  *   compressed with model.head_strides = 4,2       created (docs/spec.md §6.4: the CUDA kernels take
  *                                                  a stride per KV head; no longer refused)
- *   compressed with model.boundaries = learned     refused, "model.boundaries = learned" and "cuda" (docs/spec.md
- *                                                  §6.5: CPU only, Backend.boundaries = 0); the CPU takes it
+ *   compressed with model.boundaries = learned     created on both backends (docs/spec.md §6.5: the CUDA
+ *                                                  kernels take entry ends, Backend.boundaries = 1; no longer refused)
  * The CPU backend has no such limit (a head_dim 256 model is created there). Without a GPU (or
  * a CUDA build) the CUDA checks print skip lines; the emulator build (tests/cuemu) runs them. */
 #include <stdio.h>
@@ -65,8 +65,7 @@ int main(void) {
     expect(gpu, &at_d, 1, "cuda takes head_dim 128", "", "");
     expect(gpu, &at_g, 1, "cuda takes a compressor with 64 KV heads", "", "");
     expect(gpu, &multirate, 1, "cuda takes head_strides 4,2 (multi-rate strides)", "", "");
-    expect(gpu, &learned, 0, "cuda refuses boundaries = learned at model creation with one line", "model.boundaries = learned",
-           "cuda");
+    expect(gpu, &learned, 1, "cuda takes boundaries = learned (learned chunk boundaries)", "", "");
 #endif
     return check_failures ? 1 : 0;
 }

@@ -335,6 +335,22 @@ static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom ke
                                          " [default: cuDNN fwd+bwd if available]", " [split dK/dV]",
                                          " (entry_select: random top-k)"};
 
+/* Learned chunk boundaries (docs/spec.md §6.5): a case whose name says "learned" gets random entry ends per
+ * sequence instead of the grid: chunk lengths uniform in 1..W from the random stream, entries while they end
+ * at or before T - 1 (the tokens after the last stay raw); rows after the count hold T, as boundary_decide
+ * writes them. Returns the count. */
+static int case_learned_ends(int32_t *ends, int rows, int T, int W) {
+    int n = 0;
+    for (int start = 0; n < rows;) {
+        const int e = start + (int)(urand() * W);      /* length 1..W */
+        if (e > T - 1) break;
+        ends[n++] = e;
+        start = e + 1;
+    }
+    for (int j = n; j < rows; j++) ends[j] = T;
+    return n;
+}
+
 static void run_attention(const ParityCase *pc) {
     const AttCase *ac0 = pc->arg;
     const int mode = pc->mode;
@@ -358,6 +374,14 @@ static void run_attention(const ParityCase *pc) {
     if (mr && ac->compressed) {   /* multi-rate strides (§6.4): the host strides on both sides */
         s.head_stride = mr;
         s.n_windows = case_windows(ac->T, ac->W, ac->S, mr, s.grid, ac->G, 0);
+    }
+    int32_t *hends = NULL, hcount[64];
+    if (strstr(ac->name, "learned") && ac->compressed) {   /* entry ends (§6.5): host memory on both sides */
+        s.n_windows = s.T;
+        hends = malloc(sizeof(int32_t) * (size_t)s.B * s.T);
+        for (int b = 0; b < s.B; b++) hcount[b] = case_learned_ends(hends + (size_t)b * s.T, s.T, s.T, s.window);
+        s.entry_ends = hends;
+        s.entry_count = hcount;
     }
     AttnShape sg = s;   /* the GPU's: its entry_select is device memory */
     uint8_t *hsel = NULL;
@@ -418,6 +442,7 @@ static void run_attention(const ParityCase *pc) {
     pfree(dsink); pfree(dq); pfree(dk); pfree(dv); pfree(dck); pfree(dcv); pfree(out2); pfree(lse2);
     free(hq); free(hk); free(hv); free(hck); free(hcv); free(hdo); free(hs); free(hds); free(hout); free(hlse);
     if (hsel) { CPU->free(CPU->ctx, (void *)s.entry_select); GPU->free(GPU->ctx, (void *)sg.entry_select); free(hsel); }
+    free(hends);
     if (mode == ATT_CUSTOM) unsetenv("PHASELAB_ATTN");
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
@@ -458,6 +483,12 @@ static const AttCase ATT_CASES[] = {
     {"multirate 4,3 window W4 nloc6 H4 G2 d64",   1, 100, 4, 2, 64, 4, 3, VIS_WINDOW, 6,  1, 0},
     {"multirate 4,1 tail W4 H4 G2 d16 (S=1 head)", 1, 90, 4, 2, 16, 4, 1, VIS_TAIL,   16, 1, 1},
     {"multirate 6,3 staggered tail W6 H4 G2 d32", 2, 80,  4, 2, 32, 6, 3, VIS_TAIL,   16, 1, 0},   /* grid: its row */
+    /* learned chunk boundaries (§6.5; rows 23-26): random entry ends per sequence (case_learned_ends), T entry
+     * rows; the last splits the dK/dV backward (entry tile 0: 8 heads x 5 query tiles = 40 items) */
+    {"learned tail W8 H4 G2 d32 sink",            2, 150, 4, 2, 32, 8, 4, VIS_TAIL,   16, 1, 1},
+    {"learned window W6 nloc5 H4 G1 d64",         2, 100, 4, 1, 64, 6, 3, VIS_WINDOW, 5,  1, 0},
+    {"learned tail W4 H6 G3 d36 (unaligned)",     1, 77,  6, 3, 36, 4, 2, VIS_TAIL,   16, 1, 0},
+    {"learned split tail W8 H8 G1 d32 sink",      1, 320, 8, 1, 32, 8, 4, VIS_TAIL,   16, 1, 1},
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -479,6 +510,10 @@ static const DecCase DEC_CASES[] = {
     {8,  4, 32,  50,   8, 6, 12,  GRID_ALIGNED,   VIS_TAIL,   0,      7,   1},   /* strides: the DEC row's name */
     {4,  2, 64,  33,   4, 1, 40,  GRID_ALIGNED,   VIS_WINDOW, 6,      6,   0},
     {4,  2, 32,  40,   6, 3, 14,  GRID_STAGGERED, VIS_TAIL,   0,      6,   1},
+    /* learned chunk boundaries (§6.5; the variant says "learned"): random ends up to t, one slot per position;
+     * tail: at most W - 1 raw tokens after the last entry */
+    {4,  2, 32,  60,   8, 4, 61,  GRID_ALIGNED,   VIS_TAIL,   0,      8,   1},
+    {6,  3, 36,  45,   6, 3, 46,  GRID_ALIGNED,   VIS_WINDOW, 5,      5,   0},
 };
 
 static void run_attention_decode(const ParityCase *pc) {
@@ -488,6 +523,12 @@ static void run_attention_decode(const ParityCase *pc) {
                          .ring_cap = dc->ring_cap};
     int hs_buf[64];
     s.head_stride = case_strides(pc->variant, dc->G, hs_buf);
+    int32_t *hends = NULL;
+    if (strstr(pc->variant, "learned")) {   /* entry ends (§6.5) up to t: n_windows slots, the written ones end <= t */
+        hends = malloc(sizeof(int32_t) * (size_t)(s.n_windows ? s.n_windows : 1));
+        s.entry_count = case_learned_ends(hends, s.n_windows, s.t + 1, s.window);
+        s.entry_ends = hends;
+    }
     size_t nq = (size_t)s.H * s.d, nc = (size_t)(s.n_windows ? s.n_windows : 1) * s.G * s.d,
            nr = (size_t)s.ring_cap * s.G * s.d;
     float *hq = hrand(nq, 1, 0), *hck = hrand(nc, 1, 0), *hcv = hrand(nc, 1, 0), *hk = hrand(nr, 1, 0),
@@ -500,7 +541,7 @@ static void run_attention_decode(const ParityCase *pc) {
     snprintf(w, sizeof w, "%s out", pc->variant);
     cmp_act(pc->group, w, out, nq, pc->tol.out);
     pfree(q); pfree(ck); pfree(cv); pfree(k); pfree(v); pfree(out); pfree(sink);
-    free(hq); free(hck); free(hcv); free(hk); free(hv); free(hs);
+    free(hq); free(hck); free(hcv); free(hk); free(hv); free(hs); free(hends);
 }
 
 /* ---- compressor: fwd entry (out), alpha payload pn_rstd (aux), bwd da += (grad), weight grads += (wgrad);
@@ -1062,6 +1103,188 @@ static void run_indexer(const ParityCase *pc) {
 }
 
 /* ---------------------------------------------------------------- */
+/* learned chunk boundaries (docs/spec.md §6.5; kernels/cuda/cuda_boundaries.cu). One case runs the whole
+ * chain on the same inputs: boundary_decide (prob, prob_sg: out; flags, entry ends and counts: exact, with
+ * every score at least BD_MARGIN from 1/2 so the fp32 dot products' summation order cannot flip one, and
+ * sequence 0's first W scores below 1/2 so that a forced boundary exists whatever the draw; the
+ * held form leaves prob_sg alone), then, on the CPU's entry ends, chunk_compressor_fwd (entry: out; alpha,
+ * payload, pn_rstd: aux) and _bwd from the CPU's forward state (da: grad; weight gradients: wgrad),
+ * boundary_scale and _bwd with sg(p) != p (factor c_j != 1: x, dx grad; dprob wgrad) and boundary_bwd
+ * (dq, dw_bd, dc_bd: wgrad; da: grad). BD_DETERMINISM: the GPU's backward ops twice, identical bits. */
+typedef struct { const char *name; int B, T, D, G, d, W, S, gate, bias, post, maps; float c_bd; } BdCase;
+enum { BD_PARITY = 0, BD_DETERMINISM = 1 };
+#define BD_MARGIN 1e-3
+
+static void run_boundaries(const ParityCase *pc) {
+    const BdCase *bc = pc->arg;
+    const Tol *t = &pc->tol;
+    const char *G = pc->group;
+    char w[192];
+    CompShape s;
+    memset(&s, 0, sizeof s);
+    s.B = bc->B; s.T = bc->T; s.D = bc->D; s.G = bc->G; s.d = bc->d; s.window = bc->W; s.stride = bc->S;
+    s.n_windows = bc->T;                         /* one entry row per token (n_b <= T) */
+    s.gate = bc->gate; s.channels = bc->gate == GATE_VECTOR ? bc->d : 1;
+    s.n_maps = bc->maps == 2 ? 1 : bc->W;
+    s.eps = 1e-6f;
+    const int B = s.B, T = s.T, D = s.D, c = s.channels, M = s.n_maps, W = s.window, gated = bc->gate != GATE_UNIFORM;
+    const size_t N = (size_t)B * T, na = N * D, nt = N * s.G, ne = N * s.G * s.d;
+    const size_t ngw = (size_t)s.G * M * c * D, ngb = (size_t)s.G * W * c, npw = (size_t)s.G * M * s.d * D;
+    float *ha = hrand(na, 1, 0), *hw = hrand(D, 2.0 / sqrt((double)D), 0), hc = bfr(bc->c_bd);
+    /* scores away from 1/2 on both backends (the same bf16 inputs: only the summation order differs) */
+    int kmax = 0;                                /* the largest weight moves a score off 1/2 */
+    for (int k = 1; k < D; k++) if (fabsf(hw[k]) > fabsf(hw[kmax])) kmax = k;
+    for (size_t n = 0; n < N; n++) {
+        double q = hc;
+        for (int k = 0; k < D; k++) q += (double)hw[k] * ha[n * D + k];
+        if (fabs(q) < 0.02) ha[n * D + kmax] = bfr(ha[n * D + kmax] + (q >= 0 ? 0.1f : -0.1f) / hw[kmax]);
+        if (n < (size_t)W && q > -0.5)      /* sequence 0's first W scores below 1/2: a forced boundary at W - 1 */
+            ha[n * D + kmax] = bfr(ha[n * D + kmax] + (float)((-1.0 - q) / hw[kmax]));
+    }
+    float *hgw = hrand(ngw, 0.3, 0), *hgb = hrand(ngb, 0.5, 0), *hpw = hrand(npw, 1.0 / sqrt((double)D), 0),
+          *hpost = hrand(s.d, 0.2, 1.0), *hde = hrand(ne, 1, 0), *hda = hrand(na, 0.1, 0), *hdgw = hrand(ngw, 0.1, 0),
+          *hdgb = hrand(ngb, 0.1, 0), *hdpw = hrand(npw, 0.1, 0), *hdpost = hrand(s.d, 0.1, 0), *hdp = hrand(N, 0.5, 0),
+          *hdx = hrand(ne, 1, 0), *hdw = hrand(D, 0.1, 0), *hdc = hrand(1, 0.1, 0), *hnoise = hrand(N, 0.05, 0),
+          *hz = calloc(ne * (c > 1 ? c : 1) + N + 1, sizeof(float));
+    Pair a = pa(ha, na), wbd = pa(hw, D), cbd = pa(&hc, 1);
+    Pair prob = pf(hz, N), psg = pf(hz, N), flag = {CPU->alloc(CPU->ctx, N), GPU->alloc(GPU->ctx, N)};
+    Pair ends = pi((const int32_t *)hz, N), count = pi((const int32_t *)hz, B);
+    Pair gw = gated ? pa(hgw, ngw) : pnull(), gb = gated && bc->bias ? pa(hgb, ngb) : pnull(), pw = pa(hpw, npw),
+         post = bc->post ? pa(hpost, s.d) : pnull();
+    CPU->boundary_decide(CPU->ctx, &s, prob.c, psg.c, flag.c, ends.c, count.c, a.c, wbd.c, cbd.c, 0);
+    GPU->boundary_decide(GPU->ctx, &s, prob.g, psg.g, flag.g, ends.g, count.g, a.g, wbd.g, cbd.g, 0);
+    float *hprob = get_f32(CPU, prob.c, N);
+    int32_t *hends = malloc(N * sizeof(int32_t)), *hcount = malloc(B * sizeof(int32_t));
+    CPU->download(CPU->ctx, hends, ends.c, N * sizeof(int32_t));
+    CPU->download(CPU->ctx, hcount, count.c, B * sizeof(int32_t));
+    double margin = 1.0;
+    long n_entries = 0, n_forced = 0;
+    for (size_t n = 0; n < N; n++) margin = fmin(margin, fabs(hprob[n] - 0.5));
+    for (int b = 0; b < B; b++) {
+        n_entries += hcount[b];
+        for (int j = 0; j < hcount[b]; j++) n_forced += hprob[(size_t)b * T + hends[(size_t)b * T + j]] < 0.5f;
+    }
+    snprintf(w, sizeof w, PARITY_NAME_PREFIX "%s: %s decide: scores away from 1/2%s", G, bc->name,
+             pc->mode == BD_PARITY ? ", natural and forced boundaries" : "");
+    const int want_both = pc->mode == BD_PARITY;   /* the parity rows cover both kinds of boundary */
+    check(margin >= BD_MARGIN && (!want_both || (n_forced > 0 && n_forced < n_entries)), w,
+          "min |p - 1/2| %.3g, %ld entries, %ld forced", margin, n_entries, n_forced);
+    if (pc->mode == BD_PARITY) {
+        snprintf(w, sizeof w, "%s decide prob", bc->name); cmp_f32(G, w, prob, N, 1e-5);
+        snprintf(w, sizeof w, "%s decide prob_sg", bc->name); cmp_f32(G, w, psg, N, 1e-5);
+        uint8_t *f1 = malloc(N), *f2 = malloc(N);
+        int32_t *e2 = malloc(N * sizeof(int32_t)), *c2 = malloc(B * sizeof(int32_t));
+        CPU->download(CPU->ctx, f1, flag.c, N);
+        GPU->synchronize(GPU->ctx);
+        GPU->download(GPU->ctx, f2, flag.g, N);
+        GPU->download(GPU->ctx, e2, ends.g, N * sizeof(int32_t));
+        GPU->download(GPU->ctx, c2, count.g, B * sizeof(int32_t));
+        snprintf(w, sizeof w, "%s decide flags", bc->name); cmp_bytes(G, w, f1, f2, N);
+        snprintf(w, sizeof w, "%s decide entry ends", bc->name); cmp_bytes(G, w, (uint8_t *)hends, (uint8_t *)e2, N * 4);
+        snprintf(w, sizeof w, "%s decide entry counts", bc->name); cmp_bytes(G, w, (uint8_t *)hcount, (uint8_t *)c2, (size_t)B * 4);
+        /* held: prob again, prob_sg (and the decisions) untouched */
+        Pair prob2 = pf(hz, N), psg2 = pf(hnoise, N);
+        CPU->boundary_decide(CPU->ctx, &s, prob2.c, psg2.c, flag.c, ends.c, count.c, a.c, wbd.c, cbd.c, 1);
+        GPU->boundary_decide(GPU->ctx, &s, prob2.g, psg2.g, flag.g, ends.g, count.g, a.g, wbd.g, cbd.g, 1);
+        snprintf(w, sizeof w, "%s decide held: prob", bc->name); cmp_f32(G, w, prob2, N, 1e-5);
+        snprintf(w, sizeof w, "%s decide held: prob_sg untouched", bc->name); cmp_f32(G, w, psg2, N, 0);
+        pfree(prob2); pfree(psg2);
+        free(f1); free(f2); free(e2); free(c2);
+    }
+    s.entry_ends = hends;
+    s.entry_count = hcount;
+    Pair entry = pa(hz, ne), alpha = pf(hz, nt * c), payload = pa(hz, ne), pnr = pf(hz, nt);
+    Pair da = pa(hda, na), dgw = gated ? pf(hdgw, ngw) : pnull(), dgb = gated && bc->bias ? pf(hdgb, ngb) : pnull(),
+         dpw = pf(hdpw, npw), dpost = bc->post ? pf(hdpost, s.d) : pnull(), de = pa(hde, ne);
+    /* sg(p) held at other values: c_j = 1 + p - sg(p) != 1 */
+    float *hsg = malloc(N * sizeof(float));
+    for (size_t n = 0; n < N; n++) hsg[n] = hprob[n] + hnoise[n];
+    Pair psg_h = pf(hsg, N);
+    CPU->chunk_compressor_fwd(CPU->ctx, &s, entry.c, alpha.c, payload.c, pnr.c, a.c, gw.c, gb.c, pw.c, post.c);
+    GPU->chunk_compressor_fwd(GPU->ctx, &s, entry.g, alpha.g, payload.g, pnr.g, a.g, gw.g, gb.g, pw.g, post.g);
+    /* the backward from the CPU's forward state on both sides */
+    float *halpha = get_f32(CPU, alpha.c, nt * c), *hpay = get_act(CPU, payload.c, ne), *hpnr = get_f32(CPU, pnr.c, nt),
+          *hent = get_act(CPU, entry.c, ne);
+    for (size_t i = 0; i < ne; i++) { hpay[i] = bfr(hpay[i]); hent[i] = bfr(hent[i]); }
+    Pair alpha2 = pf(halpha, nt * c), pay2 = pa(hpay, ne), pnr2 = pf(hpnr, nt), x = pa(hent, ne), dx = pa(hdx, ne);
+    Pair dprob = pf(hdp, N), dwbd = pf(hdw, D), dcbd = pf(hdc, 1), da2 = pa(hda, na);
+    if (pc->mode == BD_PARITY) {
+        snprintf(w, sizeof w, "%s chunk fwd entry", bc->name); cmp_act(G, w, entry, ne, t->out);
+        snprintf(w, sizeof w, "%s chunk fwd alpha", bc->name); cmp_f32(G, w, alpha, nt * c, t->aux);
+        snprintf(w, sizeof w, "%s chunk fwd payload", bc->name); cmp_act(G, w, payload, ne, t->aux);
+        if (bc->post) { snprintf(w, sizeof w, "%s chunk fwd pn_rstd", bc->name); cmp_f32(G, w, pnr, nt, t->aux); }
+        CPU->chunk_compressor_bwd(CPU->ctx, &s, da.c, dgw.c, dgb.c, dpw.c, dpost.c, de.c, alpha2.c, pay2.c, pnr2.c, a.c, gw.c, pw.c, post.c);
+        GPU->chunk_compressor_bwd(GPU->ctx, &s, da.g, dgw.g, dgb.g, dpw.g, dpost.g, de.g, alpha2.g, pay2.g, pnr2.g, a.g, gw.g, pw.g, post.g);
+        snprintf(w, sizeof w, "%s chunk bwd da (+=)", bc->name); cmp_act(G, w, da, na, t->grad);
+        snprintf(w, sizeof w, "%s chunk bwd dpayload_w (+=)", bc->name); cmp_f32(G, w, dpw, npw, t->wgrad);
+        if (gated) { snprintf(w, sizeof w, "%s chunk bwd dgate_w (+=)", bc->name); cmp_f32(G, w, dgw, ngw, t->wgrad); }
+        if (gated && bc->bias) { snprintf(w, sizeof w, "%s chunk bwd dgate_b (+=)", bc->name); cmp_f32(G, w, dgb, ngb, t->wgrad); }
+        if (bc->post) { snprintf(w, sizeof w, "%s chunk bwd dpost_w (+=)", bc->name); cmp_f32(G, w, dpost, s.d, t->wgrad); }
+        /* the straight-through factor on the CPU's entries */
+        CPU->boundary_scale(CPU->ctx, &s, x.c, prob.c, psg_h.c);
+        GPU->boundary_scale(GPU->ctx, &s, x.g, prob.g, psg_h.g);
+        snprintf(w, sizeof w, "%s scale x", bc->name); cmp_act(G, w, x, ne, t->grad);
+        float *hx = get_act(CPU, x.c, ne);
+        for (size_t i = 0; i < ne; i++) hx[i] = bfr(hx[i]);
+        Pair x2 = pa(hx, ne);
+        CPU->boundary_scale_bwd(CPU->ctx, &s, dprob.c, dx.c, x2.c, prob.c, psg_h.c);
+        GPU->boundary_scale_bwd(GPU->ctx, &s, dprob.g, dx.g, x2.g, prob.g, psg_h.g);
+        snprintf(w, sizeof w, "%s scale_bwd dprob (+=)", bc->name); cmp_f32(G, w, dprob, N, t->wgrad);
+        snprintf(w, sizeof w, "%s scale_bwd dx", bc->name); cmp_act(G, w, dx, ne, t->grad);
+        pfree(x2); free(hx);
+        /* the score's backward from the same dprob on both sides */
+        Pair dq = pf(hdp, N);
+        CPU->boundary_bwd(CPU->ctx, &s, da2.c, dwbd.c, dcbd.c, dq.c, prob.c, a.c, wbd.c, 0.37f);
+        GPU->boundary_bwd(GPU->ctx, &s, da2.g, dwbd.g, dcbd.g, dq.g, prob.g, a.g, wbd.g, 0.37f);
+        snprintf(w, sizeof w, "%s score bwd dq", bc->name); cmp_f32(G, w, dq, N, 1e-5);
+        snprintf(w, sizeof w, "%s score bwd dw_bd (+=)", bc->name); cmp_f32(G, w, dwbd, D, t->wgrad);
+        snprintf(w, sizeof w, "%s score bwd dc_bd (+=)", bc->name); cmp_f32(G, w, dcbd, 1, 1e-4);
+        snprintf(w, sizeof w, "%s score bwd da (+=)", bc->name); cmp_act(G, w, da2, na, t->grad);
+        pfree(dq);
+    } else {                /* every backward op twice on the GPU from identical state: identical bits */
+        size_t nb[6] = {na * GPU->act_bytes, npw * sizeof(float), ngw * sizeof(float), N * sizeof(float), ne * GPU->act_bytes,
+                        D * sizeof(float)};
+        unsigned char *r[2][6];
+        for (int rep = 0; rep < 2; rep++) {
+            Pair da_r = pa(hda, na), dpw_r = pf(hdpw, npw), dgw_r = gated ? pf(hdgw, ngw) : pf(hz, 1), dp_r = pf(hdp, N),
+                 dx_r = pa(hdx, ne), dw_r = pf(hdw, D), dc_r = pf(hdc, 1);
+            GPU->chunk_compressor_bwd(GPU->ctx, &s, da_r.g, gated ? dgw_r.g : NULL, NULL, dpw_r.g, NULL, de.g, alpha.g, payload.g,
+                                      pnr.g, a.g, gw.g, pw.g, post.g);
+            GPU->boundary_scale_bwd(GPU->ctx, &s, dp_r.g, dx_r.g, entry.g, prob.g, psg_h.g);
+            GPU->boundary_bwd(GPU->ctx, &s, da_r.g, dw_r.g, dc_r.g, dp_r.g, prob.g, a.g, wbd.g, 0.37f);
+            GPU->synchronize(GPU->ctx);
+            void *src[6] = {da_r.g, dpw_r.g, dgw_r.g, dp_r.g, dx_r.g, dw_r.g};
+            for (int k = 0; k < 6; k++) {
+                if (!gated && k == 2) nb[k] = 0;
+                r[rep][k] = malloc(nb[k] + 1);
+                if (nb[k]) GPU->download(GPU->ctx, r[rep][k], src[k], nb[k]);
+            }
+            pfree(da_r); pfree(dpw_r); pfree(dgw_r); pfree(dp_r); pfree(dx_r); pfree(dw_r); pfree(dc_r);
+        }
+        int same = 1;
+        for (int k = 0; k < 6; k++) { same &= !memcmp(r[0][k], r[1][k], nb[k]); free(r[0][k]); free(r[1][k]); }
+        snprintf(w, sizeof w, "cuda_parity_determinism: boundary backward ops twice give identical bits (%s)", bc->name);
+        check(same, w, "results differ");
+    }
+    pfree(a); pfree(wbd); pfree(cbd); pfree(prob); pfree(psg); pfree(flag); pfree(ends); pfree(count); pfree(gw); pfree(gb);
+    pfree(pw); pfree(post); pfree(entry); pfree(alpha); pfree(payload); pfree(pnr); pfree(da); pfree(dgw); pfree(dgb); pfree(dpw);
+    pfree(dpost); pfree(de); pfree(psg_h); pfree(alpha2); pfree(pay2); pfree(pnr2); pfree(x); pfree(dx); pfree(dprob); pfree(dwbd);
+    pfree(dcbd); pfree(da2);
+    free(ha); free(hw); free(hgw); free(hgb); free(hpw); free(hpost); free(hde); free(hda); free(hdgw); free(hdgb); free(hdpw);
+    free(hdpost); free(hdp); free(hdx); free(hdw); free(hdc); free(hnoise); free(hz); free(hprob); free(hends); free(hcount);
+    free(hsg); free(halpha); free(hpay); free(hpnr); free(hent);
+}
+
+static const BdCase BD_CASES[] = {
+    /* name                                  B  T   D   G  d   W  S  gate          bias post maps c_bd */
+    {"learned scalar+bias W8 S4",            2, 40, 48, 2, 16, 8, 4, GATE_SCALAR,  1,   0,   0,   -1.0f},
+    {"learned vector+bias post W6 S3",       2, 36, 32, 2, 16, 6, 3, GATE_VECTOR,  1,   1,   0,   -1.5f},
+    {"learned uniform post W8 S4 G1",        1, 50, 32, 1, 16, 8, 4, GATE_UNIFORM, 0,   1,   0,   -1.0f},
+    {"learned shared scalar no-bias W4 S2",  2, 30, 32, 2, 16, 4, 2, GATE_SCALAR,  0,   0,   2,   -1.0f},
+};
+static const BdCase DET_BD_CASE = {"learned vector+bias post W8 S4", 2, 64, 64, 2, 32, 8, 4, GATE_VECTOR, 1, 1, 0, -1.0f};
+
+/* ---------------------------------------------------------------- */
 /* THE TABLE. A full run executes the rows in this order (one random stream: see the header).
  * Tolerances per group (out, aux, grad, wgrad):
  *   elementwise  add swiglu_fwd | cast_params | swiglu_bwd dg du | -      (memory: copy zero copy_2d, exact)
@@ -1101,6 +1324,9 @@ static void run_indexer(const ParityCase *pc) {
  * rounding alone is 2^-9 of a value, 1e-2 of the largest leaves room for the sums' order */
 #define IDX_OPS "indexer_scores indexer_select indexer_kl indexer_scores_bwd"
 #define IDX(i) {"indexer", NULL, IDX_OPS, TOL(1e-5, 1e-5, 1e-2, 0), run_indexer, {0}, &IDX_CASES[i], 0}
+/* learned chunk boundaries (docs/spec.md §6.5): the compressor's tolerances (prob, dq: 1e-5; decisions exact) */
+#define BD_OPS "boundary_decide chunk_compressor_fwd chunk_compressor_bwd boundary_scale boundary_scale_bwd boundary_bwd"
+#define BD(i) {"boundaries", NULL, BD_OPS, T_COMP, run_boundaries, {0}, &BD_CASES[i], BD_PARITY}
 
 static const ParityCase CASES[] = {
     /* group        variant (NULL: the row's name)  ops                                  tolerances  run  shape  arg  mode */
@@ -1195,6 +1421,10 @@ static const ParityCase CASES[] = {
     {"determinism", NULL, "compressor_fwd compressor_bwd", T_EXACT, run_compressor, {0}, &DET_COMP_CASE_MR, COMP_DETERMINISM},
     DEC(7, "decode H8 G4 d32 multirate 8,6,8,6 tail sink"), DEC(8, "decode H4 G2 d64 multirate 4,1 window"),
     DEC(9, "decode H4 G2 d32 multirate 6,3 staggered tail sink"),
+    BD(0), BD(1), BD(2), BD(3),
+    ATT(23, ATT_PLAIN), ATT(24, ATT_PLAIN), ATT(25, ATT_PLAIN), ATT(26, ATT_SPLIT),
+    DEC(10, "decode learned H4 G2 d32 tail sink"), DEC(11, "decode learned H6 G3 d36 window"),
+    {"determinism", NULL, BD_OPS, T_EXACT, run_boundaries, {0}, &DET_BD_CASE, BD_DETERMINISM},
 };
 #define N_CASES ((int)(sizeof CASES / sizeof CASES[0]))
 
@@ -1211,9 +1441,9 @@ static const char *const EXEMPT[] = {
 /* the case's id "group/variant" (the variant defaults to the name of its AttCase / CompCase row) */
 static void case_id(const ParityCase *pc, char *buf, size_t len) {
     if (pc->variant) { snprintf(buf, len, "%s/%s", pc->group, pc->variant); return; }
-    const char *name = *(const char *const *)pc->arg;   /* AttCase and CompCase start with name */
+    const char *name = *(const char *const *)pc->arg;   /* AttCase, CompCase and BdCase start with name */
     snprintf(buf, len, "%s/%s%s%s", pc->group, pc->run == run_gate_coverage ? "gate_coverage " : "", name,
-             pc->run == run_attention ? ATT_SUFFIX[pc->mode] : pc->mode == COMP_DETERMINISM ? " bwd twice" : "");
+             pc->run == run_attention ? ATT_SUFFIX[pc->mode] : pc->mode == COMP_DETERMINISM ? " bwd twice" : "");   /* BD_DETERMINISM too */
 }
 
 /* The paper's shapes (T = 4096, d_model 1024, 151,936 logits a row: ids "GROUP/paper ..."): they run
@@ -1243,7 +1473,6 @@ static int case_matches(const ParityCase *pc, const char *pat) {
 static void check_coverage(void) {
     static const char *const OPS[] = {
 #define OP(ret, name, params, args) #name,
-#define OPX(ret, name, params, args)   /* CPU-only ops: the CUDA backend has none (Backend.boundaries = 0) */
 #include "kernels/ops.def"
     };
     const int n_ops = (int)(sizeof OPS / sizeof OPS[0]), n_ex = (int)(sizeof EXEMPT / sizeof EXEMPT[0]);
