@@ -175,8 +175,11 @@ CUEMU_RT := $(patsubst %.cpp,$(BUILD)/cuemu/%.o,$(filter-out %test_cuemu_checks.
 $(BUILD)/tests/cuemu/test_cuemu_checks: $(BUILD)/cuemu/tests/cuemu/test_cuemu_checks.o $(CUEMU_RT)
 	$(CXX) -o $@ $^ $(LDLIBS_HOST)
 
-# the emulated backend_cuda and cu_* come first, so the archive's real CUDA objects are never pulled
-$(BUILD)/tests/cuemu/%: $(BUILD)/tests/cuemu/%.o $(CUEMU_OBJ) $(BUILD)/libphaselab.a
+# the emulated backend_cuda and cu_* come first, so the archive's real CUDA objects are never pulled.
+# A static pattern rule: an implicit one lost to $(BUILD)/tests/% in an incremental build whenever a
+# new kernels/cuda/*.cu had no emulator object yet (make prefers a rule whose prerequisites exist),
+# and the test then linked against the real CUDA objects.
+$(filter-out %/test_cuemu_checks,$(CUEMU_TEST)): $(BUILD)/tests/cuemu/%: $(BUILD)/tests/cuemu/%.o $(CUEMU_OBJ) $(BUILD)/libphaselab.a
 	$(CXX) -o $@ $^ $(LDLIBS_HOST)
 
 # make test and make run install what their scripts need (Python modules; Slurm and munge for
