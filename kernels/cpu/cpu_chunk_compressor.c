@@ -23,11 +23,32 @@
  * Khat_j = c_j K'_j, Vhat_j = c_j V'_j, so dp_e += K'_j . dKhat_j (+ V'_j . dVhat_j untied) and
  * dK'_j = c_j dKhat_j. Score backward: dq_t = dp_t p_t (1 - p_t), dw_bd += sum dq_t a_t, dc_bd += sum dq_t,
  * da_t += dq_t w_bd.
- * Simple loops, parallel over independent outputs in a fixed order (the same bits on every run and
- * thread count): the forward over entries (b, j); the backward's per-token gradients over entries,
- * the weight gradients over (head g, map m) pairs (each owns dC_{g,m}, dZ_{g,m} and the bias slots of
- * map m, summed over tokens in (b, t) order), da over tokens, dw_pn and dw_bd over channels. FLOPs:
- * every token once per head, T (d + c) D multiply-adds per head and branch. */
+ * The projections as GEMMs: every token t in an entry has one slot i, hence one map m(i) (paper:
+ * M = W maps, m = i; shared: M = 1), so the tokens are grouped by map (map_order: order [n_in] lists
+ * the tokens n = b T + t in an entry, by map and then by n; map m's run is moff[m] .. moff[m+1]) and
+ * each map's rows meet the stacked weights of all heads, wall_m [G (d + c), D] = for each head g,
+ * C_{g,m} (d rows) then Z_{g,m} (c rows; none for uniform gates) (pack_weights, as
+ * cpu_compressor.c's pack_group_weights):
+ *   forward   x [n_in, D] the rows a_t gathered in map order; out [n_in, G (d+c)] = x wall_m^T per run
+ *             of map m's rows, scattered to payload [B,T,G,d] and the gate logits (alpha [B,T,G,c]);
+ *             then per entry (b, j) the bias b_{g,i}, pn_rstd, the softmax over the entry's tokens and
+ *             the pooling as above;
+ *   backward  dp, dz per token as above (per entry), gathered in map order to dg [n_in, G (d+c)]
+ *             (head g's dp then dz) beside x [n_in, D] (the rows a_t); dC_{g,m} += dg_{m,g,dp}^T x_m and
+ *             dZ_{g,m} += dg_{m,g,dz}^T x_m (sgemms over map m's rows, K = n_m); da rows = dg_m wall_m,
+ *             one sgemm per row run, added to da_t (each token in one map: no two runs share a row);
+ *             db_{g,i} += dz and dw_pn serially in (b, t) order.
+ * Threads: one single-threaded sgemm per task in an OpenMP loop (the OpenMP build of OpenBLAS, which
+ * tools/configure prefers, and MKL run single-threaded inside an OpenMP region; in the serial small case
+ * the region is off and sgemm threads itself on ctx's count, cpu_blas_threads first), a fixed
+ * decomposition independent of the thread count, each task owning its outputs (the same bits on
+ * every run and thread count):
+ *   forward projections and da   one task per run of at most CHUNK_ROWS = 256 gathered rows of one map
+ *                                (row_tasks; a row's products do not depend on its neighbours);
+ *   dC, dZ                       one task per (map m, head g): one sgemm over all of map m's rows;
+ *   softmax, pooling, dp / dz    one task per entry (b, j).
+ * FLOPs: every token once per head, T (d + c) D multiply-adds per head and branch, as GEMMs. */
+#include <cblas.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -65,37 +86,129 @@ void cpu_boundary_decide(BackendCtx *ctx, const CompShape *s, float *prob, float
     }
 }
 
+/* The tokens of the entries, grouped by map: order[k], k < n_in, lists the tokens n = b T + t that are in an
+ * entry, sorted by the map m(i) of their slot and within a map by n; map m's tokens are k = moff[m] ..
+ * moff[m+1] - 1. slot[n]: the token's slot i (-1: in no entry). Returns n_in. */
+static size_t map_order(const CompShape *s, int *slot, size_t *order, size_t *moff) {
+    const int B = s->B, T = s->T, W = s->window, M = s->n_maps;
+    for (int b = 0; b < B; b++) {
+        for (int t = 0; t < T; t++) slot[(size_t)b * T + t] = -1;
+        for (int j = 0; j < s->entry_count[b]; j++)
+            for (int e = seq_ends(s, b)[j], t = entry_start(s, b, j); t <= e; t++) slot[(size_t)b * T + t] = W - 1 - (e - t);
+    }
+    for (int m = 0; m <= M; m++) moff[m] = 0;
+    for (size_t n = 0; n < (size_t)B * T; n++)
+        if (slot[n] >= 0) moff[comp_map_index(s, slot[n]) + 1]++;
+    for (int m = 0; m < M; m++) moff[m + 1] += moff[m];
+    size_t *fill = cpu_scratch(sizeof(size_t) * (M > 0 ? M : 1), "chunk compressor map fill");
+    memcpy(fill, moff, sizeof(size_t) * M);
+    for (size_t n = 0; n < (size_t)B * T; n++)
+        if (slot[n] >= 0) order[fill[comp_map_index(s, slot[n])]++] = n;
+    free(fill);
+    return moff[M];
+}
+
+/* The row tasks of the per-map sgemms: blocks of at most CHUNK_ROWS gathered rows, none across a map's
+ * end, in (m, k) order; a fixed decomposition (not the thread count's). task has room for
+ * n_in / CHUNK_ROWS + M entries; returns their count. */
+#define CHUNK_ROWS 256
+typedef struct { int m; size_t k0, rows; } RowTask;
+static int row_tasks(const CompShape *s, const size_t *moff, RowTask *task) {
+    int n = 0;
+    for (int m = 0; m < s->n_maps; m++)
+        for (size_t k = moff[m]; k < moff[m + 1]; k += CHUNK_ROWS) {
+            task[n].m = m;
+            task[n].k0 = k;
+            task[n].rows = moff[m + 1] - k < CHUNK_ROWS ? moff[m + 1] - k : CHUNK_ROWS;
+            n++;
+        }
+    return n;
+}
+
+/* Columns one head contributes to the stacked projections: its d payload channels, then its c gate
+ * channels (none for uniform gates). */
+static int head_cols(const CompShape *s) { return s->d + (s->gate != GATE_UNIFORM ? s->channels : 0); }
+
+/* wall [M, G*(d+c), D]: for each map m and head g, C_{g,m} (d rows) then Z_{g,m} (c rows) */
+static float *pack_weights(const CompShape *s, const float *payload_w, const float *gate_w) {
+    const int d = s->d, c = s->channels, D = s->D, M = s->n_maps, G = s->G, hc = head_cols(s);
+    float *wall = cpu_scratch(sizeof(float) * (size_t)M * G * hc * D, "chunk compressor stacked weights");
+    for (int m = 0; m < M; m++)
+        for (int g = 0; g < G; g++) {
+            float *dst = wall + ((size_t)m * G + g) * hc * D;
+            memcpy(dst, payload_w + ((size_t)g * M + m) * d * D, sizeof(float) * d * D);
+            if (hc > d) memcpy(dst + (size_t)d * D, gate_w + ((size_t)g * M + m) * c * D, sizeof(float) * c * D);
+        }
+    return wall;
+}
+
 void cpu_chunk_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_, float *alpha, act_t *payload_, float *pn_rstd,
                               const act_t *a_, const act_t *gate_w_, const act_t *gate_b_, const act_t *payload_w_,
                               const act_t *post_w_) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, c = s->channels, M = s->n_maps;
-    const int rows = s->n_windows;
+    const int rows = s->n_windows, hc = head_cols(s), GH = G * hc;
     float *entry = F(entry_), *payload = F(payload_);
     const float *a = CF(a_), *gate_w = CF(gate_w_), *gate_b = CF(gate_b_), *payload_w = CF(payload_w_), *post_w = CF(post_w_);
     const int gated = s->gate != GATE_UNIFORM;
+    const size_t N = (size_t)B * T;
     memset(entry, 0, sizeof(float) * (size_t)B * rows * G * d);
-    memset(alpha, 0, sizeof(float) * (size_t)B * T * G * c);
-    memset(payload, 0, sizeof(float) * (size_t)B * T * G * d);
-    if (pn_rstd) memset(pn_rstd, 0, sizeof(float) * (size_t)B * T * G);
-    #pragma omp parallel for collapse(2) schedule(dynamic, 4) num_threads(ctx->threads)
+    memset(alpha, 0, sizeof(float) * N * G * c);
+    memset(payload, 0, sizeof(float) * N * G * d);
+    if (pn_rstd) memset(pn_rstd, 0, sizeof(float) * N * G);
+    int *slot = cpu_scratch(sizeof(int) * (N > 0 ? N : 1), "chunk compressor slots");
+    size_t *order = cpu_scratch(sizeof(size_t) * (N > 0 ? N : 1), "chunk compressor token order");
+    size_t *moff = cpu_scratch(sizeof(size_t) * (M + 1), "chunk compressor map offsets");
+    const size_t n_in = map_order(s, slot, order, moff);
+    if (n_in > 0) {
+        cpu_blas_threads(ctx);     /* for the serial (small) case: sgemm threads itself on ctx's count */
+        float *wall = pack_weights(s, payload_w, gate_w);
+        RowTask *task = cpu_scratch(sizeof(RowTask) * (n_in / CHUNK_ROWS + M), "chunk compressor tasks");
+        const int n_tasks = row_tasks(s, moff, task);
+        const int par = n_in * (size_t)GH * D > CPU_SERIAL_WORK;
+        /* projections: the rows a_t gathered in map order, x [n_in, D]; per task out [rows, G*(d+c)] =
+         * x wall_m^T (in one shared buffer [n_in, G*(d+c)]), scattered to the payload and the gate logits */
+        float *x = cpu_scratch(sizeof(float) * n_in * D, "chunk compressor gathered rows");
+        float *out = cpu_scratch(sizeof(float) * n_in * GH, "chunk compressor projections");
+        #pragma omp parallel for schedule(static) if (par) num_threads(ctx->threads)
+        for (size_t k = 0; k < n_in; k++) memcpy(x + k * D, a + order[k] * D, sizeof(float) * D);
+        #pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(ctx->threads)
+        for (int q = 0; q < n_tasks; q++) {
+            const RowTask *tk = &task[q];
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)tk->rows, GH, D, 1.0f, x + tk->k0 * D, D,
+                        wall + (size_t)tk->m * GH * D, D, 0.0f, out + tk->k0 * GH, GH);
+        }
+        #pragma omp parallel for schedule(static) if (par) num_threads(ctx->threads)
+        for (size_t k = 0; k < n_in; k++) {
+            const size_t n = order[k];
+            for (int g = 0; g < G; g++) {
+                const float *src = out + k * GH + (size_t)g * hc;
+                memcpy(payload + (n * G + g) * d, src, sizeof(float) * d);
+                if (gated) memcpy(alpha + (n * G + g) * c, src + d, sizeof(float) * c);
+            }
+        }
+        free(x);
+        free(out);
+        free(task);
+        free(wall);
+    }
+    free(order);
+    free(moff);
+    /* bias, post-norm scale, softmax and pooling: independent per entry (b, j) */
+    #pragma omp parallel for collapse(2) schedule(dynamic, 4) if (N * G * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < rows; j++) {
             if (j >= s->entry_count[b]) continue;
             const int e = seq_ends(s, b)[j], s0 = entry_start(s, b, j), L = e - s0 + 1;
             for (int g = 0; g < G; g++) {
                 for (int t = s0; t <= e; t++) {
-                    const int i = W - 1 - (e - t), m = comp_map_index(s, i);
+                    const int i = W - 1 - (e - t);
                     const size_t tg = ((size_t)b * T + t) * G + g;
-                    const float *x = a + ((size_t)b * T + t) * D;
-                    float *p = payload + tg * d;
-                    for (int r = 0; r < d; r++) p[r] = dotf(payload_w + (((size_t)g * M + m) * d + r) * D, x, D);
+                    const float *p = payload + tg * d;
                     if (post_w) pn_rstd[tg] = 1.0f / sqrtf(dotf(p, p, d) / d + s->eps);
                     float *al = alpha + tg * c;
-                    if (gated)
-                        for (int ch = 0; ch < c; ch++)
-                            al[ch] = dotf(gate_w + (((size_t)g * M + m) * c + ch) * D, x, D) +
-                                     (gate_b ? gate_b[((size_t)g * W + i) * c + ch] : 0.0f);
-                    else al[0] = 1.0f / L;
+                    if (!gated) al[0] = 1.0f / L;
+                    else if (gate_b)
+                        for (int ch = 0; ch < c; ch++) al[ch] += gate_b[((size_t)g * W + i) * c + ch];
                 }
                 if (gated)       /* softmax over the entry's tokens, per channel */
                     for (int ch = 0; ch < c; ch++) {
@@ -116,6 +229,7 @@ void cpu_chunk_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry_
                 }
             }
         }
+    free(slot);
 }
 
 void cpu_chunk_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *dgate_w, float *dgate_b,
@@ -123,23 +237,21 @@ void cpu_chunk_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, f
                               const float *pn_rstd, const act_t *a_, const act_t *gate_w_, const act_t *payload_w_,
                               const act_t *post_w_) {
     const int B = s->B, T = s->T, D = s->D, G = s->G, d = s->d, W = s->window, c = s->channels, M = s->n_maps;
-    const int rows = s->n_windows, gated = s->gate != GATE_UNIFORM;
+    const int rows = s->n_windows, gated = s->gate != GATE_UNIFORM, hc = head_cols(s), GH = G * hc;
     float *da = F(da_);
     const float *dentry = CF(dentry_), *payload = CF(payload_), *a = CF(a_), *gate_w = CF(gate_w_), *payload_w = CF(payload_w_),
                 *post_w = CF(post_w_);
-    const size_t NG = (size_t)B * T * G;
+    const size_t N = (size_t)B * T, NG = N * G;
     /* per token and head: dp [d] (after the post-norm backward), dpp [d] (dp', for dw_pn), dz [c]; the slot i of
-     * each token (-1: in no entry) */
-    float *dp = cpu_scratch_zeroed(sizeof(float) * NG * d, "chunk compressor payload gradients");
+     * each token (-1: in no entry) and the tokens grouped by map */
+    float *dp = cpu_scratch_zeroed(sizeof(float) * (NG > 0 ? NG : 1) * d, "chunk compressor payload gradients");
     float *dpp = post_w ? cpu_scratch_zeroed(sizeof(float) * NG * d, "chunk compressor post-norm gradients") : NULL;
     float *dz = gated ? cpu_scratch_zeroed(sizeof(float) * NG * c, "chunk compressor gate gradients") : NULL;
-    int *slot = cpu_scratch(sizeof(int) * (size_t)B * T, "chunk compressor slots");
-    for (int b = 0; b < B; b++) {
-        for (int t = 0; t < T; t++) slot[(size_t)b * T + t] = -1;
-        for (int j = 0; j < s->entry_count[b]; j++)
-            for (int e = seq_ends(s, b)[j], t = entry_start(s, b, j); t <= e; t++) slot[(size_t)b * T + t] = W - 1 - (e - t);
-    }
-    #pragma omp parallel for collapse(2) schedule(dynamic, 4) num_threads(ctx->threads)
+    int *slot = cpu_scratch(sizeof(int) * (N > 0 ? N : 1), "chunk compressor slots");
+    size_t *order = cpu_scratch(sizeof(size_t) * (N > 0 ? N : 1), "chunk compressor token order");
+    size_t *moff = cpu_scratch(sizeof(size_t) * (M + 1), "chunk compressor map offsets");
+    const size_t n_in = map_order(s, slot, order, moff);
+    #pragma omp parallel for collapse(2) schedule(dynamic, 4) if (NG * d > CPU_SERIAL_WORK) num_threads(ctx->threads)
     for (int b = 0; b < B; b++)
         for (int j = 0; j < rows; j++) {
             if (j >= s->entry_count[b]) continue;
@@ -176,47 +288,61 @@ void cpu_chunk_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, f
                     }
             }
         }
-    /* weight gradients: one task per (g, m), tokens in (b, t) order */
-    #pragma omp parallel for collapse(2) schedule(dynamic, 1) num_threads(ctx->threads)
-    for (int g = 0; g < G; g++)
-        for (int m = 0; m < M; m++)
-            for (size_t n = 0; n < (size_t)B * T; n++) {
-                const int i = slot[n];
-                if (i < 0 || comp_map_index(s, i) != m) continue;
-                const float *x = a + n * D;
-                const size_t tg = n * G + g;
-                for (int r = 0; r < d; r++) {
-                    float *dw = dpayload_w + (((size_t)g * M + m) * d + r) * D;
-                    const float v = dp[tg * d + r];
-                    if (v != 0.0f) for (int k = 0; k < D; k++) dw[k] += v * x[k];
-                }
-                if (gated)
-                    for (int ch = 0; ch < c; ch++) {
-                        const float v = dz[tg * c + ch];
-                        float *dw = dgate_w + (((size_t)g * M + m) * c + ch) * D;
-                        for (int k = 0; k < D; k++) dw[k] += v * x[k];
-                        if (dgate_b) dgate_b[((size_t)g * W + i) * c + ch] += v;
-                    }
-            }
-    /* da_t += C^T dp + Z^T dz, per token */
-    #pragma omp parallel for schedule(static) num_threads(ctx->threads)
-    for (size_t n = 0; n < (size_t)B * T; n++) {
-        const int i = slot[n];
-        if (i < 0) continue;
-        const int m = comp_map_index(s, i);
-        float *dx = da + n * D;
-        for (int g = 0; g < G; g++) {
-            const size_t tg = n * G + g;
-            for (int r = 0; r < d; r++) {
-                const float v = dp[tg * d + r], *w = payload_w + (((size_t)g * M + m) * d + r) * D;
-                for (int k = 0; k < D; k++) dx[k] += v * w[k];
-            }
-            if (gated)
-                for (int ch = 0; ch < c; ch++) {
-                    const float v = dz[tg * c + ch], *w = gate_w + (((size_t)g * M + m) * c + ch) * D;
-                    for (int k = 0; k < D; k++) dx[k] += v * w[k];
-                }
+    if (gated && dgate_b)           /* db_{g,i} += dz over the tokens of slot i, in (b, t) order */
+        for (size_t n = 0; n < N; n++) {
+            const int i = slot[n];
+            if (i < 0) continue;
+            for (int g = 0; g < G; g++)
+                for (int ch = 0; ch < c; ch++) dgate_b[((size_t)g * W + i) * c + ch] += dz[(n * G + g) * c + ch];
         }
+    if (n_in > 0) {
+        cpu_blas_threads(ctx);
+        const int par = n_in * (size_t)GH * D > CPU_SERIAL_WORK;
+        /* gathered in map order: x [n_in, D] the rows a_t, dg [n_in, G*(d+c)] the (dp, dz) of each head */
+        float *x = cpu_scratch(sizeof(float) * n_in * D, "chunk compressor gathered rows");
+        float *dg = cpu_scratch(sizeof(float) * n_in * GH, "chunk compressor gathered gradients");
+        #pragma omp parallel for schedule(static) if (par) num_threads(ctx->threads)
+        for (size_t k = 0; k < n_in; k++) {
+            const size_t n = order[k];
+            memcpy(x + k * D, a + n * D, sizeof(float) * D);
+            for (int g = 0; g < G; g++) {
+                memcpy(dg + k * GH + (size_t)g * hc, dp + (n * G + g) * d, sizeof(float) * d);
+                if (gated) memcpy(dg + k * GH + (size_t)g * hc + d, dz + (n * G + g) * c, sizeof(float) * c);
+            }
+        }
+        /* weight gradients dC_{g,m} += dp^T x, dZ_{g,m} += dz^T x over map m's rows: one task per (m, g),
+         * each owning its outputs */
+        #pragma omp parallel for collapse(2) schedule(dynamic, 1) if (par) num_threads(ctx->threads)
+        for (int m = 0; m < M; m++)
+            for (int g = 0; g < G; g++) {
+                const size_t k0 = moff[m], nm = moff[m + 1] - k0;
+                if (nm == 0) continue;
+                cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, d, D, (int)nm, 1.0f, dg + k0 * GH + (size_t)g * hc, GH,
+                            x + k0 * D, D, 1.0f, dpayload_w + ((size_t)g * M + m) * d * D, D);
+                if (gated)
+                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, D, (int)nm, 1.0f, dg + k0 * GH + (size_t)g * hc + d, GH,
+                                x + k0 * D, D, 1.0f, dgate_w + ((size_t)g * M + m) * c * D, D);
+            }
+        /* input gradient: per row task, x <- dg [C; Z]_m (x is free now), then added to da_t (every token
+         * in one map: the tasks write disjoint rows) */
+        float *wall = pack_weights(s, payload_w, gate_w);
+        RowTask *task = cpu_scratch(sizeof(RowTask) * (n_in / CHUNK_ROWS + M), "chunk compressor tasks");
+        const int n_tasks = row_tasks(s, moff, task);
+        #pragma omp parallel for schedule(dynamic, 1) if (par) num_threads(ctx->threads)
+        for (int q = 0; q < n_tasks; q++) {
+            const RowTask *tk = &task[q];
+            float *dx = x + tk->k0 * D;
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)tk->rows, D, GH, 1.0f, dg + tk->k0 * GH, GH,
+                        wall + (size_t)tk->m * GH * D, D, 0.0f, dx, D);
+            for (size_t r = 0; r < tk->rows; r++) {
+                float *dst = da + order[tk->k0 + r] * D;
+                for (int k = 0; k < D; k++) dst[k] += dx[r * D + k];
+            }
+        }
+        free(task);
+        free(wall);
+        free(x);
+        free(dg);
     }
     if (post_w && dpost_w)          /* dw_pn += dp' p rs, per channel over tokens and heads in order */
         for (size_t tg = 0; tg < NG; tg++) {
@@ -228,6 +354,8 @@ void cpu_chunk_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, f
     free(dpp);
     free(dz);
     free(slot);
+    free(order);
+    free(moff);
 }
 
 /* c_j of entry j of sequence b */
