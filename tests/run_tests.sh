@@ -67,6 +67,19 @@ if [ ${#progs[@]} -eq 0 ]; then
   echo "0 passed, 0 failed, 0 skipped"
   exit 1
 fi
+# every pattern must name something: a test asked for but not built (make builds every test with
+# make test) must not vanish from a run that then reports only the others as passed
+unmatched=()
+for pat in "${patterns[@]}"; do
+  found=0
+  for p in "${progs[@]}"; do [[ "$p" == *${pat}* ]] && { found=1; break; }; done
+  [ "$found" -eq 1 ] || unmatched+=("$pat")
+done
+if [ ${#unmatched[@]} -gt 0 ]; then
+  echo "run_tests.sh: no test program matches ${unmatched[*]} (not built? make -f Makefile $B/tests/NAME, or make test; tests/run_tests.sh --list shows them)"
+  echo "0 passed, 0 failed, 0 skipped"
+  exit 1
+fi
 
 # runs one program under the time limit (timeout kills its whole process group); stdin is
 # /dev/null (a program in timeout's background process group must not read the terminal)

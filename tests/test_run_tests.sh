@@ -61,6 +61,11 @@ out=$(run no_such_test 2>&1); rc=$?
 [ "$rc" -eq 1 ] && grep -q "no test program matches no_such_test" <<<"$out" && echo "ok - $T: a pattern matching nothing fails" \
   || echo "not ok - $T: no_such_test: rc $rc: $out"
 
+out=$(run test_pass no_such_test 2>&1); rc=$?
+[ "$rc" -eq 1 ] && grep -q "no test program matches no_such_test" <<<"$out" && ! grep -q "^ok - " <<<"$out" \
+  && echo "ok - $T: a pattern matching nothing fails even beside one that matches (nothing is run)" \
+  || echo "not ok - $T: test_pass no_such_test: rc $rc: $out"
+
 out=$(run --list 2>&1); rc=$?
 want=$(printf '%s\n' "$FB/test_fail" "$FB/test_hang" "$FB/test_pass" "$FB/test_skip" "$S/src/test_shell.sh")
 [ "$rc" -eq 0 ] && [ "$out" = "$want" ] && echo "ok - $T: --list prints every program and runs none" \
