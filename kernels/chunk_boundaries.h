@@ -21,6 +21,20 @@
 /* bd_t for score p (= sigmoid(q_t)) when the open chunk, token t included, has open_len tokens. */
 CB_FN int chunk_boundary(float p, int open_len, int W) { return p >= 0.5f || open_len >= W; }
 
+/* The scan of one sequence: prob [T] -> flag [T] (bd_t), ends [rows] (the t of each boundary, then T
+ * past the last) and the entry count. Sequential by definition; the CPU op and the CUDA kernel (one
+ * thread per sequence) both run this. */
+CB_FN int chunk_scan_row(const float *prob, int T, int W, int rows, unsigned char *flag, int *ends) {
+    int open = 0, n = 0;               /* the first token of the open chunk: t + 1 after a boundary at t */
+    for (int t = 0; t < T; t++) {
+        const int bd = chunk_boundary(prob[t], t - open + 1, W);
+        flag[t] = (unsigned char)bd;
+        if (bd) { ends[n++] = t; open = t + 1; }
+    }
+    for (int j = n; j < rows; j++) ends[j] = T;
+    return n;
+}
+
 /* R of a layer from its boundary rate F and mean score G, target mean chunk length N >= 2. */
 static inline double chunk_ratio_loss(double F, double G, int N) {
     return (double)N / (N - 1.0) * ((N - 1.0) * F * G + (1.0 - F) * (1.0 - G));

@@ -74,16 +74,8 @@ void cpu_boundary_decide(BackendCtx *ctx, const CompShape *s, float *prob, float
     for (long n = 0; n < N; n++) prob[n] = 1.0f / (1.0f + expf(-(dotf(w, a + n * D, D) + c0)));
     if (hold) return;                      /* model_hold_boundaries: decisions and sg(p) of the held forward */
     memcpy(prob_sg, prob, sizeof(float) * (size_t)N);
-    for (int b = 0; b < B; b++) {
-        int open = 0, n = 0;               /* the scan: s = t + 1 after a boundary at t */
-        for (int t = 0; t < T; t++) {
-            const int bd = chunk_boundary(prob[(size_t)b * T + t], t - open + 1, W);
-            flag[(size_t)b * T + t] = (uint8_t)bd;
-            if (bd) { ends[(size_t)b * rows + n++] = t; open = t + 1; }
-        }
-        for (int j = n; j < rows; j++) ends[(size_t)b * rows + j] = T;
-        count[b] = n;
-    }
+    for (int b = 0; b < B; b++)
+        count[b] = chunk_scan_row(prob + (size_t)b * T, T, W, rows, flag + (size_t)b * T, ends + (size_t)b * rows);
 }
 
 /* The tokens of the entries, grouped by map: order[k], k < n_in, lists the tokens n = b T + t that are in an

@@ -67,14 +67,7 @@ __global__ void bd_prob_kernel(float *prob, float *prob_sg, const bf16 *a, const
 __global__ void bd_scan_kernel(uint8_t *flag, int32_t *ends, int32_t *count, const float *prob, int B, int T, int W, int rows) {
     const int b = blockIdx.x * blockDim.x + threadIdx.x;
     if (b >= B) return;
-    int open = 0, n = 0;
-    for (int t = 0; t < T; t++) {
-        const int bd = chunk_boundary(prob[(size_t)b * T + t], t - open + 1, W);
-        flag[(size_t)b * T + t] = (uint8_t)bd;
-        if (bd) { ends[(size_t)b * rows + n++] = t; open = t + 1; }
-    }
-    for (int j = n; j < rows; j++) ends[(size_t)b * rows + j] = T;
-    count[b] = n;
+    count[b] = chunk_scan_row(prob + (size_t)b * T, T, W, rows, flag + (size_t)b * T, ends + (size_t)b * rows);
 }
 
 void cu_boundary_decide(BackendCtx *ctx, const CompShape *s, float *prob, float *prob_sg, uint8_t *flag, int32_t *ends,
