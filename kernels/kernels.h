@@ -44,7 +44,7 @@ typedef struct {
     int n_local;
     int grid;                        /* GRID_*: head g's entries are those of its own grid */
     int grid_base;                   /* o_base, the static grid offset (S - W on csa layers, else 0; docs/spec.md §6.1) */
-    const int32_t *grid_shift;       /* [B] per-sequence shift u_b in [0, S) (phase jitter), or NULL:
+    const int32_t *grid_shift;       /* [B] per-sequence shift u_b in [0, P) (phase jitter; head g moves by u_b mod S_g), or NULL:
                                         all 0. Host memory, like the shape itself (a backend that
                                         needs it on its device copies it there) */
     const uint8_t *entry_select;     /* [B, T, n_windows] or NULL: entry j is seen by query t only where
@@ -75,7 +75,7 @@ typedef struct {
                          of the buffers are zero: entry, payload, alpha) */
     int grid_base;    /* o_base (docs/spec.md §6.1), > -W: a negative one gives partial first windows,
                          whose slots before the sequence are masked (alpha 0, payload 0, no gradient) */
-    const int32_t *grid_shift;   /* [B] u_b in [0, S), or NULL (all 0); host memory, as in AttnShape */
+    const int32_t *grid_shift;   /* [B] u_b in [0, P), or NULL (all 0); host memory, as in AttnShape */
     const int *head_stride;      /* [G] S_g (docs/spec.md §6.4), or NULL: every head stride; host memory */
     const int32_t *entry_ends;   /* [B, n_windows] learned chunk boundaries (docs/spec.md §6.5), as in AttnShape;
                                     only the chunk ops (chunk_compressor_*, boundary_*) read them */

@@ -17,8 +17,10 @@
  *           slots i >= -o (vis_window_first_slot); e.g. DeepSeek-V4's CSA geometry (W = 2S, entry
  *           j pools 4j-4..4j+3, visible iff j < (t+1) div 4) is o_base = S - W = -S
  *   o_g     the KV head's stagger: 0 (grid = aligned) or floor(g S / G) (grid = staggered)
- *   u_b     a per-sequence shift in [0, S) (phase jitter, docs/spec.md §6.2; 0 at evaluation and
- *           whenever no shift array is given)
+ *   u_b     a per-sequence shift (phase jitter, docs/spec.md §6.2; 0 at evaluation and whenever no
+ *           shift array is given), taken mod the head's stride: u_b is drawn in [0, P) with P = S,
+ *           or with multi-rate strides P = lcm of the S_g, and KV head g moves by u_b mod S_g
+ *           (a single stride: u_b < S, so u_b itself)
  * With o_base = u_b = 0 every formula is the one of §2 / §2b.2 bit for bit (integer arithmetic
  * only, o >= 0). All functions below are valid for any o > -W (so e_0 >= 0).
  *
@@ -58,9 +60,11 @@ VIS_FN int vis_grid_offset(int grid, int g, int S, int G) {
     return grid == GRID_STAGGERED ? (int)(((long long)g * S) / G) : 0;
 }
 
-/* The offset o = o_base + o_g + u_b of KV head g's grid in a sequence with shift u_b (0: none). */
+/* The offset o = o_base + o_g + (u_b mod S) of KV head g's grid (stride S = S_g) in a sequence with
+ * shift u_b >= 0 (0: none; docs/spec.md §6.2: the shift is reduced mod the head's own stride, the
+ * stagger plus shift is not). */
 VIS_FN int vis_entry_offset(int grid, int g, int S, int G, int base, int shift) {
-    return base + vis_grid_offset(grid, g, S, G) + shift;
+    return base + vis_grid_offset(grid, g, S, G) + (S > 0 ? shift % S : shift);
 }
 
 /* e_j: the last token of entry j on a grid with offset o (visible to t iff e_j <= t). */

@@ -30,6 +30,7 @@
 #ifndef PHASELAB_DIMS_H
 #define PHASELAB_DIMS_H
 #include "model/model_config.h"
+#include "model/layer_kinds.h"   /* stride_lcm */
 #include "common/errors.h"
 
 typedef struct {
@@ -92,9 +93,17 @@ static inline int dims_head_stride(const ModelDims *d, int g) {
 static inline int dims_grid_offset(const ModelDims *d, int g) {
     return vis_entry_offset(d->grid, g, dims_head_stride(d, g), d->n_kv_heads, d->grid_base, 0);
 }
-/* ... and in a sequence shifted by u (phase jitter): o_base + o_g + u. */
+/* ... and in a sequence shifted by u (phase jitter): o_base + o_g + (u mod S_g). */
 static inline int dims_seq_offset(const ModelDims *d, int g, int u) {
     return vis_entry_offset(d->grid, g, dims_head_stride(d, g), d->n_kv_heads, d->grid_base, u);
+}
+/* P: the range [0, P) of a sequence's shift u (docs/spec.md §6.2): S, or with multi-rate strides
+ * (§6.4) the least common multiple of the S_g, so that u mod S_g is uniform on every head and the
+ * heads' shifts (u mod S_0, u mod S_1, ...) take every combination their strides allow. */
+static inline int dims_shift_period(const ModelDims *d) {
+    long p = d->stride > 0 ? d->stride : 1;
+    for (int g = 0; d->multirate && g < d->n_kv_heads; g++) p = stride_lcm(p, d->head_stride[g]);
+    return (int)p;
 }
 /* The most windows any KV head has in T tokens at shift 0, the rows of a per-head buffer: head 0's
  * (the smallest offset) on a single-stride grid, the smallest stride's with multi-rate strides. */

@@ -1149,9 +1149,11 @@ int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
         return set_err(err, "grid shifts with a mixed layer_attention schedule are not implemented (docs/spec.md §5)");
     const ModelDims *dims0 = &m->ldims[0];
     if (B < 1 || B > m->max_batch) return set_err(err, "grid shifts for %d sequences: expected 1..%d", B, m->max_batch);
+    const int period = dims_shift_period(dims0);
     for (int b = 0; b < B; b++)
-        if (shift[b] < 0 || shift[b] >= c->stride)
-            return set_err(err, "grid shift %d of sequence %d: expected 0 <= u < stride %d", (int)shift[b], b, c->stride);
+        if (shift[b] < 0 || shift[b] >= period)
+            return set_err(err, "grid shift %d of sequence %d: expected 0 <= u < %d (%s)", (int)shift[b], b, period,
+                           dims0->multirate ? "the lcm of the KV heads' strides" : "the stride");
     memcpy(m->grid_shift, shift, sizeof(int32_t) * B);
     for (int b = B; b < m->max_batch; b++) m->grid_shift[b] = 0;
     const int nW = dims0->n_windows, G = c->n_kv_heads, r = c->rope_dims;
@@ -1173,6 +1175,8 @@ int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err) {
 }
 
 int model_seq_len(const Model *m) { return m->T; }
+
+int model_grid_shift_period(const Model *m) { return m->ldims[0].compressed ? dims_shift_period(&m->ldims[0]) : 1; }
 
 /* ---- learned chunk boundaries (docs/spec.md §6.5) ---- */
 int model_has_boundaries(const Model *m) { return m->bd_any; }

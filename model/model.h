@@ -56,11 +56,15 @@ int model_set_seq_len(Model *m, int T, char *err);
 int model_seq_len(const Model *m);   /* the current T */
 
 /* Per-sequence grid shifts (docs/spec.md §6.1-6.2, phase jitter): from now on the forward and
- * backward passes of up to B sequences move sequence b's window grid by shift[b] (0 <= u < stride;
- * host memory, copied), its entries' RoPE positions with it. NULL clears them (every grid at its
+ * backward passes of up to B sequences move sequence b's window grids by shift[b]
+ * (0 <= u < model_grid_shift_period; KV head g by u mod S_g; host memory, copied), its entries'
+ * RoPE positions with them. NULL clears them (every grid at its
  * config offset: evaluation). model_set_seq_len clears them too. Returns 0, or -1 with err
  * (full attention, a shift out of range, B out of 1..max_batch, out of memory). */
 int model_set_grid_shift(Model *m, const int32_t *shift, int B, char *err);
+/* P, the range [0, P) of a grid shift: the stride, or with multi-rate strides the lcm of the KV
+ * heads' strides (model/dims.h dims_shift_period); 1 without a grid. */
+int model_grid_shift_period(const Model *m);
 
 /* Forward pass over tokens [B, T] (host int32). targets [B, T] (host, negative = ignored) may
  * be NULL (no loss). Returns the mean loss over non-ignored targets. token_losses [B, T]

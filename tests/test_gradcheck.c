@@ -22,6 +22,9 @@
 typedef struct { const char *name; void (*apply)(ModelConfig *c); double lambda; const int32_t *shift; } Variant;
 /* docs/spec.md §6.2, phase jitter: per-sequence grid shifts u_b of the B = 2 sequences */
 static const int32_t SHIFT_S4[] = {3, 1}, SHIFT_S2[] = {1, 0}, SHIFT_S4B[] = {2, 3};
+/* with multi-rate strides u_b is in [0, lcm of the strides) and head g moves by u_b mod S_g: strides 5, 3
+ * (lcm 15) shifted by 7 and 13 (heads 2, 1 and 3, 1); strides 4, 3, 2, 1 (lcm 12) by 11 and 5 */
+static const int32_t SHIFT_MR15[] = {7, 13}, SHIFT_MR12[] = {11, 5};
 
 static void v_full(ModelConfig *c) { (void)c; }
 static void v_full_untied_g1(ModelConfig *c) { c->tie_embeddings = 0; c->n_kv_heads = 1; }
@@ -117,6 +120,9 @@ static const Variant variants[] = {
     {"schedule_csa_uniform_shared_w5s2", v_sched_csa_uniform_shared, 0, NULL},
     {"coverage_schedule_csa_v4_geometry", v_sched_csa, 0.5, NULL},
     {"coverage_schedule_csa_scalar_paper_s1_postnorm", v_sched_csa_scalar_s1, 0.5, NULL},
+    {"jitter_multirate_w5_5_3_postnorm_tied_sink", tu_mr_w5_pn_tied, 0, SHIFT_MR15},
+    {"jitter_multirate_staggered_kv4_w5_4_3_2_1_tail_vector", tu_mr_stag_g4_tail, 0, SHIFT_MR12},
+    {"jitter_coverage_multirate_4_2", tu_mr, 0.5, SHIFT_S4},
     {"multirate_4_2", tu_mr, 0, NULL}, {"multirate_kv4_4_3_2_1_tail_vector", tu_mr_g4_tail_vec, 0, NULL},
     {"multirate_w5_5_3_postnorm_tied_sink", tu_mr_w5_pn_tied, 0, NULL},
     {"multirate_kv4_2_4_4_3_shared_tail", tu_mr_g4_shared_tail, 0, NULL},

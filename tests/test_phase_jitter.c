@@ -51,16 +51,20 @@ int main(void) {
     char err[ERR_LEN];
     const int T = 29;
     /* a batch of 2 shifted sequences = each alone */
-    struct { const char *name; int W, S, local, G, grid; int32_t u[2]; } cases[] = {
-        {"W4 S4 window", 4, 4, LOCAL_WINDOW, 2, GRID_ALIGNED, {3, 1}},
-        {"W6 S3 tail", 6, 3, LOCAL_TAIL, 2, GRID_ALIGNED, {2, 0}},
-        {"staggered G4 W4 S4 tail", 4, 4, LOCAL_TAIL, 4, GRID_STAGGERED, {1, 3}},
+    struct { const char *name; int W, S, local, G, grid; int32_t u[2]; const char *head_strides; } cases[] = {
+        {"W4 S4 window", 4, 4, LOCAL_WINDOW, 2, GRID_ALIGNED, {3, 1}, ""},
+        {"W6 S3 tail", 6, 3, LOCAL_TAIL, 2, GRID_ALIGNED, {2, 0}, ""},
+        {"staggered G4 W4 S4 tail", 4, 4, LOCAL_TAIL, 4, GRID_STAGGERED, {1, 3}, ""},
+        /* multi-rate strides 8, 6: u in [0, 24), head 0 by u mod 8 (7, 3), head 1 by u mod 6 (1, 1) */
+        {"multirate 8,6 W8 tail", 8, 6, LOCAL_TAIL, 2, GRID_ALIGNED, {7, 19}, "8,6"},
+        {"multirate staggered 8,6 W8 window", 8, 6, LOCAL_WINDOW, 2, GRID_STAGGERED, {13, 22}, "8,6"},
     };
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         ModelConfig cfg = tu_tiny_config();
         cfg.attention = ATTN_COMPRESSED;
         cfg.window = cases[ci].W; cfg.stride = cases[ci].S; cfg.local = cases[ci].local;
         cfg.n_kv_heads = cases[ci].G; cfg.grid = cases[ci].grid;
+        snprintf(cfg.head_strides, sizeof cfg.head_strides, "%s", cases[ci].head_strides);
         Model *m2 = model_create(&cfg, be, 2, T, err), *m1 = model_create(&cfg, be, 1, T, err);
         char name[160];
         snprintf(name, sizeof name, "jitter batch %s: models build", cases[ci].name);
@@ -136,6 +140,56 @@ int main(void) {
         check(worst <= 1e-5 * mx, name, "largest difference %.3g of %.3g", worst, mx);
         model_free(ma);
         model_free(ms);
+    }
+
+    /* multi-rate strides 8, 6 (docs/spec.md §6.2): KV head g's grid moves by u mod S_g. Through head 1
+     * only (S = 6) u = 7 is u = 1 and u = 9 is not; through head 0 only (S = 8) u = 9 is u = 1 and
+     * u = 7 is not (a wrong stride in the reduction fails one of the four). */
+    for (int head = 0; head < 2; head++) {
+        ModelConfig cm = tu_tiny_config();
+        cm.attention = ATTN_COMPRESSED; cm.n_layers = 1; cm.local = LOCAL_TAIL; cm.rope_dims = 8;
+        cm.window = 8; cm.stride = 6;
+        snprintf(cm.head_strides, sizeof cm.head_strides, "8,6");
+        Model *mm = model_create(&cm, be, 1, T, err);
+        if (!check(mm != NULL, "jitter multirate per head: model builds", "%s", err)) continue;
+        tu_random_params(mm, 91 + head, 0.4);
+        const TensorTable *tt = model_tensors(mm);
+        float *P = model_params(mm);
+        const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
+        const int Hd = cm.n_heads * cm.head_dim, group = cm.n_heads / cm.n_kv_heads;
+        for (int row = 0; row < cm.d_model; row++)
+            for (int col = 0; col < Hd; col++)
+                if (col / cm.head_dim / group != head) P[wo->offset + (size_t)row * Hd + col] = 0.0f;
+        model_params_updated(mm);
+        int32_t tok[T];
+        tu_random_tokens(tok, T, cm.vocab_size, 17 + head);
+        const int32_t us[3] = {1, 7, 9};
+        float h[3][T * 16];
+        double mx = 0;
+        for (int k = 0; k < 3; k++) {
+            check(model_set_grid_shift(mm, &us[k], 1, err) == 0, "jitter multirate: u in [0, 24) accepted", "u %d: %s", us[k], err);
+            model_debug_final_hidden(mm, tok, 1, h[k]);
+        }
+        double d7 = 0, d9 = 0;
+        for (int i = 0; i < T * 16; i++) {
+            d7 = fmax(d7, fabs(h[1][i] - h[0][i]));
+            d9 = fmax(d9, fabs(h[2][i] - h[0][i]));
+            mx = fmax(mx, fabs(h[0][i]));
+        }
+        const double same = head == 1 ? d7 : d9, other = head == 1 ? d9 : d7;
+        char name[160];
+        snprintf(name, sizeof name, "jitter multirate 8,6 through KV head %d (S = %d): u = %d is u = 1", head, head ? 6 : 8,
+                 head ? 7 : 9);
+        check(same <= 1e-6 * mx, name, "largest difference %.3g of %.3g", same, mx);
+        snprintf(name, sizeof name, "jitter multirate 8,6 through KV head %d (S = %d): u = %d moves the grid", head,
+                 head ? 6 : 8, head ? 9 : 7);
+        check(other > 1e-4 * mx, name, "largest difference %.3g of %.3g", other, mx);
+        const int32_t edge = 24;
+        check(model_set_grid_shift(mm, &edge, 1, err) != 0 && strstr(err, "lcm"), "jitter multirate: u >= lcm 24 refused",
+              "%s", err);
+        check(model_grid_shift_period(mm) == 24, "jitter multirate: shift period = lcm(8, 6) = 24", "%d",
+              model_grid_shift_period(mm));
+        model_free(mm);
     }
 
     /* refusals */

@@ -8,7 +8,7 @@ static uint64_t mix64(uint64_t x) {
     return z ^ (z >> 31);
 }
 
-int phase_jitter_shift(uint64_t seed, uint64_t g, int S) {
-    if (S <= 1) return 0;
-    return (int)(mix64(seed + 0x9E3779B97F4A7C15ull * (g + 1)) % (uint64_t)S);
+int phase_jitter_shift(uint64_t seed, uint64_t g, int P) {
+    if (P <= 1) return 0;
+    return (int)(mix64(seed + 0x9E3779B97F4A7C15ull * (g + 1)) % (uint64_t)P);
 }

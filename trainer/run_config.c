@@ -162,8 +162,9 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(train, gate_coverage, T_DOUBLE, "0", 0, NOHI, 0, NULL,                                       \
       "lambda >= 0 of the gate-coverage penalty (docs/spec.md §2b; compressed, non-uniform gates only; 0 = off)") \
     X(train, phase_jitter, T_BOOL, "false", 0, 0, 0, NULL,                                         \
-      "shift each training sequence's window grid by a random u in [0, stride) (docs/spec.md §6.2; "  \
-      "true|false; compressed, stride >= 2 only; evaluation is never shifted)")                   \
+      "shift each training sequence's window grid by a random u in [0, stride) (head_strides: [0, "  \
+      "their lcm), head g by u mod S_g; docs/spec.md §6.2; true|false; compressed, stride >= 2 "    \
+      "only; evaluation is never shifted)")                   \
     X(train, boundary_ratio, T_DOUBLE, "1", 0, NOHI, 0, NULL,                                   \
       "lambda_r >= 0 of the boundary ratio loss that keeps the mean chunk at stride tokens (docs/spec.md §6.5; " \
       "model.boundaries = learned only)")                                                          \
@@ -759,7 +760,6 @@ static int validate(const LoadCtx *c) {
         if (n < 0) return key_error(c, KEY_INDEX(model, head_strides), "%s", why);
         for (int g = 1; g < n; g++) uniform &= hs[g] == hs[0];
         const char *other = m->layer_attention[0] ? "model.layer_attention (a schedule)"
-                          : cfg->train.phase_jitter ? "train.phase_jitter = true"
                           : m->compressor == COMPRESSOR_DEEPSEEK && !uniform ? "model.compressor = deepseek" : NULL;
         if (other)
             return key_error(c, KEY_INDEX(model, head_strides), "head_strides = %s with %s is not implemented "

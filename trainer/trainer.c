@@ -665,7 +665,8 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             if (rc) break;
             if (cfg->train.phase_jitter) {     /* docs/spec.md §6.2: sequence g's grid shifted by u(seed, g) */
                 int32_t shift[B];
-                for (int b = 0; b < B; b++) shift[b] = phase_jitter_shift(cfg->train.seed, first + i + b, cfg->model.stride);
+                const int period = model_grid_shift_period(tr.model);   /* S, or the lcm of multi-rate strides */
+                for (int b = 0; b < B; b++) shift[b] = phase_jitter_shift(cfg->train.seed, first + i + b, period);
                 if (model_set_grid_shift(tr.model, shift, B, err)) { rc = -1; break; }
             }
             model_accumulate_micro_batch(tr.model, tok, tgt, B, loss_scale);

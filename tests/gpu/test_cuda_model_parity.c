@@ -121,6 +121,8 @@ static void v_mr4321_coverage(ModelConfig *c) {
 
 /* docs/spec.md §6.2, phase jitter: per-sequence grid shifts u_b (B = 2; T = 40) */
 static const int32_t SHIFT_S4[] = {3, 1}, SHIFT_S2[] = {1, 0};
+/* multi-rate strides: u_b in [0, lcm of the strides), head g by u_b mod S_g (4, 3: lcm 12; 4, 3, 2, 1: 12) */
+static const int32_t SHIFT_MR12[] = {11, 5}, SHIFT_MR12B[] = {7, 10};
 
 static const Variant variants[] = {
     {"full", v_full, NULL}, {"full_kv1_sink_untied", v_full_kv1_sink, NULL}, {"scalar", v_comp, NULL},
@@ -145,6 +147,9 @@ static const Variant variants[] = {
     {"learned_boundaries", tu_bd, NULL}, {"learned_boundaries_tail", tu_bd_tail, NULL},
     {"learned_boundaries_vector_postnorm", tu_bd_vec_pn, NULL}, {"learned_boundaries_kvtied_sink", tu_bd_tied_sink, NULL},
     {"learned_boundaries_token_shift_rope4", tu_bd_ts, NULL},
+    /* phase jitter with multi-rate strides (docs/spec.md §6.2), appended likewise */
+    {"jitter_multirate_4_3_staggered_vector_postnorm", v_mr43_stag_vec, SHIFT_MR12},
+    {"jitter_multirate_4_3_2_1_gate_coverage", v_mr4321_coverage, SHIFT_MR12B},
 };
 #define N_VARIANTS ((int)(sizeof variants / sizeof variants[0]))
 /* the learned boundaries' bias gradient (the header says why) */
