@@ -95,6 +95,13 @@ VARIANTS = {
     "w8s8_coverage": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 8\n", "gate_coverage = 0.1\n",
                       [(60.0, 52.0, 0.47), (50.0, 45.0, 0.55)]),
     "w4s4": ("attention = compressed\nn_kv_heads = 4\nwindow = 4\nstride = 4\n", "", [(60.0, 58.0, 0.40)]),
+    # the grid-free remedies (docs/spec.md §6): remedies of w8s8 too, also where their W/S are not w8s8's
+    "w8s8_jitter": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 8\n", "phase_jitter = true\n",
+                    [(50.0, 20.0, 0.45), (58.0, 30.0, 0.50)]),
+    "w8_multirate": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 6\nhead_strides = 8,6,8,6\n", "",
+                     [(96.0, 95.0, 0.49), (97.0, 93.0, 0.41), (94.0, 94.0, 0.58)]),
+    "w16_learned": ("attention = compressed\nn_kv_heads = 4\nwindow = 16\nstride = 8\nboundaries = learned\n", "",
+                    [(40.0, 11.0, 1.1), (55.0, 9.0, 0.71), (59.0, 14.0, 0.80)]),
 }
 
 
@@ -218,9 +225,9 @@ check(groups.get("w8s8", {}).get("gap_pp_vs_control") == "above" and groups.get(
       f"{groups.get('full_kv1', {}).get('control_retrieving')}")
 
 # comparisons: variant vs control, remedy vs base, remedy vs remedy
-REMEDIES = ["w8s8_coverage", "w8s8_shared", "w8s8_staggered"]
+REMEDIES = ["w16_learned", "w8_multirate", "w8s8_coverage", "w8s8_jitter", "w8s8_shared", "w8s8_staggered"]
 CONTROL = {"w8s8": "full", "w8s8_kv1": "full_kv1", "w8s8_shared": "full", "w8s8_staggered": "full",
-           "w8s8_coverage": "full", "w4s4": "full"}
+           "w8s8_coverage": "full", "w4s4": "full", "w8s8_jitter": "full", "w8_multirate": "full", "w16_learned": "full"}
 PAIRS = [(v, c) for v, c in CONTROL.items()] + [(r_, "w8s8") for r_ in REMEDIES] + \
         [(a, b) for i, a in enumerate(REMEDIES) for b in REMEDIES[i + 1:]]
 
