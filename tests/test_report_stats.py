@@ -95,6 +95,8 @@ VARIANTS = {
     "w8s8_coverage": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 8\n", "gate_coverage = 0.1\n",
                       [(60.0, 52.0, 0.47), (50.0, 45.0, 0.55)]),
     "w4s4": ("attention = compressed\nn_kv_heads = 4\nwindow = 4\nstride = 4\n", "", [(60.0, 58.0, 0.40)]),
+    # a plain W8/S6 beside w8s8: multi-rate 8,6,8,6 must still take W8/S8 (its largest stride) as its base
+    "w8s6": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 6\n", "", [(70.0, 60.0, 0.30), (65.0, 50.0, 0.35)]),
     # the grid-free remedies (docs/spec.md §6): remedies of w8s8 too, also where their W/S are not w8s8's
     "w8s8_jitter": ("attention = compressed\nn_kv_heads = 4\nwindow = 8\nstride = 8\n", "phase_jitter = true\n",
                     [(50.0, 20.0, 0.45), (58.0, 30.0, 0.50)]),
@@ -227,7 +229,7 @@ check(groups.get("w8s8", {}).get("gap_pp_vs_control") == "above" and groups.get(
 # comparisons: variant vs control, remedy vs base, remedy vs remedy
 REMEDIES = ["w16_learned", "w8_multirate", "w8s8_coverage", "w8s8_jitter", "w8s8_shared", "w8s8_staggered"]
 CONTROL = {"w8s8": "full", "w8s8_kv1": "full_kv1", "w8s8_shared": "full", "w8s8_staggered": "full",
-           "w8s8_coverage": "full", "w4s4": "full", "w8s8_jitter": "full", "w8_multirate": "full", "w16_learned": "full"}
+           "w8s8_coverage": "full", "w4s4": "full", "w8s6": "full", "w8s8_jitter": "full", "w8_multirate": "full", "w16_learned": "full"}
 PAIRS = [(v, c) for v, c in CONTROL.items()] + [(r_, "w8s8") for r_ in REMEDIES] + \
         [(a, b) for i, a in enumerate(REMEDIES) for b in REMEDIES[i + 1:]]
 
