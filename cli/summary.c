@@ -289,7 +289,8 @@ int print_model_summary(FILE *f, const Config *cfg, int world, char *err) {
         fprintf(f, "\n  token shift: the compressor reads a_t + M a_{t-1} (M [%d, %d] per layer, 0 at init)", m->d_model, m->d_model);
     if (cfg->train.phase_jitter && dims.compressed)   /* docs/spec.md §6.2 */
         fprintf(f, "\n  phase jitter: in training, sequence g's grids are shifted by u = splitmix64(seed + phi (g + 1)) mod %d "
-                "(offsets o_g + u); evaluation, decoding and the phase fold use u = 0", m->stride);
+                "(%s); evaluation, decoding and the phase fold use u = 0", dims_shift_period(&dims),
+                dims.multirate ? "the lcm of the KV heads' strides; offsets o_g + (u mod S_g)" : "offsets o_g + u");
     if (cfg->train.gate_coverage > 0)
         fprintf(f, "\n  training objective: cross-entropy + gate_coverage %g * mean over sequences of "
                 "sum over layers and branches of (ln W - H(gbar)) (logged as /train/gate_coverage)", cfg->train.gate_coverage);

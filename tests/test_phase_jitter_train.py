@@ -62,4 +62,12 @@ if line:
     print(f"# --eval: {line[0].strip()} | run's last validation loss {float(valJ[-1]):.6f}")
     check(nums and abs(nums[0] - float(valJ[-1])) < 5e-4, "--eval (unshifted) = the run's last validation loss",
           f"{line[0]} vs {valJ[-1]}")
+# --summary states the shift's range: the stride, or with multi-rate strides their lcm (docs/spec.md §6.2)
+rc, out = tu.run(["--summary", tu.TINY, "model.attention=compressed", "model.n_kv_heads=2", "model.window=8",
+                  "model.stride=6", "model.head_strides=8,6", "train.phase_jitter=true"])
+check(rc == 0 and "mod 24 (the lcm of the KV heads' strides; offsets o_g + (u mod S_g))" in out,
+      "--summary: multi-rate jitter draws u mod lcm(8, 6) = 24", out[-600:])
+rc, out = tu.run(["--summary", tu.TINY, "model.attention=compressed", "model.window=8", "model.stride=8",
+                  "train.phase_jitter=true"])
+check(rc == 0 and "mod 8 (offsets o_g + u)" in out, "--summary: jitter draws u mod the stride 8", out[-600:])
 finish()
