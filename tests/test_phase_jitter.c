@@ -28,6 +28,19 @@ static double losses_of(Model *m, const int32_t *tok, const int32_t *tgt, int B,
     return model_forward(m, tok, tgt, B, out);
 }
 
+/* Zeroes layer 0's o_proj columns of every query head outside KV head g's group, so that only KV
+ * head g (its grid, entries and raw tokens) reaches the output of a 1-layer model. */
+static void keep_only_kv_head(Model *m, const ModelConfig *c, int g) {
+    const TensorTable *tt = model_tensors(m);
+    float *P = model_params(m);
+    const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
+    const int Hd = c->n_heads * c->head_dim, group = c->n_heads / c->n_kv_heads;
+    for (int row = 0; row < c->d_model; row++)
+        for (int col = 0; col < Hd; col++)
+            if (col / c->head_dim / group != g) P[wo->offset + (size_t)row * Hd + col] = 0.0f;
+    model_params_updated(m);
+}
+
 int main(void) {
     /* the shift function */
     int bad = 0;
@@ -113,14 +126,8 @@ int main(void) {
         Model *ma = model_create(&ca, be, 1, T, err), *ms = model_create(&cs, be, 1, T, err);
         if (!check(ma && ms, "jitter = staggered head: models build", "%s", err)) { model_free(ma); model_free(ms); continue; }
         tu_random_params(ma, 77, 0.4);
+        keep_only_kv_head(ma, &ca, 1);
         const TensorTable *tt = model_tensors(ma);
-        float *P = model_params(ma);
-        const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
-        const int Hd = ca.n_heads * ca.head_dim, group = ca.n_heads / ca.n_kv_heads;
-        for (int row = 0; row < ca.d_model; row++)
-            for (int col = 0; col < Hd; col++)
-                if (col / ca.head_dim / group != 1) P[wo->offset + (size_t)row * Hd + col] = 0.0f;
-        model_params_updated(ma);
         float *host = malloc(sizeof(float) * tt->n_floats);
         model_download_params(ma, host);
         model_upload_params(ms, host);
@@ -153,14 +160,7 @@ int main(void) {
         Model *mm = model_create(&cm, be, 1, T, err);
         if (!check(mm != NULL, "jitter multirate per head: model builds", "%s", err)) continue;
         tu_random_params(mm, 91 + head, 0.4);
-        const TensorTable *tt = model_tensors(mm);
-        float *P = model_params(mm);
-        const TensorInfo *wo = &tt->t[tensor_table_find(tt, "model.layers.0.self_attn.o_proj.weight")];
-        const int Hd = cm.n_heads * cm.head_dim, group = cm.n_heads / cm.n_kv_heads;
-        for (int row = 0; row < cm.d_model; row++)
-            for (int col = 0; col < Hd; col++)
-                if (col / cm.head_dim / group != head) P[wo->offset + (size_t)row * Hd + col] = 0.0f;
-        model_params_updated(mm);
+        keep_only_kv_head(mm, &cm, head);
         int32_t tok[T];
         tu_random_tokens(tok, T, cm.vocab_size, 17 + head);
         const int32_t us[3] = {1, 7, 9};
