@@ -37,6 +37,8 @@ def read_rows(path):
         line = line.split("#")[0].strip()
         if line.startswith("seeds"):
             seeds = [int(x) for x in line.split("=", 1)[1].replace(" ", "").split(",")]
+        elif line.startswith("run_s"):   # the row set's measured cost of a run (the estimate's)
+            continue
         elif line:
             cfgs.append(line)
     return seeds, cfgs
@@ -66,6 +68,27 @@ for env, want in (({"QUICK": "1"}, f"{len(quick) * len(q_seeds or [])} runs"), (
     first = r.stdout.splitlines()[0] if r.stdout else ""
     check(r.returncode == 0 and want in first and "estimated" in first and r.stdout.count("./train ") == int(want.split()[0]),
           f"dry_run_plan_{'quick' if env else 'claims'}", first + r.stderr[-300:])
+# a row set's own cost of a run (`run_s = N`) enters the estimate; a config named by two row sets
+# costs the dearer; the default is the tool's RUN_S. Row sets in a scratch folder (MINI_ROWS_DIR).
+RUN_S = int(re.search(r"^RUN_S=(\d+)$", TOOL, re.M).group(1))
+rows_dir = os.path.join(S, "rows")
+os.makedirs(rows_dir)
+for name, text in (("a", "seeds = 1,2\nrun_s = 600   # measured\nfull.ini\n"), ("b", "seeds = 1\nw8s8.ini\n"),
+                   ("c", "seeds = 3\nrun_s = 900\nfull.ini\n"), ("bad", "seeds = 1\nrun_s = 0\nfull.ini\n")):
+    open(os.path.join(rows_dir, name + ".rows"), "w").write(text)
+def plan_minutes(rows):
+    r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run", "--jobs", "2", "--rows", rows],
+                       cwd=ROOT, env=dict(os.environ, MINI_ROWS_DIR=rows_dir), capture_output=True, text=True)
+    m = re.search(r"estimated (\d+) min", r.stdout)
+    return r, (int(m.group(1)) if m else None)
+for rows, secs, costs in (("a,b", 2 * 600 // 2 + 1 * RUN_S // 2, f"{RUN_S} s/600 s"), ("a,c", 3 * 900 // 2, "900 s"),
+                          ("b", RUN_S // 2, f"{RUN_S} s a run")):
+    r, minutes = plan_minutes(rows)
+    check(r.returncode == 0 and minutes == (secs + 59) // 60 and costs in r.stdout.splitlines()[0],
+          f"estimate_uses_row_set_run_s_{rows.replace(',', '_')}", f"want {(secs + 59) // 60} min, {costs}: {r.stdout[:300]}{r.stderr}")
+r, _ = plan_minutes("bad")
+check(r.returncode == 2 and "bad.rows:2: run_s = 0" in r.stderr and "positive integer" in r.stderr, "bad_run_s_is_an_error",
+      r.stderr)
 r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--dry-run"], cwd=ROOT,
                    env=dict(os.environ, ROWS="nosuchset"), capture_output=True, text=True)
 check(r.returncode == 2 and "no row set 'nosuchset'" in r.stderr and "claims" in r.stderr, "unknown_row_set_is_an_error", r.stderr)
@@ -76,6 +99,11 @@ import configparser  # noqa: E402
 # README has a section on it, and it is left out of the shared recipe (checked below, and its own
 # data reaches its runs: the dry-run check further down).
 REMEDY_TRAIN_KEYS = {("train", "gate_coverage"), ("train", "phase_jitter")}   # docs/spec.md §2b.3, §6.2
+# The probe's period P (eval.residues) and its file follow the config's strides: P 24 with
+# probe_mini.bin, P 32 with probe_mini_p32.bin (the v4 stacks: HCA's m = 32 must divide P,
+# docs/spec.md §3.7); checked below instead of being one value for all.
+PROBE_KEYS = {("eval", "residues"), ("eval", "probe")}
+PROBE_OF_P = {"24": "runs/data/probe_mini.bin", "32": "runs/data/probe_mini_p32.bin"}
 recipes = {}
 own_recipe = []
 for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
@@ -84,10 +112,16 @@ for p in sorted(glob.glob(os.path.join(ROOT, "configs", "mini", "*.ini"))):
         continue
     c = configparser.ConfigParser(inline_comment_prefixes=(";",))
     c.read(p)
-    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in REMEDY_TRAIN_KEYS)))
+    recipe = tuple((sec, tuple(sorted((k, v) for k, v in c[sec].items() if (sec, k) not in REMEDY_TRAIN_KEYS | PROBE_KEYS)))
                    for sec in ("data", "train", "eval", "checkpoint"))
     recipes.setdefault(recipe, []).append(os.path.basename(p))
+    P = c["eval"].get("residues", "24")
+    strides = [int(v) for k, v in c["model"].items() if k in ("stride", "csa_stride", "hca_stride")]
+    strides += [int(x) for x in c["model"].get("head_strides", "").replace(" ", "").split(",") if x]
+    check(c["eval"].get("probe") == PROBE_OF_P.get(P) and all(int(P) % st == 0 for st in strides),
+          f"probe_period_fits_strides_{os.path.basename(p)[:-4]}", f"P {P}, probe {c['eval'].get('probe')}, strides {strides}")
 loss = dict(dict(next(iter(recipes))).get("data", ())).get("loss_targets", "all") if recipes else None
+check(all(os.path.basename(f) in README for f in PROBE_OF_P.values()), "readme_names_every_probe_file", str(PROBE_OF_P))
 check(len(recipes) == 1 and f"`loss_targets = {loss}`" in README, "every_mini_config_has_one_recipe",
       f"{len(recipes)} recipes: {list(recipes.values())}; loss_targets {loss}")
 check(all(f"`{n}`" in README for n in own_recipe) and len(own_recipe) <= 1, "control_specific_recipes_are_documented",
