@@ -15,7 +15,8 @@
  * query tile is walked as tiles of 64: first the compressed entries visible to its last query,
  * then the raw range [lo(first query), last query]; every score is masked per (query, key).
  *
- * Forward: online softmax (running max m and sum l per row, O rescaled in shared memory),
+ * Forward: online softmax (a reference max m and sum l per row, O in the warps' WMMA fragments,
+ *   rescaled only when m moves by more than ATT_RESCALE_TH: see "forward" below),
  *   out = O / l (with the sink folded into l), lse = m + log l saved for the backward.
  * Backward (deterministic: no atomics, every sum in a fixed order):
  *   Dv[t,h] = dout . out  and the sink term -exp(sink_h - lse) Dv (reduced by cu_colsum_add);
@@ -37,7 +38,7 @@
  *                 1024, N = the sum of items over (b, g, k) of the launch (dkv_plan): a
  *                 function of the shape only (the same decomposition, hence the same bits, on
  *                 every GPU); 1024 blocks is ~8 waves of 132 SMs at one block per SM (the
- *                 154 KiB of shared memory at d = 128), and 16 items keep a chunk's fixed cost
+ *                 121 KiB of shared memory at d = 128), and 16 items keep a chunk's fixed cost
  *                 (K/V tile in, 2 x 64 x DP fp32 partial out and back) small against its loads of
  *                 16 Q and dO tiles;
  *   blocks        tile k of head g gets n_chunks = ceil(items / L) blocks (1 when items <= L),
@@ -94,9 +95,9 @@ using namespace nvcuda;
 #define DKV_MIN_CHUNK 16        /* dK/dV split: the fewest (head, query tile) items of a split chunk */
 #define DKV_TARGET_BLOCKS 1024  /* dK/dV split: the blocks a large launch aims at (chunk length) */
 /* The largest shared-memory carveout (percent of the SM's unified L1/shared storage): the forward
- * takes ~110 KiB at d = 128, so two blocks fit an H100/H200 SM (228 KiB) only with the carveout at
- * its maximum; the first H200 profile (2026-12-04) had these kernels at ~5% of the bf16 peak with
- * 4 warps per SM. */
+ * takes 68 KiB at d = 128 (3 blocks an H100/H200 SM of 228 KiB), the dq kernel 111 KiB (2 blocks) and the
+ * dk/dv kernel 121 KiB (one block an SM) only with the carveout at its maximum; the first H200
+ * profile (2026-12-04) had these kernels at ~5% of the bf16 peak with 4 warps per SM. */
 #define ATT_CARVEOUT 100
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> FragA;
@@ -209,17 +210,43 @@ __device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16
     }
 }
 
+/* The same product with the k loop outside: each A fragment (the warp's 16 rows of a) is loaded
+ * once instead of 4 times, at the cost of 4 live accumulators (32 registers); the forward's
+ * choice, where O's fragments leave the registers for it (the backward kernels are at their
+ * register limit and keep warp_mm_nt). The same sums in the same k order: the same bits. */
+template <int DP, int LDB>
+__device__ __forceinline__ void warp_mm_nt_a_once(float *out, const bf16 *a, const bf16 *b) {
+    FragC acc[4];
+    #pragma unroll
+    for (int n = 0; n < 4; n++) wmma::fill_fragment(acc[n], 0.0f);
+    #pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++) {
+        FragA fa;
+        wmma::load_matrix_sync(fa, a + kk * 16, LDB);
+        #pragma unroll
+        for (int n = 0; n < 4; n++) {
+            FragBc fb;
+            wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
+            wmma::mma_sync(acc[n], fa, fb, acc[n]);
+        }
+    }
+    #pragma unroll
+    for (int n = 0; n < 4; n++) wmma::store_matrix_sync(out + n * 16, acc[n], LDS_F, wmma::mem_row_major);
+}
+
 /* acc [16, DP] += p [16, 64] @ b [64, DP]: p points at the warp's 16 rows (row stride LDP_B),
  * b is row-major with row stride LDB. */
 template <int DP, int LDB>
 __device__ __forceinline__ void warp_mm_nn_acc(FragC *acc, const bf16 *p, const bf16 *b) {
+    /* k outside: each of the 4 A fragments is loaded once (not DP/16 times); every acc[n] still
+     * adds its k terms in the order 0..3, so the bits are those of the n-outer loop */
     #pragma unroll
-    for (int n = 0; n < DP / 16; n++) {
+    for (int kk = 0; kk < 4; kk++) {
+        FragA fa;
+        wmma::load_matrix_sync(fa, p + kk * 16, LDP_B);
         #pragma unroll
-        for (int kk = 0; kk < 4; kk++) {
-            FragA fa;
+        for (int n = 0; n < DP / 16; n++) {
             FragBr fb;
-            wmma::load_matrix_sync(fa, p + kk * 16, LDP_B);
             wmma::load_matrix_sync(fb, b + kk * 16 * LDB + n * 16, LDB);
             wmma::mma_sync(acc[n], fa, fb, acc[n]);
         }
@@ -244,17 +271,75 @@ __device__ __forceinline__ void warp_store_rows(bf16 *dst, float *ob, const Frag
 }
 
 /* ======================= forward ======================= */
-template <int DP>
-struct FwdLayout {
-    static constexpr int LDB = DP + 8, LDO = DP + 4;
-    static size_t bytes() {
-        return 3 * carve_size(64 * LDB * 2) + carve_size(64 * LDS_F * 4) + carve_size(64 * LDP_B * 2) +
-               carve_size(64 * LDO * 4);
-    }
-};
+/* Shared memory: Q, K, V tiles [64][DP+8] bf16 and one fp32 [64][LDS_F] tile of which each warp
+ * owns its 16 rows (Sw). The output accumulator O [16, DP] of a warp stays in its WMMA fragments
+ * for the whole key walk (the first H200 profile, 2026-12-04: the old kernel kept O in shared
+ * memory, loaded and stored it for every key tile and rescaled it there, 112.6 KiB a block, 2
+ * blocks an SM, the L1/shared pipe 72% busy at 20% issue). Sw holds in turn, per key tile:
+ *   S = Q K^T (fp32)  ->  read into registers  ->  [O staged 64 columns at a time when rescaled]
+ *   ->  P = exp(z - m) as bf16 [16][LDP_B] (2304 of its 4352 bytes)  ->  O += P V.
+ * Lazy rescaling: the reference max m of a row (exp(z - m) for every key) moves only when a tile's
+ * max exceeds it by more than ATT_RESCALE_TH = 8 (natural log: P <= e^8 ~ 2981, far inside
+ * fp32 and bf16 range; P rounds to bf16 with the same relative error at any scale), and then to
+ * that max; O is rescaled (staged through Sw) only when some row of the warp moved with mass
+ * already accumulated (l > 0; a row with l = 0 has O = 0). The result is the same softmax:
+ * out = O / l with both O and l referred to the same m; lse = m + log l. 69,632 bytes a block at
+ * d = 128 (3 blocks an SM on an H100/H200) instead of 112,640. Lanes: row rr = lane / 2 of the
+ * warp's 16, half hf = lane & 1; lane (rr, hf) visits columns att_col(rr, hf, i), i = 0..31, so
+ * that the 32 lanes of one step hit 32 distinct banks of an fp32 row stride of 68 (4 rr + col
+ * mod 32, the rows rr and rr + 8 offset by 2 columns) and 16 distinct words of the bf16 P rows.
+ * __launch_bounds__(128, 3): at most 170 registers, so the 3 blocks the shared memory allows also
+ * fit the register file (ptxas, sm_90, d = 128: 168 registers, no spills). */
+#define ATT_RESCALE_TH 8.0f
 
 template <int DP>
-__global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16 *out, float *lse, const bf16 *q,
+struct FwdLayout {
+    static constexpr int LDB = DP + 8;
+    static size_t bytes() { return 3 * carve_size(64 * LDB * 2) + carve_size(64 * LDS_F * 4); }
+};
+
+/* column i (0..31) of lane (rr, hf) of a 64-column tile: every column once per lane pair */
+__device__ __forceinline__ int att_col(int rr, int hf, int i) { return (2 * i + hf + (rr >= 8 ? 2 : 0)) & 63; }
+
+/* 1 when v is nonzero in some lane of the warp (every lane calls it) */
+__device__ __forceinline__ int warp_any_lane(int v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The warp's O fragments [16, DP] through its fp32 rows Sw [16][LDS_F], 64 columns at a time:
+ * each lane multiplies its row's columns by `factor`, then either loads them back into the
+ * fragments (dst == NULL) or writes the columns below d as bf16 to dst (a row of out; valid). */
+template <int DP>
+__device__ __forceinline__ void warp_scale_o(FragC *oacc, float *Sw, int rr, int hf, float factor, bf16 *dst, int d,
+                                             bool valid) {
+    #pragma unroll
+    for (int half = 0; half < DP / 64 + (DP % 64 != 0); half++) {
+        const int nf = DP / 16 - half * 4 < 4 ? DP / 16 - half * 4 : 4;   /* fragments in this chunk */
+        for (int n = 0; n < nf; n++)
+            wmma::store_matrix_sync(Sw + n * 16, oacc[half * 4 + n], LDS_F, wmma::mem_row_major);
+        __syncwarp();
+        for (int i = 0; i < 32; i++) {
+            const int c = att_col(rr, hf, i);
+            if (c < nf * 16) {
+                if (dst) {
+                    if (valid && half * 64 + c < d) dst[half * 64 + c] = tobf(Sw[rr * LDS_F + c] * factor);
+                } else {
+                    Sw[rr * LDS_F + c] *= factor;
+                }
+            }
+        }
+        __syncwarp();
+        if (!dst)
+            for (int n = 0; n < nf; n++)
+                wmma::load_matrix_sync(oacc[half * 4 + n], Sw + n * 16, LDS_F, wmma::mem_row_major);
+        __syncwarp();
+    }
+}
+
+template <int DP>
+__global__ void __launch_bounds__(ATT_THREADS, 3) attn_fwd_kernel(AttnShape s, bf16 *out, float *lse, const bf16 *q,
                                                                const bf16 *k, const bf16 *v, const bf16 *ck,
                                                                const bf16 *cv, const float *sink, bool vec) {
     typedef FwdLayout<DP> L;
@@ -264,8 +349,6 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     bf16 *Ks = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
     float *Ss = (float *)carve(p, 64 * LDS_F * 4);
-    bf16 *Ps = (bf16 *)carve(p, 64 * LDP_B * 2);
-    float *Os = (float *)carve(p, 64 * L::LDO * 4);
 
     const int T = s.T, H = s.H, G = s.G, d = s.d;
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
@@ -273,18 +356,21 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float scale = rsqrtf((float)d);
     const int t_last = min(t0 + ATT_BQ - 1, T - 1);
+    float *Sw = Ss + warp * 16 * LDS_F;        /* this warp's 16 rows: S, O staging, P */
+    bf16 *Pw = (bf16 *)Sw;                     /* P [16][LDP_B] bf16 inside them */
 
     load_tile<DP>(Qs, q + (((size_t)b * T + t0) * H + h) * d, (long long)H * d, T - t0, d, vec);
-    for (int idx = threadIdx.x; idx < 64 * L::LDO; idx += ATT_THREADS) Os[idx] = 0.0f;
-    __syncthreads();   /* Os rows are read by their owning warp even when no key tile is visible */
 
-    /* this lane's row and half-row */
-    const int r = warp * 16 + (lane >> 1), hf = lane & 1;
-    const int t = t0 + r;
+    /* this lane's row and half */
+    const int rr = lane >> 1, hf = lane & 1;
+    const int r = warp * 16 + rr, t = t0 + r;
     const bool tvalid = t < T;
     const VisQueryView view = att_view(s, b, g, t);
     const int nv = view.n_entries, lo = view.raw_lo;
-    float m = -INFINITY, l = 0.0f;
+    float m = -INFINITY, l = 0.0f;     /* the row's reference max and sum of exp(z - m) */
+    FragC oacc[DP / 16];
+    #pragma unroll
+    for (int n = 0; n < DP / 16; n++) wmma::fill_fragment(oacc[n], 0.0f);
 
     const KeyTiles kt(s, b, g, t0, t_last);
 
@@ -295,69 +381,48 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_fwd_kernel(AttnShape s, bf16
         load_key_tile<DP>(Ks, Vs, s, kt, tile, b, g, k, v, ck, cv, vec);
         __syncthreads();
         /* S = Q K^T for this warp's 16 rows */
-        warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
+        warp_mm_nt_a_once<DP, L::LDB>(Sw, Qs + warp * 16 * L::LDB, Ks);
         __syncwarp();
-        /* online softmax on this lane's 32 columns */
         float sv[32];
         float mx = -INFINITY;
         #pragma unroll
-        for (int cc = 0; cc < 32; cc++) {
-            int key = k0 + hf * 32 + cc;
-            bool vis = tvalid && (comp ? key < nv && att_sel(s, b, t, key) : (key >= lo && key <= t));
-            float z = Ss[r * LDS_F + hf * 32 + cc] * scale;
-            sv[cc] = vis ? z : -INFINITY;
-            mx = fmaxf(mx, sv[cc]);
+        for (int i = 0; i < 32; i++) {
+            const int c = att_col(rr, hf, i), key = k0 + c;
+            const bool vis = tvalid && (comp ? key < nv && att_sel(s, b, t, key) : (key >= lo && key <= t));
+            sv[i] = vis ? Sw[rr * LDS_F + c] * scale : -INFINITY;
+            mx = fmaxf(mx, sv[i]);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float m_new = fmaxf(m, mx);
-        float corr = 1.0f, psum = 0.0f;
-        if (m_new != -INFINITY) {
-            corr = __expf(m - m_new);
-            #pragma unroll
-            for (int cc = 0; cc < 32; cc++) {
-                float pv = __expf(sv[cc] - m_new);
-                psum += pv;
-                Ps[r * LDP_B + hf * 32 + cc] = tobf(pv);
-            }
-        } else {
-            #pragma unroll
-            for (int cc = 0; cc < 32; cc++) Ps[r * LDP_B + hf * 32 + cc] = __float2bfloat16(0.0f);
+        /* a new reference max only past the threshold (or for the first visible key) */
+        const bool move = mx > m + ATT_RESCALE_TH || (m == -INFINITY && mx != -INFINITY);
+        const float m_new = move ? mx : m;
+        const float corr = move && l > 0.0f ? __expf(m - m_new) : 1.0f;
+        __syncwarp();                               /* S is in registers: Sw is free */
+        if (warp_any_lane(corr != 1.0f)) warp_scale_o<DP>(oacc, Sw, rr, hf, corr, NULL, d, false);
+        m = m_new;
+        float psum = 0.0f;
+        #pragma unroll
+        for (int i = 0; i < 32; i++) {
+            const float pv = m == -INFINITY ? 0.0f : __expf(sv[i] - m);
+            psum += pv;
+            Pw[rr * LDP_B + att_col(rr, hf, i)] = tobf(pv);
         }
         psum += __shfl_xor_sync(0xffffffffu, psum, 1);
         l = l * corr + psum;
-        m = m_new;
-        if (corr != 1.0f)
-            for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++) Os[r * L::LDO + x] *= corr;
         __syncwarp();
         /* O += P V */
-        #pragma unroll
-        for (int n = 0; n < DP / 16; n++) {
-            FragC acc;
-            wmma::load_matrix_sync(acc, Os + warp * 16 * L::LDO + n * 16, L::LDO, wmma::mem_row_major);
-            #pragma unroll
-            for (int kk = 0; kk < 4; kk++) {
-                FragA a;
-                FragBr bm;
-                wmma::load_matrix_sync(a, Ps + warp * 16 * LDP_B + kk * 16, LDP_B);
-                wmma::load_matrix_sync(bm, Vs + kk * 16 * L::LDB + n * 16, L::LDB);
-                wmma::mma_sync(acc, a, bm, acc);
-            }
-            wmma::store_matrix_sync(Os + warp * 16 * L::LDO + n * 16, acc, L::LDO, wmma::mem_row_major);
-        }
-        __syncwarp();
+        warp_mm_nn_acc<DP, L::LDB>(oacc, Pw, Vs);
     }
-    if (!tvalid) return;
+    __syncwarp();
     float mf = m, lf = l;
     if (sink) {
         float sk = sink[h];
         mf = fmaxf(m, sk);
         lf = l * __expf(m - mf) + __expf(sk - mf);
     }
-    float factor = (lf > 0.0f ? __expf(m - mf) / lf : 0.0f);
-    bf16 *o = out + (((size_t)b * T + t) * H + h) * d;
-    for (int x = hf * (DP / 2); x < (hf + 1) * (DP / 2); x++)
-        if (x < d) o[x] = tobf(Os[r * L::LDO + x] * factor);
-    if (hf == 0) lse[((size_t)b * T + t) * H + h] = mf + logf(lf);
+    const float factor = (lf > 0.0f ? __expf(m - mf) / lf : 0.0f);
+    warp_scale_o<DP>(oacc, Sw, rr, hf, factor, out + (((size_t)b * T + (tvalid ? t : 0)) * H + h) * d, d, tvalid);
+    if (tvalid && hf == 0) lse[((size_t)b * T + t) * H + h] = mf + logf(lf);
 }
 
 /* ======================= backward ======================= */
@@ -375,17 +440,20 @@ __global__ void attn_bwd_pre_kernel(float *Dv, float *sinkterm, const bf16 *dout
     }
 }
 
+/* The dq kernel's output staging Ob [64][LDO] fp32 lies on its S and dP tiles (2 x [64][LDS_F],
+ * contiguous: 34,816 >= 33,792 bytes at d = 128), free once the key walk has ended (a barrier
+ * first): 111 KiB a block at d = 128 instead of 144, so two blocks fit an H100/H200 SM. */
 template <int DP>
 struct DqLayout {
     static constexpr int LDB = DP + 8, LDO = DP + 4;
+    static_assert(64 * LDO * 4 <= 2 * 64 * LDS_F * 4, "the dq output staging must fit the S and dP tiles");
     static size_t bytes() {
-        return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + carve_size(64 * LDP_B * 2) +
-               carve_size(64 * LDO * 4);
+        return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + carve_size(64 * LDP_B * 2);
     }
 };
 
 template <int DP>
-__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, bf16 *dq, const bf16 *dout,
+__global__ void __launch_bounds__(ATT_THREADS, 2) attn_bwd_dq_kernel(AttnShape s, bf16 *dq, const bf16 *dout,
                                                                   const float *lse, const float *Dv, const bf16 *q,
                                                                   const bf16 *k, const bf16 *v, const bf16 *ck,
                                                                   const bf16 *cv, bool vec) {
@@ -399,7 +467,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
     float *Ss = (float *)carve(p, 64 * LDS_F * 4);
     float *dPs = (float *)carve(p, 64 * LDS_F * 4);
     bf16 *dSs = (bf16 *)carve(p, 64 * LDP_B * 2);
-    float *Ob = (float *)carve(p, 64 * L::LDO * 4);
+    float *Ob = Ss;                            /* over Ss and dPs, after the key walk (DqLayout) */
 
     const int T = s.T, H = s.H, G = s.G, d = s.d;
     const int b = blockIdx.z, h = blockIdx.y, t0 = blockIdx.x * ATT_BQ;
@@ -450,6 +518,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(AttnShape s, b
         /* dq += dS K */
         warp_mm_nn_acc<DP, L::LDB>(dqacc, dSs + warp * 16 * LDP_B, Ks);
     }
+    __syncthreads();   /* every warp is done with Ss and dPs: Ob lies on them */
     warp_store_rows<DP, L::LDO>(dq + (((size_t)b * T + (tvalid ? t : 0)) * H + h) * d, Ob, dqacc, r, hf, d, tvalid, scale);
 }
 
@@ -527,8 +596,10 @@ struct DkvLayout {
     static constexpr int LDB = DP + 8, LDO = DP + 4;
     static size_t bytes() {
         return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + 2 * carve_size(64 * LDP_B * 2) +
-               4 * carve_size(64 * 4) + carve_size(64 * LDO * 4);
+               4 * carve_size(64 * 4);
     }
+    /* the output staging Ob [64][LDO] lies on St and dPt (as in DqLayout): 121 KiB at d = 128 */
+    static_assert(64 * LDO * 4 <= 2 * 64 * LDS_F * 4, "the dk/dv output staging must fit the S and dP tiles");
 };
 
 /* Block (x, g, b): chunk `chunk` of key tile `tile` of KV head g (dkv_locate). A tile of one
@@ -563,7 +634,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     float *D_s = (float *)carve(p, 64 * 4);
     int *nv_s = (int *)carve(p, 64 * 4);
     int *lo_s = (int *)carve(p, 64 * 4);
-    float *Ob = (float *)carve(p, 64 * L::LDO * 4);
+    float *Ob = St;                            /* over St and dPt, after the item loop (DkvLayout) */
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float scale = rsqrtf((float)d);
@@ -635,6 +706,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
         }
         return;
     }
+    __syncthreads();   /* (block-uniform branch above) every warp is done with St and dPt: Ob lies on them */
     /* write dV then dK through this warp's rows of the staging buffer */
     bf16 *dvdst = comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
     bf16 *dkdst = comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
@@ -685,7 +757,7 @@ static bool vec_ok(const AttnShape *s, const void *const *ptrs, int n) {
 }
 
 /* The attention kernels keep their tiles in shared memory: at head_dim 128 the backward needs
- * 154 KiB per block, which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
+ * 121 KiB per block, which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
  * (99 KiB) do not. Say so instead of failing the launch. */
 static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) {
     if ((long long)need <= (long long)ctx->smem_optin) return;

@@ -329,11 +329,14 @@ static int case_windows(int T, int W, int S, const int *hs, int grid, int G, int
  * NULL for dck, dcv and dsink (gradients not wanted while entries and the sink are visible).
  * ATT_SELECT adds a random entry_select [B, T, nW] (each entry kept with probability 1/2, entry 0
  * always: the lightning indexer's top-k, docs/spec.md §5.4). */
-enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT, ATT_SELECT };
+enum { ATT_PLAIN = 0, ATT_NO_ENTRY_GRADS, ATT_CUSTOM, ATT_DEFAULT, ATT_CUDNN_BWD, ATT_SPLIT, ATT_SELECT, ATT_LARGE };
 static const char *const ATT_SUFFIX[] = {"", " (no dck/dcv/dsink)", " [custom kernels]",
                                          " [deterministic: cuDNN fwd if available, custom bwd]",
                                          " [default: cuDNN fwd+bwd if available]", " [split dK/dV]",
-                                         " (entry_select: random top-k)"};
+                                         " (entry_select: random top-k)", " (scores x8, custom: lazy rescale)"};
+/* ATT_LARGE draws q with standard deviation 8 (scores ~ N(0, 64)): the maxima of a query's key
+ * tiles then differ by more than the forward's rescale threshold (8, kernels/cuda/cuda_attention.cu),
+ * so the path that rescales the O fragments runs; unit scores never take it after the first tile. */
 
 /* Learned chunk boundaries (docs/spec.md §6.5): a case whose name says "learned" gets random entry ends per
  * sequence instead of the grid: chunk lengths uniform in 1..W from the random stream, entries while they end
@@ -355,7 +358,7 @@ static void run_attention(const ParityCase *pc) {
     const AttCase *ac0 = pc->arg;
     const int mode = pc->mode;
     const Tol *t = &pc->tol;
-    if (mode == ATT_CUSTOM) setenv("PHASELAB_ATTN", "custom", 1);
+    if (mode == ATT_CUSTOM || mode == ATT_LARGE) setenv("PHASELAB_ATTN", "custom", 1);
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 1);
     char name[160];
     snprintf(name, sizeof name, "%s%s", ac0->name, ATT_SUFFIX[mode]);
@@ -398,7 +401,7 @@ static void run_attention(const ParityCase *pc) {
     }
     size_t nq = (size_t)s.B * s.T * s.H * s.d, nk = (size_t)s.B * s.T * s.G * s.d;
     size_t nc = (size_t)s.B * (s.n_windows ? s.n_windows : 1) * s.G * s.d, nl = (size_t)s.B * s.T * s.H;
-    float *hq = hrand(nq, 1, 0), *hk = hrand(nk, 1, 0), *hv = hrand(nk, 1, 0), *hck = hrand(nc, 1, 0),
+    float *hq = hrand(nq, mode == ATT_LARGE ? 8 : 1, 0), *hk = hrand(nk, 1, 0), *hv = hrand(nk, 1, 0), *hck = hrand(nc, 1, 0),
           *hcv = hrand(nc, 1, 0), *hdo = hrand(nq, 1, 0), *hs = hrand(s.H, 1, 0), *hds = hrand(s.H, 1, 0);
     Pair q = pa(hq, nq), k = pa(hk, nk), v = pa(hv, nk), ck = s.n_windows ? pa(hck, nc) : pnull(),
          cv = s.n_windows ? pa(hcv, nc) : pnull(), dout = pa(hdo, nq), out = pa(hq, nq), lse = pf(hq, nl);
@@ -443,7 +446,7 @@ static void run_attention(const ParityCase *pc) {
     free(hq); free(hk); free(hv); free(hck); free(hcv); free(hdo); free(hs); free(hds); free(hout); free(hlse);
     if (hsel) { CPU->free(CPU->ctx, (void *)s.entry_select); GPU->free(GPU->ctx, (void *)sg.entry_select); free(hsel); }
     free(hends);
-    if (mode == ATT_CUSTOM) unsetenv("PHASELAB_ATTN");
+    if (mode == ATT_CUSTOM || mode == ATT_LARGE) unsetenv("PHASELAB_ATTN");
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
 
@@ -1393,6 +1396,8 @@ static const ParityCase CASES[] = {
      {1000, 64, 12347, 4}, NULL, 192},
     {"determinism", "classifier N=1000 D=128 V=8195 chunks <= 192 rows", "classifier", T_EXACT, run_determinism_classifier,
      {1000, 128, 8195, 4}, NULL, 192},
+    /* added with the forward's O in fragments and its lazy rescale (issue 39): large scores */
+    ATT(2, ATT_LARGE), ATT(3, ATT_LARGE), ATT(6, ATT_LARGE),
     /* the paper's shapes (issue 39), GPU runs only (is_paper_case; check.sh paper_parity selects
      * "T=4096"): attention W8/S8 window 16 with 1 and 8 KV heads and full attention (custom kernels
      * and the default route), the compressor at d_model 1024, the classifier at 4096 rows (T=4096,
