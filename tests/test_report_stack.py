@@ -44,6 +44,9 @@ VARIANTS = {
     "v4_window": (STACK + "layer_attention = window*4\n", None, [5.0, 6.0]),
     "v4_full": (STACK + "layer_attention = full*4\n", [0, 0, 0, 0], [97.0, 98.0]),
     "full": ("attention = full\nn_layers = 2\nn_kv_heads = 4\n", None, [99.0, 99.5]),
+    # a one-kind schedule of the model's own compressed attention is that model, not a stack
+    "c2": ("attention = compressed\nn_layers = 2\nn_kv_heads = 4\nwindow = 8\nstride = 8\n"
+           "layer_attention = compressed*2\n", None, [50.0, 60.0]),
 }
 HIGH = 90.0
 
@@ -90,7 +93,7 @@ check(r.returncode == 0, "report_runs_on_a_stack_sweep", (r.stdout + r.stderr)[-
 groups = {row["group"]: row for row in csv.DictReader(open(os.path.join(OUT, "report_groups.csv")))} \
     if r.returncode == 0 else {}
 for v, att, stride in (("v4", "stack", "32"), ("v4_csa", "stack", "4"), ("v4_window", "stack", ""),
-                       ("v4_full", "full", ""), ("full", "full", "")):
+                       ("v4_full", "full", ""), ("full", "full", ""), ("c2", "compressed", "8")):
     g = groups.get(v, {})
     check(g.get("attention") == att and g.get("stride") == stride, f"{v}_is_{att}_fold_{stride or 'none'}",
           f"{g.get('attention')} {g.get('stride')}")
