@@ -242,6 +242,11 @@ table() {
   echo "  product           M       N       K    calls   ms total  % step   GFLOP/s"
   echo "  bwd din+dw    32768    3072    1024       56     80.000    13.3     650.0"
   echo "  fwd           32768    3072    1024       56     30.000     5.0     700.0"
+  echo "sub-steps, cuda backend (parts of the ops above, each synchronized; 3 parts):"
+  echo "  part                                  calls   ms total    ms/call  % step"
+  echo "  attention_bwd.dkv                        28    120.000     4.2857    20.0"
+  echo "  compressor_bwd.dw_gemm                   56     30.000     0.5357     5.0"
+  echo "  classifier.cross_entropy                 10      9.500     0.9500     1.6"
 }
 echo "bench_cuda: Qwen3-0.6B shape, T=4096, micro-batch $1 (32768 tokens/step), peak 989 TFLOP/s"
 echo "bench_cuda full attention, 8 KV heads            60000 tokens/s  MFU  20.0%  step 0.546 s (forward 0.150 s)  peak memory 40.00 GiB  loss 12.000  params 596.0M"
@@ -294,6 +299,9 @@ if [ -s "$SUM" ]; then
     && [ "$np" -eq 3 ] && ! grep -q 'per_op_full_attention_8_kv_heads_custom' "$SUM" \
     && ok "E: the per-op table of each bench case (BENCH_PROFILE=1) becomes bench.per_op_CASE and bench.gemm_CASE" \
     || nok "E: $np of 3 per-op figures: $(grep -E '  bench\.(per_op|gemm)' "$SUM" | tr '\n' '|')"
+  nparts=$(grep -cE '^  bench\.parts_(full_attention_8_kv_heads|compressed_w8_s8_8_kv_heads|compressed_w8_s8_1_kv_head) = attention_bwd\.dkv 120\.000 ms 20\.0%; compressor_bwd\.dw_gemm 30\.000 ms 5\.0%; classifier\.cross_entropy 9\.500 ms 1\.6%$' "$SUM")
+  [ "$nparts" -eq 3 ] && ok "E: the sub-step table of each bench case becomes bench.parts_CASE" \
+    || nok "E: $nparts of 3 parts figures: $(grep -E '  bench\.parts' "$SUM" | tr '\n' '|')"
   grep -q '^  rerun.compressed = identical' "$SUM" && grep -q '^  rerun.full = identical' "$SUM" \
     && grep -q '^  rerun.setup = .*run.deterministic=true' "$SUM" \
     && ok "E: rerun compares both variants' checkpoints (and asks for run.deterministic)" \

@@ -848,6 +848,7 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
     const AttnShape ks = att_device_shape(ctx, s);
     CU_KERNEL(attn_bwd_dq_kernel<DP>, grid_q, ATT_THREADS, smem_dq, ctx->stream)(ks, dq, dout, lse, Dv, q, k, v, ck, cv, vec);
     CU_LAUNCH();
+    cu_substep(ctx, "attention_bwd.dq");
     /* dK/dV: chunks of (head, query tile) items per key tile, then the fixed-order sum of the
      * split tiles' partials (the header's decomposition; one pass when no tile is split) */
     const DkvPlan plan = dkv_plan(s);
@@ -859,11 +860,13 @@ static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 
                                                                              dk, dv, dck, dcv, dout, lse, Dv, q, k,
                                                                              v, ck, cv, vec);
     CU_LAUNCH();
+    cu_substep(ctx, "attention_bwd.dkv");
     if (plan.slots > 0) {
         dim3 grid_red(dkv_n_tiles(*s), s->G, s->B);
         CU_KERNEL(attn_bwd_dkv_reduce_kernel, grid_red, 256, 0, ctx->stream)(ks, plan.chunk_len, part, plan.slots, DP, dk, dv,
                                                                            dck, dcv);
         CU_LAUNCH();
+        cu_substep(ctx, "attention_bwd.dkv_reduce");
     }
 }
 
@@ -883,9 +886,12 @@ void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *ls
     if (!ck || !cv) { sh.n_windows = 0; sh.entry_ends = NULL; sh.entry_count = NULL; }
     /* full causal attention without a sink: cuDNN's fused attention when it takes the shape. A
      * call with entries (and so any entry_select: cuDNN takes no per-(t, j) mask, nor entry ends) stays here. */
+    cu_substep_begin(ctx);
     if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sh.entry_ends && !sink &&
-        cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v))
+        cu_cudnn_attention_fwd(ctx, &sh, out, lse, q, k, v)) {
+        cu_substep(ctx, "attention_fwd.cudnn");
         return;
+    }
     const void *ptrs[] = {out, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 6);
     bf16 *o = (bf16 *)out;
@@ -896,6 +902,7 @@ void cu_attention_fwd(BackendCtx *ctx, const AttnShape *s, act_t *out, float *ls
     case 64: attn_fwd_launch<64>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
     default: attn_fwd_launch<128>(ctx, &sh, o, lse, Q, K, V, CK, CV, sink, vec); break;
     }
+    cu_substep(ctx, "attention_fwd.custom");
 }
 
 void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk, act_t *dv, act_t *dck, act_t *dcv,
@@ -911,9 +918,12 @@ void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk,
         if (!dck) dck = (act_t *)scratch;
         if (!dcv) dcv = (act_t *)(scratch + nc);
     }
+    cu_substep_begin(ctx);
     if (sh.visibility == VIS_FULL && sh.n_windows == 0 && !sh.entry_ends && !sink &&
-        cu_cudnn_attention_bwd(ctx, &sh, dq, dk, dv, dout, out, lse, q, k, v))
+        cu_cudnn_attention_bwd(ctx, &sh, dq, dk, dv, dout, out, lse, q, k, v)) {
+        cu_substep(ctx, "attention_bwd.cudnn");
         return;
+    }
     int rows = s->B * s->T * s->H;
     float *Dv = (float *)cu_workspace(ctx, WS_ATT_D, (size_t)rows * sizeof(float));
     float *sinkterm = (sink && dsink) ? (float *)cu_workspace(ctx, WS_ATT_SINK, (size_t)rows * sizeof(float)) : NULL;
@@ -921,6 +931,7 @@ void cu_attention_bwd(BackendCtx *ctx, const AttnShape *s, act_t *dq, act_t *dk,
                                                                  lse, sink, rows, s->H, s->d);
     CU_LAUNCH();
     if (sinkterm) cu_colsum_add(ctx, dsink, sinkterm, s->B * s->T, s->H);
+    cu_substep(ctx, "attention_bwd.pre");
     const void *ptrs[] = {dq, dk, dv, dck, dcv, dout, q, k, v, ck, cv};
     bool vec = vec_ok(&sh, ptrs, 11);
     bf16 *DQ = (bf16 *)dq, *DK = (bf16 *)dk, *DV = (bf16 *)dv, *DCK = (bf16 *)dck, *DCV = (bf16 *)dcv;

@@ -199,16 +199,23 @@ void cu_classifier(BackendCtx *ctx, const act_t *x_, const act_t *emb_, const in
     const int ldl = (V + CLS_VEC - 1) / CLS_VEC * CLS_VEC;
     const int chunk = chunk_rows(N, ldl);
     bf16 *logits = (bf16 *)cu_workspace(ctx, WS_CLS_LOGITS, (size_t)chunk * ldl * sizeof(bf16));   /* [chunk, ldl] */
+    cu_substep_begin(ctx);
     for (int r0 = 0; r0 < N; r0 += chunk) {
         const int rows = N - r0 < chunk ? N - r0 : chunk;
         const bf16 *xc = x + (size_t)r0 * D;
         cu_gemm(ctx, 0, 1, rows, V, D, xc, D, 0, emb, D, 0, logits, ldl, 0, 0, 1.0f, 0.0f, 1);
+        cu_substep(ctx, "classifier.logits_gemm");
         CU_KERNEL(ce_fused_kernel, rows, CLS_THREADS, 0, ctx->stream)(logits, ldl, V, targets + r0, losses + r0,
                                                                     grad_scale, dx != NULL);
         CU_LAUNCH();
+        cu_substep(ctx, "classifier.cross_entropy");
         if (dx) {   /* logits now hold the gradients */
             cu_gemm(ctx, 0, 0, rows, D, V, logits, ldl, 0, emb, D, 0, dx + (size_t)r0 * D, D, 0, 0, 1.0f, 0.0f, 1);
-            if (demb) cu_gemm(ctx, 1, 0, V, D, rows, logits, ldl, 0, xc, D, 0, demb, D, 0, 1, 1.0f, 1.0f, 1);
+            cu_substep(ctx, "classifier.dx_gemm");
+            if (demb) {
+                cu_gemm(ctx, 1, 0, V, D, rows, logits, ldl, 0, xc, D, 0, demb, D, 0, 1, 1.0f, 1.0f, 1);
+                cu_substep(ctx, "classifier.demb_gemm");
+            }
         }
     }
 }

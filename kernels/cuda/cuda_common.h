@@ -67,12 +67,18 @@ struct BackendCtx {
     void *nccl;                    /* ncclComm_t once collectives->init ran */
     const volatile int *nccl_abort; /* the watchdog's flag (collectives->init): non-zero = abort */
     int deterministic;             /* run.deterministic (set_deterministic): bitwise reruns requested */
+    struct SubstepTable *substeps; /* sub-step timing (cuda_substeps.cu); NULL until asked for */
 };
 void *cu_workspace(BackendCtx *ctx, int slot, size_t bytes);
 /* n ints of host memory (a shape's grid_shift) in workspace slot `slot` on the device, copied in
  * stream order; NULL for NULL (no shifts). */
 const int32_t *cu_device_ints(BackendCtx *ctx, int slot, const int32_t *host, int n);
 void cu_account(BackendCtx *ctx, long long delta_bytes);
+/* Sub-step timing (kernels/cuda/cuda_substeps.cu): an op calls cu_substep_begin, then
+ * cu_substep(ctx, "op.part") after each part; both do nothing unless cuda_backend_substeps
+ * turned timing on (then each synchronizes the stream). */
+void cu_substep_begin(BackendCtx *ctx);
+void cu_substep(BackendCtx *ctx, const char *name);
 
 /* ---- GEMM (cuBLASLt): bf16 inputs, fp32 compute, bf16 or fp32 output ----
  * Row-major: C[M,N] = alpha * op(A) @ op(B) + beta * C, where op(A) is A [M,K] (ta = 0, lda >= K)

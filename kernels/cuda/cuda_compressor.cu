@@ -24,6 +24,9 @@
  *   cat[b, i] [nW, NP] = A_i @ Wcat_{m(i)}^T
  * is one GEMM, and all offsets of a sequence are ONE strided-batched cuBLASLt call (deepseek:
  * one per half, the weight stride is 0). The output is fp32 so that the gate logits are exact.
+ * cat is laid out [W, B, nW, NP] (one offset's rows of every sequence in a row): where the
+ * windows tile the sequences exactly (comp_merges: the paper's W8/S8 and W4/S4 at T = 4096) the
+ * B sequences are one slice, and each offset's GEMM has M = B nW.
  * Staggered grids (G > 1): the heads read different rows, so every GEMM is issued once per head
  * g over its own column block [g(c+d), (g+1)(c+d)) of Wcat and cat, its rows a_{o_g+jS+i} and
  * its nW_g windows (a "slice"); the aligned grid is one slice of all NP columns.
@@ -36,7 +39,7 @@
  * Backward, from dE_j (one warp per (b, j, g)):
  *   dp'_{j,i} = alpha dE;  dalpha = dE . p' (per channel for vector gates);
  *   ds = alpha (dalpha - sum_k alpha_k dalpha_k);  post-norm backward dp' -> dp;
- * written as bf16 dcat [B, W, nW, NP] in the same packed column order. Then
+ * written as bf16 dcat [W, B, nW, NP] in the same packed column order. Then
  *   dWcat_m += dcat[b,i]^T A_i   (fp32 GEMMs with beta = 1, issued in a fixed order; batched
  *                                 over offsets when every offset has its own map)
  *   da_{jS+i} += dcat[b,i] Wcat_m (batched over offsets i in [kS, kS+S): their rows are
@@ -53,12 +56,25 @@ typedef struct {               /* CompShape plus the layout of the packed gate|p
     int gate_channels;         /* cg: channels (0 for uniform gates: no gate rows) */
     int head_cols;             /* Rg = cg + d: gate then payload columns of one KV head */
     int cat_cols;              /* NP = G * Rg rounded up to 8: a row of Wcat / cat */
+    long long cat_istride;     /* B nW NP: cat / dcat [W, B, nW, NP], one offset's plane */
+    int merged;                /* 1: the B sequences are one GEMM slice of B nW windows (comp_merges) */
     int grid;                  /* GRID_ALIGNED | GRID_STAGGERED (G = 1: aligned) */
     int grid_base;             /* o_base (docs/spec.md §6.1) */
     const int32_t *shift;      /* [B] u_b or NULL: the shape's host array in host code, its device
                                   copy in what a kernel gets (comp_device_dims) */
     const int *hstride;        /* [G] S_g or NULL (docs/spec.md §6.4): host array / device copy, as shift */
 } CompDims;
+
+/* Sequences that their windows tile exactly (one aligned grid: G = 1 or aligned, no per-sequence
+ * shift, no per-head strides, o_base = 0, and T = nW S) continue one another's row pattern:
+ * row b T + j S + i of a = (b nW + j) S + i, and cat's rows for offset i are [B, nW] in a row.
+ * Their projection GEMMs are then one slice of B nW windows (the paper's W8/S8 at T = 4096: one
+ * call with M = 4096 instead of B calls with M = 512; the weight gradient dW is read and written
+ * once instead of B times). Anything else keeps a slice per sequence. */
+static int comp_merges(const CompDims &q) {
+    return q.grid == GRID_ALIGNED && !q.shift && !q.hstride && q.grid_base == 0 && q.n_windows > 0 &&
+           (long long)q.n_windows * q.stride == q.T;
+}
 
 static CompDims comp_dims_of(const CompShape *s) {
     CompDims q;
@@ -71,6 +87,8 @@ static CompDims comp_dims_of(const CompShape *s) {
     q.grid_base = s->grid_base;
     q.shift = s->grid_shift;
     q.hstride = s->head_stride;
+    q.cat_istride = (long long)q.B * q.n_windows * q.cat_cols;
+    q.merged = comp_merges(q);
     return q;
 }
 /* q for the kernels: the shifts copied to the device (workspace slot WS_COMP_SHIFT) */
@@ -79,6 +97,12 @@ static CompDims comp_device_dims(BackendCtx *ctx, const CompDims &q) {
     k.shift = cu_device_ints(ctx, WS_COMP_SHIFT, q.shift, q.B);
     k.hstride = (const int *)cu_device_ints(ctx, WS_COMP_HSTRIDE, (const int32_t *)q.hstride, q.G);
     return k;
+}
+
+/* the element offset of row (b, i, j) of cat / dcat [W, B, nW, NP] (offset planes outermost, so
+ * that one offset's rows of all sequences are one matrix; see comp_merges) */
+__host__ __device__ static inline size_t cat_row(const CompDims &q, int b, int i, int j) {
+    return (size_t)i * q.cat_istride + ((size_t)b * q.n_windows + j) * q.cat_cols;
 }
 
 /* S_g: KV head g's stride (vis_head_stride; S when hstride is NULL) */
@@ -101,6 +125,7 @@ typedef struct { int o, nw, col0, ncol, S; } CompSlice;
 static int comp_slices(const CompDims &q, int b, CompSlice *sl) {   /* sl has room for G entries */
     if (q.grid == GRID_ALIGNED && !q.hstride) {
         sl[0].o = head_offset(q, b, 0); sl[0].nw = head_windows(q, b, 0); sl[0].col0 = 0; sl[0].ncol = q.cat_cols;
+        if (q.merged) sl[0].nw = q.B * q.n_windows;           /* sequence 0's slice runs on through all B */
         sl[0].S = q.stride;
         return sl[0].nw > 0 ? 1 : 0;
     }
@@ -113,6 +138,9 @@ static int comp_slices(const CompDims &q, int b, CompSlice *sl) {   /* sl has ro
     }
     return n;
 }
+
+/* the sequences the projection GEMMs loop over: 1 when they merge (comp_merges), else B */
+static int gemm_sequences(const CompDims &q) { return q.merged ? 1 : q.B; }
 
 /* map of offset i: paper i; deepseek 0 for i < S else 1; shared (docs/spec.md §2b) 0 (comp_map_index) */
 static int map_of(const CompDims &q, int i) { return map_index(q.n_maps, q.window, q.stride, i); }   /* kernels/kernels.h: the rule */
@@ -152,10 +180,10 @@ static void proj_fwd_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, 
     if (j1 <= j0 || i1 <= i0) return;
     const int nj = j1 - j0;
     const bf16 *A = a_b + ((long long)z.o + (long long)j0 * z.S + i0) * q.D;   /* lda S*D, offset i: +D */
-    float *C = cat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    float *C = cat_b + (size_t)i0 * q.cat_istride + (size_t)j0 * q.cat_cols + z.col0;
     if (q.n_maps == q.window) {
         cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A, z.S * q.D, q.D, wcat + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D,
-                (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f, i1 - i0);
+                (long long)q.cat_cols * q.D, C, q.cat_cols, (long long)q.cat_istride, 1, 1.0f, 0.0f, i1 - i0);
         return;
     }
     for (int ia = i0; ia < i1;) {             /* runs of offsets with one map (shared: one; deepseek: two halves) */
@@ -164,7 +192,7 @@ static void proj_fwd_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, 
         while (ib < i1 && map_of(q, ib) == m) ib++;
         cu_gemm(ctx, 0, 1, nj, z.ncol, q.D, A + (size_t)(ia - i0) * q.D, z.S * q.D, q.D,
                 wcat + ((size_t)m * q.cat_cols + z.col0) * q.D, q.D, 0,
-                C + (size_t)(ia - i0) * q.n_windows * q.cat_cols, q.cat_cols, (long long)q.n_windows * q.cat_cols, 1, 1.0f, 0.0f,
+                C + (size_t)(ia - i0) * q.cat_istride, q.cat_cols, (long long)q.cat_istride, 1, 1.0f, 0.0f,
                 ib - ia);
         ia = ib;
     }
@@ -178,14 +206,14 @@ static void proj_dw_gemm(BackendCtx *ctx, const CompDims &q, float *dw, const bf
     if (j1 <= j0 || i1 <= i0) return;
     const int nj = j1 - j0;
     const bf16 *A = a_b + ((long long)z.o + (long long)j0 * z.S + i0) * q.D;
-    const bf16 *dC = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    const bf16 *dC = dcat_b + (size_t)i0 * q.cat_istride + (size_t)j0 * q.cat_cols + z.col0;
     if (q.n_maps == q.window) {
-        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC, q.cat_cols, (long long)q.n_windows * q.cat_cols, A, z.S * q.D, q.D,
+        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC, q.cat_cols, (long long)q.cat_istride, A, z.S * q.D, q.D,
                 dw + ((size_t)i0 * q.cat_cols + z.col0) * q.D, q.D, (long long)q.cat_cols * q.D, 1, 1.0f, 1.0f, i1 - i0);
         return;
     }
     for (int i = i0; i < i1; i++)
-        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC + (size_t)(i - i0) * q.n_windows * q.cat_cols, q.cat_cols, 0,
+        cu_gemm(ctx, 1, 0, z.ncol, q.D, nj, dC + (size_t)(i - i0) * q.cat_istride, q.cat_cols, 0,
                 A + (size_t)(i - i0) * q.D, z.S * q.D, 0, dw + ((size_t)map_of(q, i) * q.cat_cols + z.col0) * q.D, q.D, 0,
                 1, 1.0f, 1.0f, 1);
 }
@@ -199,11 +227,11 @@ static void proj_da_gemm(BackendCtx *ctx, const CompDims &q, const bf16 *wcat, v
     const int m0 = map_of(q, i0);
     if (q.n_maps != q.window && map_of(q, i1 - 1) != m0) cu_fail(__FILE__, __LINE__, "compressor", "map changes inside an offset group");
     const long long sB = q.n_maps == q.window ? (long long)q.cat_cols * q.D : 0;
-    const bf16 *A = dcat_b + ((size_t)i0 * q.n_windows + j0) * q.cat_cols + z.col0;
+    const bf16 *A = dcat_b + (size_t)i0 * q.cat_istride + (size_t)j0 * q.cat_cols + z.col0;
     const bf16 *Bm = wcat + ((size_t)m0 * q.cat_cols + z.col0) * q.D;
     const size_t row0 = (size_t)((long long)z.o + (long long)j0 * z.S + i0);
     void *C = da_f32 ? (void *)((float *)da_b + row0 * q.D) : (void *)((bf16 *)da_b + row0 * q.D);
-    cu_gemm(ctx, 0, 0, j1 - j0, q.D, z.ncol, A, q.cat_cols, (long long)q.n_windows * q.cat_cols, Bm, q.D, sB,
+    cu_gemm(ctx, 0, 0, j1 - j0, q.D, z.ncol, A, q.cat_cols, (long long)q.cat_istride, Bm, q.D, sB,
             C, z.S * q.D, q.D, da_f32, 1.0f, 1.0f, i1 - i0);
 }
 
@@ -261,7 +289,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
         for (int ch = lane; ch < c; ch += 32) {
             float mx = -INFINITY;
             for (int i = f; i < W; i++) {
-                float sv = cat[(((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + ch];
+                float sv = cat[cat_row(q, b, i, j) + g * q.head_cols + ch];
                 if (gate_b) sv += bf(gate_b[((size_t)g * W + i) * c + ch]);
                 al[i * c + ch] = sv;
                 mx = fmaxf(mx, sv);
@@ -277,7 +305,7 @@ __global__ void comp_pool_fwd_kernel(bf16 *entry, float *alpha, bf16 *payload, f
     #pragma unroll
     for (int k = 0; k < POOL_MAXK; k++) acc[k] = 0.0f;
     for (int i = f; i < W; i++) {
-        const float *src = cat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols + q.gate_channels;
+        const float *src = cat + cat_row(q, b, i, j) + g * q.head_cols + q.gate_channels;
         bf16 *pdst = payload + (slot0 + i) * d;
         float pv[POOL_MAXK];
         float ss = 0.0f;
@@ -324,14 +352,16 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
     if (q.n_windows <= 0) return;
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
+    cu_substep_begin(ctx);
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    cu_substep(ctx, "compressor_fwd.pack");
     float *cat = (float *)cu_workspace(ctx, WS_COMP_CAT, (size_t)q.B * q.window * q.n_windows * q.cat_cols * sizeof(float));
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
-    for (int b = 0; b < q.B; b++) {
+    for (int b = 0; b < gemm_sequences(q); b++) {
         const int ns = comp_slices(q, b, sl);
         const bf16 *a_b = a + (size_t)b * q.T * q.D;
-        float *cat_b = cat + (size_t)b * q.window * q.n_windows * q.cat_cols;
+        float *cat_b = cat + (size_t)b * q.n_windows * q.cat_cols;
         for (int x = 0; x < ns; x++) {
             const CompSlice &z = sl[x];
             const int jf = slice_full_from(q, z);
@@ -342,15 +372,17 @@ void cu_compressor_fwd(BackendCtx *ctx, const CompShape *s, act_t *entry, float 
             }
         }
     }
+    cu_substep(ctx, "compressor_fwd.gemm");
     int items = q.B * q.n_windows * q.G;
     CU_KERNEL(comp_pool_fwd_kernel, (items + 7) / 8, 256, 0, ctx->stream)(
         (bf16 *)entry, alpha, (bf16 *)payload, pn_rstd, cat, q.gate_channels ? (const bf16 *)gate_b : NULL,
         (const bf16 *)post_w, q.gate_channels == 0, s->eps, comp_device_dims(ctx, q));
     CU_LAUNCH();
+    cu_substep(ctx, "compressor_fwd.pool");
 }
 
 /* ---------------- backward ---------------- */
-/* dcat [B, W, nW, NP] bf16; ds32 [B, nW, G, W, c] fp32 (also scratch for dalpha);
+/* dcat [W, B, nW, NP] bf16; ds32 [B, nW, G, W, c] fp32 (also scratch for dalpha);
  * dpost [B*nW*G, d] fp32 partials */
 __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, const bf16 *dentry, const float *alpha,
                                      const bf16 *payload, const float *pn_rstd, const bf16 *post_w,
@@ -370,7 +402,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     const float *al = alpha + slot0 * c;
     const int f = vis_window_first_slot(j, head_stride(q, g), head_offset(q, b, g));   /* masked slots i < f: no gradient */
     for (int i = 0; i < f; i++) {
-        bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+        bf16 *dst = dcat + cat_row(q, b, i, j) + g * q.head_cols;
         for (int x = lane; x < q.head_cols; x += 32) dst[x] = __float2bfloat16(0.0f);
         if (gated) for (int x = lane; x < c; x += 32) ds32[(slot0 + i) * c + x] = 0.0f;
     }
@@ -387,7 +419,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     for (int i = f; i < W; i++) {
         const bf16 *p = payload + (slot0 + i) * d;
         float rs = post_w ? pn_rstd[slot0 + i] : 1.0f;
-        bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+        bf16 *dst = dcat + cat_row(q, b, i, j) + g * q.head_cols;
         float pv[POOL_MAXK], dq[POOL_MAXK];
         float dal_s = 0.0f, dot = 0.0f;
         #pragma unroll
@@ -434,7 +466,7 @@ __global__ void comp_pool_bwd_kernel(bf16 *dcat, float *ds32, float *dpost, cons
     if (gated) {
         __syncwarp();
         for (int i = f; i < W; i++) {
-            bf16 *dst = dcat + (((size_t)b * W + i) * q.n_windows + j) * q.cat_cols + g * q.head_cols;
+            bf16 *dst = dcat + cat_row(q, b, i, j) + g * q.head_cols;
             if (c == 1) {
                 if (lane == 0) {
                     float dsv = al[i] * (ds32[slot0 + i] - sumad_scalar);
@@ -491,7 +523,9 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
     if (q.d > 32 * POOL_MAXK) cu_fail(__FILE__, __LINE__, "compressor", "head_dim > 256 is not supported");
     const bf16 *a = (const bf16 *)a_;
     bf16 *da = (bf16 *)da_;
+    cu_substep_begin(ctx);
     bf16 *wcat = pack_weights(ctx, q, (const bf16 *)gate_w, (const bf16 *)payload_w);
+    cu_substep(ctx, "compressor_bwd.pack");
     size_t n_cat = (size_t)q.B * q.window * q.n_windows * q.cat_cols;
     bf16 *dcat = (bf16 *)cu_workspace(ctx, WS_COMP_DCAT, n_cat * sizeof(bf16));
     if (q.cat_cols != q.G * q.head_cols) CU(cudaMemsetAsync(dcat, 0, n_cat * sizeof(bf16), ctx->stream));
@@ -503,19 +537,21 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                                                                    (const bf16 *)payload, pn_rstd, (const bf16 *)post_w,
                                                                    q.gate_channels ? dalpha_extra : NULL, comp_device_dims(ctx, q));
     CU_LAUNCH();
+    cu_substep(ctx, "compressor_bwd.pool");
     if (dgate_b && ds32) cu_colsum_add(ctx, dgate_b, ds32, q.B * q.n_windows, q.G * q.window * q.channels);
     CompSlice sl[64];
     if (q.G > 64) cu_fail(__FILE__, __LINE__, "compressor", "more than 64 KV heads");
     if (dpost_w && dpost) cu_colsum_add(ctx, dpost_w, dpost, q.B * q.n_windows * q.G, q.d);
+    cu_substep(ctx, "compressor_bwd.colsums");
 
     /* weight gradients: dWcat_m [NP, D] += dcat[b,i]^T [NP, nW] @ A_i [nW, D] */
     if (dpayload_w || dgate_w) {
         size_t n_dw = (size_t)q.n_maps * q.cat_cols * q.D;
         float *dw = (float *)cu_workspace(ctx, WS_COMP_DW, n_dw * sizeof(float));
         CU(cudaMemsetAsync(dw, 0, n_dw * sizeof(float), ctx->stream));
-        for (int b = 0; b < q.B; b++) {
+        for (int b = 0; b < gemm_sequences(q); b++) {
             const int ns = comp_slices(q, b, sl);
-            const bf16 *a_b = a + (size_t)b * q.T * q.D, *dcat_b = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols;
+            const bf16 *a_b = a + (size_t)b * q.T * q.D, *dcat_b = dcat + (size_t)b * q.n_windows * q.cat_cols;
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
                 const int jf = slice_full_from(q, z);
@@ -526,9 +562,11 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                 }
             }
         }
+        cu_substep(ctx, "compressor_bwd.dw_gemm");
         size_t n_un = (size_t)q.n_maps * q.G * q.head_cols * q.D;
         CU_KERNEL(comp_unpack_kernel, cu_blocks(n_un, 256), 256, 0, ctx->stream)(dgate_w, dpayload_w, dw, q);
         CU_LAUNCH();
+        cu_substep(ctx, "compressor_bwd.dw_unpack");
     }
 
     /* input gradient: da rows o+jS+i += dcat[b,i] [nW, cols] @ Wcat_m [cols, D]; offsets in [kS, kS+S)
@@ -543,9 +581,9 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
             da32 = (float *)cu_workspace(ctx, WS_COMP_DA, n_da * sizeof(float));
             CU(cudaMemsetAsync(da32, 0, n_da * sizeof(float), ctx->stream));
         }
-        for (int b = 0; b < q.B; b++) {
+        for (int b = 0; b < gemm_sequences(q); b++) {
             const int ns = comp_slices(q, b, sl);
-            const bf16 *dcat_b = dcat + (size_t)b * q.window * q.n_windows * q.cat_cols;
+            const bf16 *dcat_b = dcat + (size_t)b * q.n_windows * q.cat_cols;
             void *da_b = direct ? (void *)(da + (size_t)b * q.T * q.D) : (void *)(da32 + (size_t)b * q.T * q.D);
             for (int x = 0; x < ns; x++) {
                 const CompSlice &z = sl[x];
@@ -560,9 +598,11 @@ void cu_compressor_bwd(BackendCtx *ctx, const CompShape *s, act_t *da_, float *d
                 }
             }
         }
+        cu_substep(ctx, "compressor_bwd.da_gemm");
         if (!direct) {
             CU_KERNEL(add_f32_to_bf16_kernel, cu_blocks(n_da, 256), 256, 0, ctx->stream)(da, da32, n_da);
             CU_LAUNCH();
+            cu_substep(ctx, "compressor_bwd.da_add");
         }
     }
 }

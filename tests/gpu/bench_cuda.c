@@ -11,8 +11,9 @@
  * (kernels/backend_profile.h), recording off during the timed and forward-only steps, then one
  * step more recorded (every op synchronized, so device time is attributed per op) and its per-op
  * table printed after the case's line ("per-op profile, CASE: ...", the table of
- * backend_profile_report; tests/gpu/check.sh's bench phase reads it). The figures on the case's
- * line come from the unrecorded steps. */
+ * backend_profile_report; tests/gpu/check.sh's bench phase reads it), then the parts of the
+ * compressor, attention and classifier ops in that step ("sub-steps, ...", kernels/cuda/cuda_substeps.cu).
+ * The figures on the case's line come from the unrecorded steps. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,10 @@ int main(int argc, char **argv) {
                "loss %.3f  params %.1fM\n",
                cases[ci].name, tps, 100 * mfu, dt, dtf, cuda_backend_peak_bytes(be) / 1073741824.0, loss, tt->n_params / 1e6);
         fflush(stdout);
-        if (prof) {   /* one step more, every op synchronized and timed */
+        if (prof) {   /* one step more, every op synchronized and timed, and the parts of the largest ops */
             backend_profile_reset(prof);
+            cuda_backend_substeps_reset(be);
+            cuda_backend_substeps(be, 1);
             backend_profile_enable(prof, 1);
             be->synchronize(be->ctx);
             double p0 = clock_seconds();
@@ -126,9 +129,11 @@ int main(int argc, char **argv) {
             backend_profile_enable(prof, 0);
             be->synchronize(be->ctx);
             double pdt = clock_seconds() - p0;
+            cuda_backend_substeps(be, 0);
             printf("per-op profile, %s: 1 more step (%.3f s with every op synchronized; not in the figures above)\n",
                    cases[ci].name, pdt);
             backend_profile_report(stdout, prof, pdt);
+            cuda_backend_substeps_report(stdout, be, pdt);
             fflush(stdout);
         }
         optimizer_free(&opt);

@@ -36,7 +36,9 @@
 #                              full, W8/S8 8-KV, W8/S8 1-KV, then full with the cuDNN backward;
 #                              tokens/s, MFU, step time, peak memory; with BENCH_PROFILE=1 one
 #                              more step per case timed op by op: bench.per_op_CASE (the top ops:
-#                              ms, % of the step, GFLOP/s or GB/s) and bench.gemm_CASE (top shapes)
+#                              ms, % of the step, GFLOP/s or GB/s), bench.gemm_CASE (top shapes) and
+#                              bench.parts_CASE (the top 8 parts of the compressor, attention and
+#                              classifier ops: kernels/cuda/cuda_substeps.cu)
 #   rerun            60   25   ./train run.device=cuda, configs/demo.ini (compressed) and its full-
 #                              attention twin, each trained twice from scratch (with
 #                              run.deterministic=true when ./train has that key): the checkpoints'
@@ -535,20 +537,24 @@ bench_figs() {   # bench_figs LOG SUFFIX: one figure per case line of bench_cuda
   done < <(grep -E '^bench_cuda .* tokens/s' "$1")
 }
 bench_per_op() {   # bench_per_op LOG: each case's per-op table (bench_cuda, BENCH_PROFILE=1) as figures
-  local name ops gemm n=0
-  while IFS=$'\t' read -r name ops gemm; do
+  local name ops gemm parts n=0
+  while IFS=$'\t' read -r name ops gemm parts; do
     fig bench "per_op_$name" "$ops"
     [ -n "$gemm" ] && fig bench "gemm_$name" "$gemm"
+    [ -n "$parts" ] && fig bench "parts_$name" "$parts"
     n=$((n + 1))
   done < <(awk '
-    function flush() { sub(/; $/, "", gemm); if (c != "") printf "%s\t%s\t%s\n", c, ops, gemm; c = "" }
+    function flush() { sub(/; $/, "", gemm); sub(/; $/, "", parts)
+                       if (c != "") printf "%s\t%s\t%s\t%s\n", c, ops, gemm, parts; c = "" }
     /^per-op profile, / { flush(); c = $0; sub(/^per-op profile, /, "", c); sub(/: [0-9]+ more step.*/, "", c)
                           c = tolower(c); gsub(/[^a-z0-9]+/, "_", c); gsub(/^_|_$/, "", c)
-                          ops = ""; gemm = ""; sect = ""; rows = 0; next }
+                          ops = ""; gemm = ""; parts = ""; sect = ""; rows = 0; next }
     c == "" { next }
     /^per-op time, / { sect = "ops"; next }
     /^GEMM shapes/ { sect = "gemm"; rows = 0; next }
-    /^  (op|product) / { next }
+    /^sub-steps, / { sect = "parts"; rows = 0; next }
+    /^  (op|product|part) / { next }
+    sect == "parts" && /^  [a-z]/ && rows < 8 { parts = parts sprintf("%s %s ms %s%%; ", $1, $3, $5); rows++; next }
     sect == "ops" && /^  \(between ops\)/ { ops = ops sprintf("between ops %s ms %s%%", $3, $4); next }
     sect == "ops" && /^  [a-z]/ && rows < 6 {
       ops = ops sprintf("%s %s ms %s%% %s; ", $1, $3, $5, $6 != "-" ? $6 " GFLOP/s" : $7 " GB/s"); rows++; next }

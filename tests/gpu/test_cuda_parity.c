@@ -657,7 +657,7 @@ static const CompCase COMP_CASES[] = {
     {"shared vector+bias post W6 S3",      1, 36, 32,  2, 16,  6, 3, GATE_VECTOR,  1,   1,   2,   0},
     /* the paper's shapes (GPU runs only, is_paper_case): d_model 1024, T = 4096, 1 and 8 KV heads */
     {"paper T=4096 D1024 G1 d128 W8 S8",   1, 4096, 1024, 1, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
-    {"paper T=4096 D1024 G8 d128 W8 S8",   1, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
+    {"paper T=4096 D1024 G8 d128 W8 S8",   2, 4096, 1024, 8, 128, 8, 8, GATE_SCALAR, 1,   0,   0,   0},
     /* negative static offsets (docs/spec.md §6.1, §5.4: DeepSeek-V4's CSA is o_base = S - W = -4):
      * partial first windows, masked slots; the last row writes da directly (W <= S) */
     /* name                                B  T   D    G  d    W  S  gate            bias post maps base */

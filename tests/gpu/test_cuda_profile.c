@@ -6,7 +6,11 @@
  *   cuda_profile_model: two training steps of a tiny model (full and compressed attention, with
  *     run.deterministic's switch on) on the wrapper, recording, and on the bare backend: the fp32
  *     master weights afterwards are equal bit for bit, and the table has the step's ops (matmuls,
- *     attention and, compressed, the compressor) with their FLOPs.
+ *     attention and, compressed, the compressor) with their FLOPs;
+ *   cuda_profile_substeps: the same two compressed steps with the backend's sub-step timing on
+ *     (kernels/cuda/cuda_substeps.cu) give the same bits as with it off, and its table has every
+ *     part of the compressor, the custom attention backward and the classifier, each called as
+ *     often as the model calls its op (per layer and branch), and the report prints them.
  * Without a GPU (or without a CUDA build) each group prints one skip line. */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +18,7 @@
 #include <string.h>
 #include "kernels/kernels.h"
 #include "kernels/backend_profile.h"
+#include "kernels/cuda/cuda_backend.h"
 #include "common/errors.h"
 #include "tests/check.h"
 #include "tests/model_testutil.h"
@@ -21,7 +26,7 @@
 #include "trainer/comm.h"
 #include "trainer/optimizer.h"
 
-static const char *GROUPS[] = {"cuda_profile_ops", "cuda_profile_model"};
+static const char *GROUPS[] = {"cuda_profile_ops", "cuda_profile_model", "cuda_profile_substeps"};
 #define N_GROUPS ((int)(sizeof GROUPS / sizeof GROUPS[0]))
 
 #ifndef PHASELAB_CUDA
@@ -148,6 +153,56 @@ static void test_model(const Backend *GPU, const Backend *prof) {
     GPU->set_deterministic(GPU->ctx, 0);
 }
 
+static void test_substeps(const Backend *GPU) {
+    GPU->set_deterministic(GPU->ctx, 1);   /* the custom attention backward: its dq / dK/dV parts */
+    size_t n0 = 0, n1 = 0;
+    float *off = two_steps(GPU, 1, &n0);
+    cuda_backend_substeps_reset(GPU);
+    cuda_backend_substeps(GPU, 1);
+    float *on = two_steps(GPU, 1, &n1);
+    cuda_backend_substeps(GPU, 0);
+    GPU->set_deterministic(GPU->ctx, 0);
+    /* per step the tiny model calls each of compressor_fwd / _bwd once per layer and branch (K, V),
+     * attention_bwd once per layer, the classifier once */
+    const ModelConfig cfg = tu_tiny_config();
+    const long steps = 2, comp = steps * cfg.n_layers * 2, attn = steps * cfg.n_layers;
+    static const struct { const char *name; int per; } parts[] = {
+        {"compressor_fwd.pack", 1}, {"compressor_fwd.gemm", 1}, {"compressor_fwd.pool", 1},
+        {"compressor_bwd.pack", 1}, {"compressor_bwd.pool", 1}, {"compressor_bwd.colsums", 1},
+        {"compressor_bwd.dw_gemm", 1}, {"compressor_bwd.dw_unpack", 1}, {"compressor_bwd.da_gemm", 1},
+        {"attention_bwd.pre", 2}, {"attention_bwd.dq", 2}, {"attention_bwd.dkv", 2},
+        {"classifier.logits_gemm", 3}, {"classifier.cross_entropy", 3}, {"classifier.dx_gemm", 3},
+        {"classifier.demb_gemm", 3}};
+    int bad = 0;
+    char first_bad[160] = "";
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        long calls;
+        double sec;
+        int found = cuda_backend_substep(GPU, parts[i].name, &calls, &sec);
+        long want = parts[i].per == 1 ? comp : parts[i].per == 2 ? attn : steps;   /* classifier: one chunk a step */
+        if (!found || calls != want || !(sec > 0)) {
+            if (!bad++) snprintf(first_bad, sizeof first_bad, "%s: found %d, %ld calls (want %ld), %.3g s",
+                                 parts[i].name, found, calls, want, sec);
+        }
+    }
+    long none_calls;
+    double none_sec;
+    const int stray = cuda_backend_substep(GPU, "attention_bwd.cudnn", &none_calls, &none_sec);
+    char *rep = NULL;
+    size_t rep_len = 0;
+    FILE *mf = open_memstream(&rep, &rep_len);
+    cuda_backend_substeps_report(mf, GPU, 1.0);
+    fclose(mf);
+    const int printed = rep && strstr(rep, "sub-steps, cuda backend") && strstr(rep, "  compressor_bwd.dw_gemm ") &&
+                        strstr(rep, "  attention_bwd.dkv ");
+    check(off && on && n0 == n1 && !memcmp(off, on, n0 * sizeof(float)),
+          "cuda_profile_substeps: two compressed steps with sub-step timing on == off, bit for bit", "n %zu/%zu", n0, n1);
+    check(!bad && !stray && printed,
+          "cuda_profile_substeps: every part of the compressor, attention backward and classifier, once per op call",
+          "%d parts wrong (%s); cudnn part recorded %d; report printed %d", bad, first_bad, stray, printed);
+    free(rep); free(off); free(on);
+}
+
 int main(void) {
     char err[ERR_LEN] = "";
     const Backend *GPU = backend_cuda(0, err);
@@ -159,6 +214,7 @@ int main(void) {
     if (!prof) { check(0, "cuda_profile_ops: backend_profiled", "out of memory"); return check_exit_code(); }
     test_ops(GPU, prof);
     test_model(GPU, prof);
+    test_substeps(GPU);
     backend_profile_free(prof);
     return check_exit_code();
 }
