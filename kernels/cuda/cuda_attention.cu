@@ -288,9 +288,16 @@ __device__ __forceinline__ void warp_store_rows(bf16 *dst, float *ob, const Frag
  * warp's 16, half hf = lane & 1; lane (rr, hf) visits columns att_col(rr, hf, i), i = 0..31, so
  * that the 32 lanes of one step hit 32 distinct banks of an fp32 row stride of 68 (4 rr + col
  * mod 32, the rows rr and rr + 8 offset by 2 columns) and 16 distinct words of the bf16 P rows.
- * __launch_bounds__(128, 3): at most 170 registers, so the 3 blocks the shared memory allows also
- * fit the register file (ptxas, sm_90, d = 128: 168 registers, no spills). */
+ * __launch_bounds__(128, 3) on sm_90 and later: at most 170 registers, so the 3 blocks the shared
+ * memory allows also fit the register file (ptxas, sm_90, d = 128: 168 registers, no spills).
+ * Earlier GPUs (A100: 164 KiB of shared memory, 2 blocks of 68 KiB) ask for 2: 3 would only make
+ * ptxas spill (sm_80: 92 bytes of spill stores) for a block the SM cannot hold anyway. */
 #define ATT_RESCALE_TH 8.0f
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define ATT_FWD_MIN_BLOCKS 2
+#else
+#define ATT_FWD_MIN_BLOCKS 3
+#endif
 
 template <int DP>
 struct FwdLayout {
@@ -339,7 +346,7 @@ __device__ __forceinline__ void warp_scale_o(FragC *oacc, float *Sw, int rr, int
 }
 
 template <int DP>
-__global__ void __launch_bounds__(ATT_THREADS, 3) attn_fwd_kernel(AttnShape s, bf16 *out, float *lse, const bf16 *q,
+__global__ void __launch_bounds__(ATT_THREADS, ATT_FWD_MIN_BLOCKS) attn_fwd_kernel(AttnShape s, bf16 *out, float *lse, const bf16 *q,
                                                                const bf16 *k, const bf16 *v, const bf16 *ck,
                                                                const bf16 *cv, const float *sink, bool vec) {
     typedef FwdLayout<DP> L;
@@ -774,13 +781,14 @@ static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) 
 struct DkvPlan { int chunk_len, blocks, slots; };
 static DkvPlan dkv_plan(const AttnShape *s) {
     const int n_tiles = dkv_n_tiles(*s);
-    /* without shifts every sequence has the same tiles: sequence 0's, B times */
-    const int n_seq = s->grid_shift ? s->B : 1;
+    /* every sequence has the same tiles (sequence 0's, B times) unless its grid is shifted (phase
+     * jitter) or its entries end where its own learned boundaries put them (entry_ends) */
+    const int n_seq = s->grid_shift || s->entry_ends ? s->B : 1;
     long long items = 0;
     for (int b = 0; b < n_seq; b++)
         for (int g = 0; g < s->G; g++)
             for (int tile = 0; tile < n_tiles; tile++) items += dkv_tile(*s, b, g, tile).items;
-    if (!s->grid_shift) items *= s->B;
+    if (n_seq == 1) items *= s->B;
     long long len = (items + DKV_TARGET_BLOCKS - 1) / DKV_TARGET_BLOCKS;
     if (len < DKV_MIN_CHUNK) len = DKV_MIN_CHUNK;
     if (len > (1 << 30)) len = 1 << 30;
@@ -813,16 +821,25 @@ static AttnShape att_device_shape(BackendCtx *ctx, const AttnShape *s) {
     return k;
 }
 
+/* Kernel attributes (the shared-memory opt-in) hold per device: a launcher sets them once per
+ * device (its flags, indexed by device; a device past the table sets them on every call). */
+#define ATT_MAX_DEVICES 64
+static bool att_attrs_needed(const BackendCtx *ctx, bool *done) {
+    if (ctx->device < 0 || ctx->device >= ATT_MAX_DEVICES) return true;
+    if (done[ctx->device]) return false;
+    done[ctx->device] = true;   /* (set by the caller right after this returns) */
+    return true;
+}
+
 template <int DP>
 static void attn_fwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *ck, const bf16 *cv, const float *sink, bool vec) {
-    static bool attr_set = false;
+    static bool attr_set[ATT_MAX_DEVICES];   /* cudaFuncSetAttribute holds per device */
     size_t smem = FwdLayout<DP>::bytes();
     check_smem(ctx, smem, "attention forward", s->d);
-    if (!attr_set) {
+    if (att_attrs_needed(ctx, attr_set)) {
         CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         CU(cudaFuncSetAttribute(attn_fwd_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
-        attr_set = true;
     }
     dim3 grid((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
     const AttnShape ks = att_device_shape(ctx, s);
@@ -834,15 +851,14 @@ template <int DP>
 static void attn_bwd_launch(BackendCtx *ctx, const AttnShape *s, bf16 *dq, bf16 *dk, bf16 *dv, bf16 *dck, bf16 *dcv, const bf16 *dout,
                             const float *lse, const float *Dv, const bf16 *q, const bf16 *k, const bf16 *v,
                             const bf16 *ck, const bf16 *cv, bool vec) {
-    static bool attr_set = false;
+    static bool attr_set[ATT_MAX_DEVICES];   /* cudaFuncSetAttribute holds per device */
     size_t smem_dq = DqLayout<DP>::bytes(), smem_dkv = DkvLayout<DP>::bytes();
     check_smem(ctx, smem_dq > smem_dkv ? smem_dq : smem_dkv, "attention backward", s->d);
-    if (!attr_set) {
+    if (att_attrs_needed(ctx, attr_set)) {
         CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dq));
         CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_dkv));
         CU(cudaFuncSetAttribute(attn_bwd_dq_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
         CU(cudaFuncSetAttribute(attn_bwd_dkv_kernel<DP>, cudaFuncAttributePreferredSharedMemoryCarveout, ATT_CARVEOUT));
-        attr_set = true;
     }
     dim3 grid_q((s->T + ATT_BQ - 1) / ATT_BQ, s->H, s->B);
     const AttnShape ks = att_device_shape(ctx, s);

@@ -382,7 +382,12 @@ static void run_attention(const ParityCase *pc) {
     if (strstr(ac->name, "learned") && ac->compressed) {   /* entry ends (§6.5): host memory on both sides */
         s.n_windows = s.T;
         hends = malloc(sizeof(int32_t) * (size_t)s.B * s.T);
-        for (int b = 0; b < s.B; b++) hcount[b] = case_learned_ends(hends + (size_t)b * s.T, s.T, s.T, s.window);
+        /* chunks of 1..W tokens in sequence 0, 1..W/2 in sequence 1, ...: the sequences have different
+         * entry counts, so a plan made from one sequence's tiles (the dK/dV split) cannot fit the others */
+        for (int b = 0; b < s.B; b++) {
+            const int longest = s.window >> (b < 30 ? b : 30);
+            hcount[b] = case_learned_ends(hends + (size_t)b * s.T, s.T, s.T, longest > 1 ? longest : 1);
+        }
         s.entry_ends = hends;
         s.entry_count = hcount;
     }
@@ -486,12 +491,14 @@ static const AttCase ATT_CASES[] = {
     {"multirate 4,3 window W4 nloc6 H4 G2 d64",   1, 100, 4, 2, 64, 4, 3, VIS_WINDOW, 6,  1, 0},
     {"multirate 4,1 tail W4 H4 G2 d16 (S=1 head)", 1, 90, 4, 2, 16, 4, 1, VIS_TAIL,   16, 1, 1},
     {"multirate 6,3 staggered tail W6 H4 G2 d32", 2, 80,  4, 2, 32, 6, 3, VIS_TAIL,   16, 1, 0},   /* grid: its row */
-    /* learned chunk boundaries (§6.5; rows 23-26): random entry ends per sequence (case_learned_ends), T entry
-     * rows; the last splits the dK/dV backward (entry tile 0: 8 heads x 5 query tiles = 40 items) */
+    /* learned chunk boundaries (§6.5; rows 23-27): random entry ends per sequence (case_learned_ends), T entry
+     * rows; the last two split the dK/dV backward (entry tile 0: 8 heads x 5 query tiles = 40 items), the
+     * last with two sequences of different entry counts (the split is planned over every sequence) */
     {"learned tail W8 H4 G2 d32 sink",            2, 150, 4, 2, 32, 8, 4, VIS_TAIL,   16, 1, 1},
     {"learned window W6 nloc5 H4 G1 d64",         2, 100, 4, 1, 64, 6, 3, VIS_WINDOW, 5,  1, 0},
     {"learned tail W4 H6 G3 d36 (unaligned)",     1, 77,  6, 3, 36, 4, 2, VIS_TAIL,   16, 1, 0},
     {"learned split tail W8 H8 G1 d32 sink",      1, 320, 8, 1, 32, 8, 4, VIS_TAIL,   16, 1, 1},
+    {"learned split tail B2 W8 H8 G1 d32 sink",   2, 320, 8, 1, 32, 8, 4, VIS_TAIL,   16, 1, 1},
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -1427,7 +1434,7 @@ static const ParityCase CASES[] = {
     DEC(7, "decode H8 G4 d32 multirate 8,6,8,6 tail sink"), DEC(8, "decode H4 G2 d64 multirate 4,1 window"),
     DEC(9, "decode H4 G2 d32 multirate 6,3 staggered tail sink"),
     BD(0), BD(1), BD(2), BD(3),
-    ATT(23, ATT_PLAIN), ATT(24, ATT_PLAIN), ATT(25, ATT_PLAIN), ATT(26, ATT_SPLIT),
+    ATT(23, ATT_PLAIN), ATT(24, ATT_PLAIN), ATT(25, ATT_PLAIN), ATT(26, ATT_SPLIT), ATT(27, ATT_SPLIT),
     DEC(10, "decode learned H4 G2 d32 tail sink"), DEC(11, "decode learned H6 G3 d36 window"),
     {"determinism", NULL, BD_OPS, T_EXACT, run_boundaries, {0}, &DET_BD_CASE, BD_DETERMINISM},
 };
