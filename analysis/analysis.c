@@ -412,10 +412,11 @@ static void store_chunk_phases(AnalysisH5 *h, const ChunkPhaseCounts *c) {
     free(ax_l), free(ax_k), free(cor), free(tot), free(test);
 }
 
-int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
+int analysis_store_probe(const char *path, const char *ckpt, long step, const char *overrides, const char *probe_path,
+                         const ProbeSet *ps,
                          int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
                          int nkf, const ChunkPhaseCounts *chunk, char *err) {
-    AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, err);
+    AnalysisH5 *h = ah5_begin(path, "probe", ckpt, step, overrides, err);
     if (!h) return -1;
     if (val) store_val_part(h, val_glob, val);
     int P = pr->residues, S = pr->fold > 0 ? pr->fold : 8;
@@ -445,9 +446,10 @@ int analysis_store_probe(const char *path, const char *ckpt, long step, const ch
 
 /* ---- plain validation loss (no probe) -> /val_NNN ---- */
 
-int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *overrides, const char *val_glob,
+                       const EvalResult *r,
                        char *err) {
-    AnalysisH5 *h = ah5_begin(path, "val", ckpt, step, err);
+    AnalysisH5 *h = ah5_begin(path, "val", ckpt, step, overrides, err);
     if (!h) return -1;
     store_val_part(h, val_glob, r);
     const char *ax[] = {"val_residue"};
@@ -624,7 +626,7 @@ static int run_gate_cycle(Ctx *c) {
     /* store */
     long *dl = malloc(sizeof(long) * (size_t)(nd + (have_val ? VP : 0))), *vr = dl ? dl + nd : NULL;   /* [nd], [VP] */
     if (!dl) { fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
-    AnalysisH5 *h = ah5_begin(c->out_path, "gate_cycle", c->a.ckpt, c->st.step, err);
+    AnalysisH5 *h = ah5_begin(c->out_path, "gate_cycle", c->a.ckpt, c->st.step, c->src.overrides, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); return 1; }
     for (int k = 0; k < nd; k++) dl[k] = deltas[k];
     ah5_attr_str(h, "layers", layers_text);
@@ -999,7 +1001,7 @@ static int run_knockout(Ctx *c) {
             printf("\n");
         }
     }
-    AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, err);
+    AnalysisH5 *hf = ah5_begin(c->out_path, "knockout", c->a.ckpt, c->st.step, c->src.overrides, err);
     if (!hf) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
     for (int l = 0; l < L; l++) lay[l] = l;
     for (int h = 0; h < G; h++) kvh[h] = h;
@@ -1148,7 +1150,7 @@ static int run_indexer_stats(Ctx *c) {
     AnalysisH5 *h = NULL;
     if (!(lay && hits && cnt && rate && lo && hi && chance && test && geo && vis && sel && srate && unc))
         fprintf(stderr, "phaselab: --indexer-stats: out of memory\n");
-    else if (!(h = ah5_begin(c->out_path, "indexer", c->a.ckpt, c->st.step, err)))
+    else if (!(h = ah5_begin(c->out_path, "indexer", c->a.ckpt, c->st.step, c->src.overrides, err)))
         fprintf(stderr, "phaselab: %s\n", err);
     else {
         store_probe_common(h, probe_path, c->ps, 0, P, maxS, "phase (t_K - o) mod S of the target key on the indexer layer's csa grid");

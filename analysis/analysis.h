@@ -38,13 +38,13 @@ int analysis_main(int argc, char **argv);
  * phase of learned boundaries (docs/spec.md §6.5, trainer/chunk_phase.h, finalised), stored as
  * chunk_{correct, total, acc} [2, L, W + 1] on axes protocol, layer, chunk_phase (W: unpooled) and
  * chunk_test [2, L, 3] (chi2, df, p across the pooled phases 0..W-1). Returns 0, or -1 with err. */
-int analysis_store_probe(const char *path, const char *ckpt, long step, const char *probe_path, const ProbeSet *ps,
-                         int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
+int analysis_store_probe(const char *path, const char *ckpt, long step, const char *overrides, const char *probe_path,
+                         const ProbeSet *ps, int decode, const ProbeResult *pr, const char *val_glob, const EvalResult *val, const KindFold *kf,
                          int nkf, const ChunkPhaseCounts *chunk, char *err);
 
 /* Stores the validation loss of a plain ./train --eval without a probe (evaluate_validation of the
  * data.val glob val_glob) as a new /val_NNN group, the same datasets and attributes as the val part
  * of a probe group (above; signal val_loss_by_residue). Returns 0, or -1 with err. */
-int analysis_store_val(const char *path, const char *ckpt, long step, const char *val_glob, const EvalResult *r,
-                       char *err);
+int analysis_store_val(const char *path, const char *ckpt, long step, const char *overrides, const char *val_glob,
+                       const EvalResult *r, char *err);
 #endif

@@ -471,7 +471,8 @@ int ah5_check_target(const char *path, char *err) {
     }
 }
 
-AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint, long step, char *err) {
+AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint, long step, const char *overrides,
+                      char *err) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     AnalysisH5 *a = calloc(1, sizeof *a);
     if (!a) { set_err(err, "%s: out of memory: %zu bytes for the analysis writer", path, sizeof *a); return NULL; }
@@ -564,7 +565,7 @@ AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint
     if (set_str_attr(a->group, "NX_class", "NXdata") || set_str_attr(a->group, "kind", kind) ||
         set_str_attr(a->group, "checkpoint", checkpoint) || set_str_attr(a->group, "checkpoint_path", ckpt_abs) ||
         set_str_attr(a->group, "created", when) || set_str_attr(a->group, "phaselab_version", PHASELAB_VERSION) ||
-        ah5_attr_long(a, "step", step))
+        set_str_attr(a->group, "overrides", overrides ? overrides : "") || ah5_attr_long(a, "step", step))
         fail(a, "group attributes");
     return a;
 fail:

@@ -15,7 +15,10 @@
  *
  * Provenance of every group, written by ah5_begin: phaselab_version (git describe of the code
  * that wrote it, PHASELAB_VERSION), created (UTC, ISO 8601), checkpoint (as given),
- * checkpoint_path (absolute), step (the checkpoint's step). The callers add, through
+ * checkpoint_path (absolute), step (the checkpoint's step), overrides (the command line's
+ * section.key=value overrides the checkpoint's config was read with, space-separated; "" when
+ * none: an analysis of a changed model, e.g. model.stride=2, says so in its own group, and
+ * tools/report never pools it with the unchanged one). The callers add, through
  * ah5_input_file, <role>_path (absolute) and <role>_sha256 of every input file (probe,
  * calibration, sweep_file), and as attributes the builder seeds and prompts per residue of
  * the probe and calibration sets (probe_seed, probe_per_residue, calibration_seed,
@@ -60,7 +63,8 @@ int ah5_check_target(const char *path, char *err);
 /* Takes the file (waiting while it is busy, see above) and starts the group for one analysis
  * of this kind. Returns NULL and fills err on failure (out of memory, the lock file cannot be
  * created next to path); nothing is written then. */
-AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint, long step, char *err);
+AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint, long step, const char *overrides,
+                      char *err);
 const char *ah5_group_name(const AnalysisH5 *a);
 
 /* Group attributes (the analysis parameters). */

@@ -453,7 +453,7 @@ int filler_sweep_main(const FillerSweepEnv *env, const char *path) {
            "%d sign flips; S = %d\n", n, peak, nk ? power[(int)lround(n / peak) - 1] : NAN, fold_p,
            fold_p > 1 ? 100.0 * explained[fold_p - 2] : NAN, flips, S);
     int rc = 0;
-    AnalysisH5 *h = ah5_begin(env->out_path, "filler_sweep", env->ckpt, st.step, err);
+    AnalysisH5 *h = ah5_begin(env->out_path, "filler_sweep", env->ckpt, st.step, env->src->overrides, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); rc = 1; goto out; }
     for (int i = 0; i < n; i++) Ls[i] = sp.L0 + i;
     ah5_attr_str(h, "sweep_file", path);

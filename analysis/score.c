@@ -311,7 +311,7 @@ int cmd_score(int argc, char **argv) {
         text_buf_free(&cp.b), text_buf_free(&ct.b);
         goto done;
     }
-    AnalysisH5 *h = ah5_begin(out, "score", ckpt, src.st.step, err);
+    AnalysisH5 *h = ah5_begin(out, "score", ckpt, src.st.step, src.overrides, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); text_buf_free(&cp.b), text_buf_free(&ct.b); goto done; }
     ah5_input_file(h, "input", a.input);
     ah5_attr_str(h, "input_kind", in.kind);

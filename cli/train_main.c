@@ -309,7 +309,7 @@ static int cmd_eval(int argc, char **argv) {
             vr = r;                                      /* stored with the probe's group, below */
             have_vr = 1;
         } else {
-            int stored = analysis_store_val(store, ckpt, cs.st.step, val_glob, &r, err);
+            int stored = analysis_store_val(store, ckpt, cs.st.step, cs.overrides, val_glob, &r, err);
             eval_result_free(&r);
             if (stored) { fprintf(stderr, "phaselab: %s\n", err); goto done; }
         }
@@ -342,7 +342,7 @@ static int cmd_eval(int argc, char **argv) {
         if (chunked) chunk_phase_print(stdout, chunked, (const char *const[]){"prefix padding", "in-sequence padding"});
         else if (model_has_boundaries(m))
             printf("by chunk phase: not computed through the KV cache (--decode); run --eval without --decode\n");
-        if (analysis_store_probe(store, ckpt, cs.st.step, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, kf, nkf,
+        if (analysis_store_probe(store, ckpt, cs.st.step, cs.overrides, probe_file, ps, decode, &pr, val_glob, have_vr ? &vr : NULL, kf, nkf,
                                  chunked, err)) {
             fprintf(stderr, "phaselab: %s\n", err);      /* printed above, but not stored: a failure */
             goto done;

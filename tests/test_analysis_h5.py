@@ -132,8 +132,9 @@ for (kind, args), name in zip(runs, names):
         continue
     a = c[name][0]
     check(text(a.get("phaselab_version")) == version and text(a.get("checkpoint_path")) == os.path.realpath(ck)
-          and len(text(a.get("created"))) == 20, f"{name}: code version {version}, absolute checkpoint path, creation time",
-          f"{a.get('phaselab_version')} {a.get('checkpoint_path')} {a.get('created')}")
+          and len(text(a.get("created"))) == 20 and text(a.get("overrides", "absent")) == "",
+          f"{name}: code version {version}, absolute checkpoint path, creation time, no overrides",
+          f"{a.get('phaselab_version')} {a.get('checkpoint_path')} {a.get('created')} overrides {a.get('overrides')!r}")
     if kind == "filler_sweep":
         check(text(a.get("sweep_file_sha256")) == sha(sweep) and text(a.get("sweep_file_path")) == os.path.realpath(sweep)
               and int(a.get("decode", -1)) == 0, f"{name}: sweep file sha256 and absolute path", f"{a}")
@@ -150,6 +151,15 @@ for (kind, args), name in zip(runs, names):
         ds = f[name]["acc"]
         scales = [ds.dims[i][0].name for i in range(len(ds.dims))] if all(len(ds.dims[i]) for i in range(len(ds.dims))) else []
     check(scales and all(s.startswith(f"/{name}/") for s in scales), f"{name}: dimension scales attached", f"{scales}")
+
+# ---- an analysis of the checkpoint read with overrides records them in its own group
+ov_h5 = os.path.join(d, "overrides.h5")
+for kind, extra in [("probe", []), ("knockout", ["--knockout", "0:0", "--calib", calib])]:
+    rc, out, err = run(["--eval", ck, "--probe", probe, *extra, "--out", ov_h5, "train.micro_batch=2", "eval.every=7"])
+    grp = stored_lines(out)[0].split()[1][1:] if rc == 0 and stored_lines(out) else ""
+    got = text(contents(ov_h5)[grp][0].get("overrides", "absent")) if grp else None
+    check(rc == 0 and got == "train.micro_batch=2 eval.every=7",
+          f"{kind} with two overrides: the group's 'overrides' attribute names both, in order", f"rc {rc}: {got!r} {err[-300:]}")
 
 PROBE = ["--eval", ck, "--probe", probe]
 

@@ -288,13 +288,29 @@ void ckpt_source_close(CkptSource *c) {
     free(c->run_dir);
     free(c->tokenizer_fp_source);
     free(c->tokenizer_json);
+    free(c->overrides);
     memset(c, 0, sizeof *c);
+}
+
+/* the overrides as one space-separated line ("" for none); malloc'd, NULL when out of memory */
+static char *join_overrides(int n, char **over) {
+    size_t len = 1;
+    for (int i = 0; i < n; i++) len += strlen(over[i]) + 1;
+    char *s = malloc(len);
+    if (!s) return NULL;
+    s[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (i) strcat(s, " ");
+        strcat(s, over[i]);
+    }
+    return s;
 }
 
 int ckpt_source_open(CkptSource *c, const char *dir, int n_over, char **over, FILE *say, char *err) {
     memset(c, 0, sizeof *c);
     c->st.step = -1;
     if (!(c->dir = strdup(dir))) return set_err(err, "%s: out of memory", dir);
+    if (!(c->overrides = join_overrides(n_over, over))) { free(c->dir); c->dir = NULL; return set_err(err, "%s: out of memory", dir); }
     char *ini = str_printf("%s/config.ini", dir), *json_path = str_printf("%s/config.json", dir);
     char *state = str_printf("%s/state.json", dir), *tok = str_printf("%s/tokenizer.json", dir);
     int rc = 0;

@@ -49,6 +49,8 @@ typedef struct {
     char tokenizer_fp[65];      /* "" = unknown */
     char *tokenizer_fp_source;  /* the file that says it */
     char *tokenizer_json;       /* DIR/tokenizer.json when present, else NULL */
+    char *overrides;            /* the command line's section.key=value overrides, space-separated ("" = none):
+                                   every analysis group records them (attribute "overrides") */
 } CkptSource;
 
 int ckpt_source_open(CkptSource *c, const char *dir, int n_overrides, char **overrides, FILE *say, char *err);
