@@ -471,9 +471,31 @@ int ah5_check_target(const char *path, char *err) {
     }
 }
 
+/* The analysis file of a checkpoint directory that no longer exists (removed while the analysis
+ * ran): rescue, "CKPTNAME.analysis.h5" in the current directory, said on stderr; path itself
+ * otherwise. Creating the directory again would leave a stub checkpoint that holds nothing else. */
+static const char *rescue_path(const char *path, const char *checkpoint, char *rescue, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (!slash || !checkpoint || !*checkpoint) return path;
+    size_t dlen = (size_t)(slash - path), clen = strlen(checkpoint);
+    while (clen > 1 && checkpoint[clen - 1] == '/') clen--;
+    if (dlen != clen || strncmp(path, checkpoint, clen) != 0) return path;   /* --out elsewhere */
+    char dir[PATH_BYTES];
+    snprintf(dir, sizeof dir, "%.*s", (int)dlen, path);
+    if (fs_exists(dir)) return path;
+    const char *base = strrchr(dir, '/');
+    base = base ? base + 1 : dir;
+    snprintf(rescue, len, "%.*s.analysis.h5", (int)(len > 64 ? len - 64 : 1), base);
+    fprintf(stderr, "phaselab: warning: the checkpoint %s no longer exists (removed while the analysis ran); the result "
+            "goes to %s in the current directory instead\n", dir, rescue);
+    return rescue;
+}
+
 AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint, long step, const char *overrides,
                       char *err) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    char rescue[PATH_BYTES];
+    path = rescue_path(path, checkpoint, rescue, sizeof rescue);
     AnalysisH5 *a = calloc(1, sizeof *a);
     if (!a) { set_err(err, "%s: out of memory: %zu bytes for the analysis writer", path, sizeof *a); return NULL; }
     a->fapl = a->file = a->group = -1;

@@ -108,7 +108,45 @@ def interrupted(name, args, sig, wait_for=None, delay=1.5, code=None, group=Fals
           f"{before} -> {snapshot()}")
 
 
+def checkpoint_removed_midway():
+    """The checkpoint directory removed while --knockout all runs on it (a by-hand rm, or a rotation
+    racing the analysis): the finished result goes to CKPTNAME.analysis.h5 in the current
+    directory with one warning, and the directory is not made again as a stub."""
+    import shutil
+    gone = os.path.join(d, "gone", "step_00000001")
+    shutil.copytree(ck, gone)
+    for f in ("analysis.h5", ".analysis.h5.lock"):
+        if os.path.exists(os.path.join(gone, f)):
+            os.remove(os.path.join(gone, f))
+    work = os.path.join(d, "cwd")
+    os.makedirs(work, exist_ok=True)
+    p = subprocess.Popen([tu.TRAIN, "--eval", gone, "--probe", probe, "--knockout", "all", "--calib", calib, "run.threads=1"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work)
+    err_lines, seen = [], threading.Event()
+
+    def read_err():
+        for line in p.stderr:
+            err_lines.append(line)
+            if "knockout: " in line:
+                seen.set()
+    t = threading.Thread(target=read_err, daemon=True)
+    t.start()
+    seen.wait(timeout=120)
+    running = p.poll() is None
+    shutil.rmtree(os.path.dirname(gone))
+    out = p.communicate(timeout=300)[0]
+    t.join(timeout=5)
+    err = "".join(err_lines)
+    rescue = os.path.join(work, "step_00000001.analysis.h5")
+    check(running, "checkpoint removed mid-analysis: still working when it was removed", "it had already ended")
+    check(p.returncode == 0 and os.path.isfile(rescue) and "stored /knockout_000 in step_00000001.analysis.h5" in out
+          and not os.path.exists(os.path.dirname(gone)) and "no longer exists" in err,
+          "checkpoint removed mid-analysis: the result is stored in CKPTNAME.analysis.h5 in the current directory, "
+          "said once; no stub directory", f"rc {p.returncode}: {out[-300:]} {err[-400:]}")
+
+
 if rc == 0:
+    checkpoint_removed_midway()
     interrupted("--knockout all, SIGINT", ["--eval", ck, "--probe", probe, "--knockout", "all", "--calib", calib],
                 signal.SIGINT, wait_for="knockout: ")
     interrupted("--knockout all, SIGTERM", ["--eval", ck, "--probe", probe, "--knockout", "all", "--calib", calib],

@@ -95,6 +95,20 @@ stepA2, lossA2, _, _ = losses("A")
 check(rc == 0 and list(stepA2) == list(range(1, 34)) and lossA2[:30].tobytes() == lossA.tobytes(),
       "more steps with train.resume_schedule=stretch: the run continues from step 30", out[-300:])
 
+# --- D2: the rotation keeps a checkpoint that holds an analysis result (trainer/checkpoint.h)
+rc, out = tu.run(common + ["run.name=K", "train.steps=10", "eval.every=0"])
+k5 = f"{d}/runs/K/checkpoints/step_00000005"
+rc_e, out_e = tu.run(["--eval", k5])
+has_result = os.path.isfile(f"{k5}/analysis.h5")
+check(rc == 0 and rc_e == 0 and has_result, "run K to step 10, then --eval of step 5 writes its analysis.h5", (out + out_e)[-300:])
+rc, out = tu.run(common + ["run.name=K", "train.steps=30", "eval.every=0", "train.resume_schedule=stretch"])
+ck = sorted(os.listdir(f"{d}/runs/K/checkpoints"))
+notes = [l for l in out.splitlines() if "keeping" in l and "step_00000005" in l and "analysis.h5" in l]
+check(rc == 0 and ck == ["step_00000005", "step_00000020", "step_00000025", "step_00000030"] and len(notes) == 1
+      and os.path.isfile(f"{k5}/analysis.h5"),
+      "resumed to step 30 (checkpoint.keep = 3): step 5 with its analysis.h5 is kept, said once; 10 and 15 are rotated out",
+      f"rc {rc}: {ck}; notes {notes}; {out[-300:]}")
+
 # --- E: a full-attention checkpoint in the HuggingFace Qwen3 layout, its loss = the trainer's
 rc, out = tu.run(common + ["run.name=F", "model.attention=full", "train.steps=10", "eval.every=0"])
 check(rc == 0, "full-attention run", out[-300:])

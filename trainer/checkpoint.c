@@ -233,6 +233,32 @@ static void state_digest(cJSON *j, char hex[65]) {
 
 /* rank 0: state.json with the size and sha256 of every file, fsync, rename to the final name,
  * prune older checkpoints beyond `keep` */
+/* What a save writes into a checkpoint: the files state.json lists (CKPT_FILES always, the
+ * HuggingFace files of trainer/hf_export.c when present), state.json and optimizer/. */
+static const char *const CKPT_FILES[] = {"model.safetensors", "config.json", "config.ini"};
+static const char *const CKPT_HF_FILES[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
+                                            "configuration_phaselab.py", "modeling_phaselab.py"};
+#define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* The first entry of checkpoint directory dir that a save did not write (analysis.h5, score.h5,
+ * their CSVs and sidecars, an analysis writer's lock, a user's notes) into name; 0 when there is
+ * none. Such a checkpoint holds results made from it, and the rotation keeps it. */
+static int ckpt_added_entry(const char *dir, char *name, size_t len) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int found = 0;
+    while (!found && (e = readdir(d))) {
+        const char *n = e->d_name;
+        int own = !strcmp(n, ".") || !strcmp(n, "..") || !strcmp(n, "state.json") || !strcmp(n, "optimizer");
+        for (int i = 0; i < N_OF(CKPT_FILES) && !own; i++) own = !strcmp(n, CKPT_FILES[i]);
+        for (int i = 0; i < N_OF(CKPT_HF_FILES) && !own; i++) own = !strcmp(n, CKPT_HF_FILES[i]);
+        if (!own) found = 1, snprintf(name, len, "%s", n);
+    }
+    closedir(d);
+    return found;
+}
+
 static int commit_checkpoint(const char *run_dir, const char *tmp, const char *final, const TrainState *st,
                              const Optimizer *o, int world, const char *code_version, int keep, char *err) {
     char path[4600];
@@ -245,15 +271,12 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     cJSON *j = cJSON_CreateObject();
     state_fields_write(j, &rec);
     cJSON *files = cJSON_AddObjectToObject(j, "files");
-    const char *names[] = {"model.safetensors", "config.json", "config.ini"};
     int rc = 0;
-    for (int i = 0; i < 3 && !rc; i++) rc = add_file_entry(files, tmp, names[i], err);
+    for (int i = 0; i < N_OF(CKPT_FILES) && !rc; i++) rc = add_file_entry(files, tmp, CKPT_FILES[i], err);
     /* the HuggingFace files this checkpoint has (trainer/hf_export.c) */
-    const char *optional[] = {"generation_config.json", "tokenizer.json", "tokenizer_config.json",
-                              "configuration_phaselab.py", "modeling_phaselab.py"};
-    for (int i = 0; i < 5 && !rc; i++) {
-        snprintf(path, sizeof path, "%s/%s", tmp, optional[i]);
-        if (file_size(path) >= 0) rc = add_file_entry(files, tmp, optional[i], err);
+    for (int i = 0; i < N_OF(CKPT_HF_FILES) && !rc; i++) {
+        snprintf(path, sizeof path, "%s/%s", tmp, CKPT_HF_FILES[i]);
+        if (file_size(path) >= 0) rc = add_file_entry(files, tmp, CKPT_HF_FILES[i], err);
     }
     for (int r = 0; r < world && !rc; r++) {
         char rel[64];
@@ -285,8 +308,14 @@ static int commit_checkpoint(const char *run_dir, const char *tmp, const char *f
     int n = list_checkpoints(run_dir, steps, 4096);
     for (int i = keep; i < n; i++) {
         if (steps[i] >= st->step) continue;   /* only checkpoints the new one supersedes */
-        char old[4096];
+        char old[4096], added[256];
         ckpt_name(old, sizeof old, run_dir, "", steps[i]);
+        if (ckpt_added_entry(old, added, sizeof added)) {   /* results made from it: kept (said once, when it leaves the window) */
+            if (i == keep)
+                fprintf(stderr, "phaselab: note: keeping %s beyond checkpoint.keep: it holds %s, which a save did not "
+                        "write (an analysis result); remove the directory by hand when it is no longer needed\n", old, added);
+            continue;
+        }
         fs_remove_tree(old);
     }
     return 0;

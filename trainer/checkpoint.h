@@ -16,7 +16,10 @@
  * writes state.json, fsyncs and renames the directory to its final name: a directory named
  * step_* is complete by construction, and a crash leaves only a .tmp_* that is ignored and
  * removed. The newest `keep` checkpoints are kept; a save removes only checkpoints older than
- * the one it wrote and never replaces an existing directory. Loading re-shards the optimizer
+ * the one it wrote and never replaces an existing directory. An older checkpoint holding
+ * anything a save does not write (analysis.h5 and the other results of ./train --eval, --score,
+ * an analysis writer's lock) is kept too, with one note on stderr: results are never deleted
+ * with the checkpoint they came from. Loading re-shards the optimizer
  * state for the current world size (the files hold flat-buffer ranges).
  * Verification on load (checkpoint_read_state): state_sha256, "complete", the counters
  * (integers, world_size >= 1, updates + skipped_steps = step), the step against a step_N
