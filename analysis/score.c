@@ -220,14 +220,14 @@ int cmd_score(int argc, char **argv) {
     const long n_win = (N + T - 1) / T;
     long micro = a.micro ? a.micro : cfg->train.micro_batch;
     if (micro > n_win) micro = n_win;
-    /* outputs: FILE.h5 and PREFIX.{phase,tokens}.csv */
+    /* outputs: FILE.h5 and PREFIX_NNN.{phase,tokens}.csv (NNN: the group's number, known at ah5_begin) */
     if (a.out) out = strdup(a.out);
     else if ((out = malloc(strlen(ckpt) + sizeof "/score.h5"))) sprintf(out, "%s/score.h5", ckpt);
     if (!out) { fprintf(stderr, "phaselab: --score: out of memory\n"); rc = 1; goto done; }
     size_t ol = strlen(out);
     prefix = a.csv ? strdup(a.csv) : strndup(out, ol > 3 && !strcmp(out + ol - 3, ".h5") ? ol - 3 : ol);
-    path_phase = prefix ? malloc(strlen(prefix) + sizeof ".tokens.csv") : NULL;
-    path_tokens = prefix ? malloc(strlen(prefix) + sizeof ".tokens.csv") : NULL;
+    path_phase = prefix ? malloc(strlen(prefix) + 32 + sizeof ".tokens.csv") : NULL;   /* (+ "_NNN" below) */
+    path_tokens = prefix ? malloc(strlen(prefix) + 32 + sizeof ".tokens.csv") : NULL;
     if (!path_phase || !path_tokens) { fprintf(stderr, "phaselab: --score: out of memory\n"); rc = 1; goto done; }
     sprintf(path_phase, "%s.phase.csv", prefix), sprintf(path_tokens, "%s.tokens.csv", prefix);
     if (ah5_check_target(out, err)) { fprintf(stderr, "phaselab: --out %s\n", err); goto done; }
@@ -313,6 +313,11 @@ int cmd_score(int argc, char **argv) {
     }
     AnalysisH5 *h = ah5_begin(out, "score", ckpt, src.st.step, src.overrides, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); text_buf_free(&cp.b), text_buf_free(&ct.b); goto done; }
+    {   /* the CSVs carry the group's number (/score_NNN -> PREFIX_NNN.phase.csv): a later call never replaces them */
+        const char *num = strrchr(ah5_group_name(h), '_');
+        sprintf(path_phase, "%s%.20s.phase.csv", prefix, num ? num : "");
+        sprintf(path_tokens, "%s%.20s.tokens.csv", prefix, num ? num : "");
+    }
     ah5_input_file(h, "input", a.input);
     ah5_attr_str(h, "input_kind", in.kind);
     ah5_attr_str(h, "tokenizer", in.fingerprint[0] ? in.fingerprint : src.tokenizer_fp);

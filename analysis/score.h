@@ -18,9 +18,11 @@
  *
  * Output: one group /score_NNN in FILE.h5 (default CKPT/score.h5; the crash-safe writer of
  * analysis/analysis_h5.h) holding the phase fold (nll, nll_errors, count [P]) as its signal and the
- * per-token arrays (token_id, logprob, window, position [n-1]); PREFIX.phase.csv (phase, tokens,
- * nll, se; last row "all") and PREFIX.tokens.csv (index, window, position, phase, token_id,
- * logprob), PREFIX defaulting to FILE.h5 without ".h5"; both written crash-safe. The fold and the
+ * per-token arrays (token_id, logprob, window, position [n-1]); PREFIX_NNN.phase.csv (phase, tokens,
+ * nll, se; last row "all") and PREFIX_NNN.tokens.csv (index, window, position, phase, token_id,
+ * logprob), PREFIX defaulting to FILE.h5 without ".h5" and NNN the group's number, so that a later
+ * call never replaces them (CKPT/score_000.phase.csv for /score_000 of CKPT/score.h5); both written
+ * crash-safe. The fold and the
  * overall mean with its SE are printed. CKPT may be weights only (trainer/ckpt_source.h).
  * Exit: 0; 2 for bad input (one line naming the file and what was expected), nothing written;
  * 1 at runtime. */

@@ -67,13 +67,13 @@ rc, ev = run(["--eval", ck, f"eval.residues={S}"])
 # --eval's lines: '  r= 3  5.5331 +- 0.0123  (n = 40 tokens)': the mean is the field after r=N
 by_res = [float(re.match(r"\s*r=\s*\d+\s+(\S+)", l).group(1)) for l in ev.splitlines() if re.match(r"\s*r=\s*\d+\s+\S+", l)]
 overall = next((float(l.split()[2]) for l in ev.splitlines() if l.startswith("validation loss")), None)
-phase = read_csv(os.path.join(ck, "score.phase.csv"))
+phase = read_csv(os.path.join(ck, "score_000.phase.csv"))
 check(len(by_res) == S and [round(float(p["nll"]), 4) for p in phase[:S]] == by_res,
       "the fold by phase t mod S equals --eval's loss by residue (eval.residues = S)", f"{phase} vs {by_res}")
 check(phase[-1]["phase"] == "all" and overall is not None and round(float(phase[-1]["nll"]), 4) == overall,
       "the overall mean equals --eval's validation loss", f"{phase[-1]} vs {overall}")
 
-tokens = read_csv(os.path.join(ck, "score.tokens.csv"))
+tokens = read_csv(os.path.join(ck, "score_000.tokens.csv"))
 n_val = (os.path.getsize(val) - 1024) // 4
 check(len(tokens) == n_val - 1 and [int(r["index"]) for r in tokens] == list(range(1, n_val)),
       "every token 1..n-1 of the shard scored once", f"{len(tokens)} rows for {n_val} tokens")
@@ -99,6 +99,13 @@ try:
 except ImportError:
     skip("score_h5", "skipped: no h5py")
 
+# a second call: its own group and CSVs (score_001), the first call's CSVs left as they were
+before = open(os.path.join(ck, "score_000.tokens.csv")).read()
+rc, out = run(["--score", ck, "--input", val, "--period", "3"])
+check(rc == 0 and "stored /score_001" in out and open(os.path.join(ck, "score_000.tokens.csv")).read() == before
+      and len(read_csv(os.path.join(ck, "score_001.phase.csv"))) == 4,
+      "a second --score: /score_001 with score_001.{phase,tokens}.csv; score_000's CSVs unchanged", out[-300:])
+
 # ---- 2. --ids with a partial last window; --period; --out and --csv
 ids = [int(r["token_id"]) for r in tokens]
 with open(val, "rb") as f:
@@ -108,12 +115,12 @@ n = 3 * T + 11
 idf = os.path.join(d, "ids.txt")
 open(idf, "w").write(" ".join(map(str, [first] + ids[:n - 1])) + "\n")
 rc, out = run(["--score", ck, "--input", idf, "--ids", "--period", "3", "--out", os.path.join(d, "o", "ids.h5")])
-part = read_csv(os.path.join(d, "o", "ids.tokens.csv")) if rc == 0 else []
+part = read_csv(os.path.join(d, "o", "ids_000.tokens.csv")) if rc == 0 else []
 check(rc == 0 and len(part) == n - 1 and int(part[-1]["window"]) == 3 and int(part[-1]["position"]) == 9,
       "--ids: n - 1 tokens scored, the last window partial (3 full windows of 64 + 10)", out[-300:])
 check(all(abs(float(a["logprob"]) - float(b["logprob"])) < 1e-5 for a, b in zip(part, tokens[:n - 1])) and len(part) == n - 1,
       "the same tokens score the same in a partial window as in the shard (padding never seen)", "")
-ph3 = read_csv(os.path.join(d, "o", "ids.phase.csv")) if rc == 0 else []
+ph3 = read_csv(os.path.join(d, "o", "ids_000.phase.csv")) if rc == 0 else []
 check(len(ph3) == 4 and sum(int(p["tokens"]) for p in ph3[:3]) == n - 1 and int(part[7]["phase"]) == 7 % 3,
       "--period 3: the fold has 3 phases covering every token", str(ph3))
 
@@ -133,21 +140,21 @@ rc, out = run(["--score", cb, "--input", tx, "--csv", os.path.join(d, "t_text")]
 rc2, out2 = None, ""
 open(os.path.join(d, "bytes.ids"), "w").write(",".join(str(b) for b in text.encode()))
 rc2, out2 = run(["--score", cb, "--input", os.path.join(d, "bytes.ids"), "--ids", "--csv", os.path.join(d, "t_ids")])
-a = read_csv(os.path.join(d, "t_text.tokens.csv")) if rc == 0 else []
-b = read_csv(os.path.join(d, "t_ids.tokens.csv")) if rc2 == 0 else []
+a = read_csv(os.path.join(d, "t_text_000.tokens.csv")) if rc == 0 else []
+b = read_csv(os.path.join(d, "t_ids_001.tokens.csv")) if rc2 == 0 else []
 check(rc == 0 and rc2 == 0 and len(a) == len(text.encode()) - 1 and a == b,
       "text with the checkpoint's own tokenizer (bytes) scores as its bytes given as ids", out[-300:] + out2[-300:])
-nll = float(read_csv(os.path.join(d, "t_text.phase.csv"))[-1]["nll"]) if a else 0
+nll = float(read_csv(os.path.join(d, "t_text_000.phase.csv"))[-1]["nll"]) if a else 0
 bpb = next((float(w) for l in out.splitlines() if "bits/byte" in l for w in [l.split(",")[-1].split()[0]]), None)
 check(bpb is not None and abs(bpb - nll * len(a) / math.log(2) / len(text.encode())) < 1e-3,
       "text: bits per byte = total NLL / ln 2 / bytes", f"{bpb} vs nll {nll}")
 
 # ---- 4. weights only
 wo = os.path.join(d, "weights_only")
-shutil.copytree(ck, wo, ignore=shutil.ignore_patterns("score*", "optimizer"))
+shutil.copytree(ck, wo, ignore=shutil.ignore_patterns("score*", "optimizer", "analysis*", ".*lock"))
 os.remove(os.path.join(wo, "state.json"))
 rc, out = run(["--score", wo, "--input", val])
-w_phase = read_csv(os.path.join(wo, "score.phase.csv")) if rc == 0 else []
+w_phase = read_csv(os.path.join(wo, "score_000.phase.csv")) if rc == 0 else []
 check(rc == 0 and "weights-only checkpoint" in out and w_phase == phase, "a weights-only checkpoint scores the same", out[-300:])
 
 # ---- 5. bad input: one line, exit 2, nothing written
