@@ -552,7 +552,7 @@ static int run_gate_cycle(Ctx *c) {
     for (int p = 0; p < 2; p++) fold_acc(&clean, p, S, NULL, a0 + (size_t)p * S);   /* not per head: head 0's grid */
     for (int k = 0; k < nd; k++) {
         int d = deltas[k];
-        if (d % S == 0) {
+        if (d == 0) {                    /* delta W (also = 0 mod S) runs the whole path: the identity check below */
             res[k] = clean;
             if (have_val) { vmean[k] = vclean_mean; memcpy(vloss + (size_t)k * VP, vclean, sizeof(double) * VP); }
             continue;
@@ -623,6 +623,17 @@ static int run_gate_cycle(Ctx *c) {
             probe_print_table(stdout, &res[k]);
         }
     }
+    /* the identity check: every evaluated delta = 0 mod S (not 0 itself) must give delta 0's counts */
+    const char *identity_check = "not run";
+    for (int k = 0; k < nd; k++) {
+        if (deltas[k] == 0 || deltas[k] % S) continue;
+        int same = 1;
+        for (int p = 0; p < 2; p++)
+            for (int r = 0; r < P; r++)
+                same &= res[k].correct[p][r] == clean.correct[p][r] && res[k].total[p][r] == clean.total[p][r];
+        printf("identity check: delta %d (= 0 mod %d) reproduces delta 0's counts exactly: %s\n", deltas[k], S, same ? "yes" : "NO");
+        identity_check = same && strcmp(identity_check, "fail") ? "pass" : "fail";
+    }
     /* store */
     long *dl = malloc(sizeof(long) * (size_t)(nd + (have_val ? VP : 0))), *vr = dl ? dl + nd : NULL;   /* [nd], [VP] */
     if (!dl) { fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
@@ -658,8 +669,17 @@ static int run_gate_cycle(Ctx *c) {
         ah5_data(h, "val_loss_by_residue", vloss, 2, (int[]){nd, VP}, ax_v, "validation cross-entropy by residue of the cycled model", "nats");
         ah5_data(h, "val_loss", vmean, 1, (int[]){nd}, ax_v1, "validation cross-entropy of the cycled model", "nats");
     }
+    ah5_data(h, "max_deviation", maxdev, 2, (int[]){nd, 2}, ax_2,
+             "largest |measured - predicted| over the phases of the folded curves", "%");
+    ah5_attr_str(h, "identity_check", identity_check);
     ah5_signal(h, "acc_phase", ax_s, 3);
     if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); return 1; }   /* it prints where it stored */
+    if (!strcmp(identity_check, "fail")) {
+        fprintf(stderr, "phaselab: --gate-cycle: the identity check failed: a delta = 0 mod %d did not reproduce delta 0's "
+                        "counts (the result is stored, marked identity_check = fail); the transform or the evaluation is "
+                        "not deterministic\n", S);
+        return 1;
+    }
     free(vloss), free(vmean), free(vclean), free(a0), free(dl), free(deltas), free(mask), free(val_glob), free(probe_path);
     free(meas), free(pred), free(measp), free(predp), free(corr), free(ptest), free(maxdev), free(res), free(orig), free(work);
     return 0;
@@ -942,6 +962,10 @@ static int run_knockout(Ctx *c) {
             printf("%s clean model: %s; a knockout cannot lower what is not retrieved: the relative changes below measure "
                    "noise around chance\n", probe_protocol_name(p), chance);
     }
+    if (n_ko && P % S)   /* (gate cycling refuses such a probe: its prediction is the fold; here the rest stands) */
+        printf("note: the probe's %d residues are not a multiple of the fold %d: the relative change by phase is not defined "
+               "(rel_change_phase is NaN; the per-residue and mean changes are); for it, build the probe with tools/make-probe "
+               "--residues a multiple of %d\n", P, S, S);
     for (int p = 0; p < 2 && n_ko; p++) {
         if (!clean.present[p]) continue;
         printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head\n",

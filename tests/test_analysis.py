@@ -160,6 +160,14 @@ for delta in (0, 4):
     g, _ = h5_last(out_h5, "gate_cycle") if rc == 0 else ({"acc": [None], "val_loss_by_residue": [np.zeros(24)]}, {})
     check(rc == 0 and same(g["acc"][0], clean_acc) and np.allclose(np.round(g["val_loss_by_residue"][0], 4), clean_val, atol=1e-9),
           f"gate cycle {delta} (= 0 mod W) gives the unmodified results", out[-300:])
+    _, attrs = h5_last(out_h5, "gate_cycle") if rc == 0 else (None, {})
+    ran = [l for l in out.splitlines() if l.startswith("identity check:")]
+    want_check = "pass" if delta == 4 else "not run"
+    check(str(attrs.get("identity_check", b"").decode() if isinstance(attrs.get("identity_check"), bytes) else attrs.get("identity_check"))
+          == want_check and (ran == ["identity check: delta 4 (= 0 mod 4) reproduces delta 0's counts exactly: yes"] if delta == 4
+                             else ran == []) and ("gate cycle: delta 4 (1/1)" in out) == (delta == 4),
+          f"gate cycle {delta}: identity_check = {want_check}" + (" (evaluated through the roll, not copied)" if delta == 4 else ""),
+          f"{attrs.get('identity_check')} {ran}")
 
 out_all = os.path.join(d, "gc_all.h5")
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "all", "--layers", "0,1", "--out", out_all])
@@ -170,6 +178,9 @@ if rc == 0:
     a0 = g["acc_phase"][0]                  # [2, S], the clean curve
     want = np.stack([np.roll(a0, k, axis=1) for k in range(4)])      # A_0((phi - k) mod S)
     check(same(g["predicted_phase"], want), "all: predicted curve is A_0((phi - delta) mod S)", "")
+    dev = np.abs(np.asarray(g["acc_phase"]) - want).max(axis=2)       # [ndelta, 2]
+    check(np.allclose(g["max_deviation"], dev, atol=1e-9), "all: max_deviation = max over phases of |measured - predicted|",
+          f"{np.asarray(g['max_deviation'])} vs {dev}")
     with h5py.File(out_all, "r") as f:
         ds = f[sorted(k for k in f if k.startswith("gate_cycle"))[-1]]["acc"]
         labels = [dim.label for dim in ds.dims]
@@ -192,6 +203,16 @@ if os.path.exists(ko_h5):
     check(default in (b"gate_cycle_000", "gate_cycle_000"), "root default is the newest group", f"{default}")
 else:
     check(False, "knockout file written", "")
+
+# a probe whose P (6) is no multiple of S (4): the knockout runs, says the phase fold is undefined, stores it NaN
+probe6 = make_probe(os.path.join(d, "probe6.bin"), "--per-residue", "2", "--max-len", "160", "--residues", "6", "--seed", "8")
+calib6 = make_probe(os.path.join(d, "calib6.bin"), "--per-residue", "1", "--max-len", "160", "--residues", "6", "--seed", "9")
+k6 = os.path.join(d, "ko6.h5")
+rc, out = tu.run(["--eval", ck, "--probe", probe6, "--knockout", "0:0", "--calib", calib6, "--out", k6])
+g6, _ = h5_last(k6, "knockout") if rc == 0 else ({}, {})
+check(rc == 0 and "note: the probe's 6 residues are not a multiple of the fold 4" in out
+      and np.isnan(g6["rel_change_phase"]).all() and np.isfinite(g6["acc_clean"]).all() and g6["acc_clean"].shape == (2, 6),
+      "--knockout with P = 6, S = 4: one note, rel_change_phase NaN, the per-residue accuracies stored", out[-400:])
 
 # per-head phase (docs/spec.md §2b: the phase of t for KV head g is (t - o_g) mod S, o_g = floor(g S / G)):
 # a staggered W4/S4 model with 2 KV heads has o = 0, 2, so residue r is phase r mod 4 on head 0
