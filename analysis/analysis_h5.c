@@ -441,6 +441,41 @@ static void sidecar_name(AnalysisH5 *a) {
     }
 }
 
+/* Whether a top-level name is an analysis group: KIND_NNN (lower-case letters and '_', then '_'
+ * and 3 to 9 digits), what ah5_begin names every group. */
+static int is_analysis_name(const char *name) {
+    const char *u = strrchr(name, '_');
+    if (!u || u == name) return 0;
+    for (const char *p = name; p < u; p++) if (!((*p >= 'a' && *p <= 'z') || *p == '_')) return 0;
+    size_t n = strlen(u + 1);
+    if (n < 3 || n > 9) return 0;
+    for (const char *p = u + 1; *p; p++) if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
+static herr_t first_foreign(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+    (void)g, (void)info;
+    if (is_analysis_name(name)) return 0;
+    snprintf((char *)data, 256, "%s", name);
+    return 1;
+}
+
+/* An existing HDF5 file at path that holds anything but analysis groups (a run's metrics.h5, a
+ * file of one's own): 1 and its first such top-level name in what; 0 when it holds only
+ * analysis groups, is not HDF5 (the sidecar rule of ah5_begin applies), or cannot be opened now
+ * (busy: ah5_begin waits for it). An analysis is never stored into a file phaselab's writer
+ * does not own: rewriting its image could lose what the file's own writer relies on (a SWMR
+ * metrics.h5 came out unreadable). */
+static int holds_foreign(const char *path, char *what) {
+    if (H5Fis_hdf5(path) <= 0) return 0;
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return 0;
+    what[0] = 0;
+    herr_t r = H5Literate(f, H5_INDEX_NAME, H5_ITER_INC, NULL, first_foreign, what);
+    H5Fclose(f);
+    return r > 0;
+}
+
 int ah5_check_target(const char *path, char *err) {
     size_t len = strlen(path);
     if (len == 0 || len >= PATH_BYTES - 64 || path[len - 1] == '/')
@@ -451,6 +486,12 @@ int ah5_check_target(const char *path, char *err) {
         if (S_ISDIR(st.st_mode))
             return set_err(err, "%.600s: is a directory; expected the analysis file's name (e.g. %.300s/analysis.h5)", path, path);
         if (!S_ISREG(st.st_mode)) return set_err(err, "%.600s: not a regular file; expected an analysis file (.h5)", path);
+        char what[256];
+        H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        if (holds_foreign(path, what))
+            return set_err(err, "%.600s: not an analysis file: it holds /%.200s, which ./train --eval and --score did not write "
+                           "(a run's metrics.h5? results are never added to it); expected a new file or an analysis file",
+                           path, what);
     }
     char dir[PATH_BYTES];
     const char *slash = strrchr(path, '/');
@@ -563,6 +604,14 @@ AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint
         } else if (unclean == 1 && drop_incomplete_groups(a)) {
             set_err(err, "%s: cannot repair the unclean file in memory", path);
             goto fail;
+        } else {
+            char what[256] = "";
+            if (H5Literate(a->file, H5_INDEX_NAME, H5_ITER_INC, NULL, first_foreign, what) > 0) {   /* (ah5_check_target's rule) */
+                snprintf(a->why_sidecar, sizeof a->why_sidecar, "it holds /%.200s, which is not an analysis group "
+                         "(not a file of analysis results); it is left as it is", what);
+                release_h5(a);
+                release_locks(a);
+            }
         }
     }
     if (a->why_sidecar[0]) {
