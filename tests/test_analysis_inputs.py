@@ -215,12 +215,16 @@ refused("--generate --prompt on a synthetic checkpoint without --tokenizer exits
 
 # ---- 3. sizes from the config, not from constants
 res_h5 = os.path.join(d, "res300.h5")
-rc, out, err = run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "eval.residues=300", "--out", res_h5])
-vr = None
+rc, out, err = run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "eval.residues=300", "train.seed=7", "--out", res_h5])
+vr = over = None
 if rc == 0:
     with h5py.File(res_h5, "r") as f:
         g = f[sorted(k for k in f if k.startswith("gate_cycle"))[-1]]
         vr = (list(g["val_residue"][()]), g["val_loss_by_residue"].shape)
+        over = g.attrs.get("overrides")
+check(over in ("eval.residues=300 train.seed=7", b"eval.residues=300 train.seed=7"),
+      "--gate-cycle stores the command-line overrides it ran with (attribute overrides, tools/report's pooling key)",
+      f"overrides {over!r}")
 check(rc == 0 and vr and vr[0] == list(range(300)) and vr[1] == (1, 300),
       "--gate-cycle with eval.residues = 300: the validation axis is 0..299 (no read past 256 entries)",
       f"rc {rc}: {last_line(err)} {vr[1] if vr else ''}")
@@ -242,6 +246,8 @@ if rc == 0:
     with h5py.File(s320_h5, "r") as f:
         g = f[sorted(k for k in f if k.startswith("knockout"))[-1]]
         shape = (g["rel_change_phase"].shape, list(g["phase"][()][:3]) + [int(g["phase"][()][-1])])
+        over = g.attrs.get("overrides")
+check(over in ("", b""), "--knockout without overrides stores overrides = \"\"", f"overrides {over!r}")
 check(rc == 0 and shape == ((2, 2, 2, 320), [0, 1, 2, 319]), "--knockout on a stride-320 model: phase axis of 320 (no stack overflow)",
       f"rc {rc}: {last_line(err)} {shape}")
 rc, out, err = run(["--eval", ck320, "--probe", probe640, "data.val=", "--out", os.path.join(d, "s320_plain.h5")])

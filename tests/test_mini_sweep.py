@@ -205,7 +205,7 @@ for name in runs:
     cfg = open(os.path.join(S, "runs", name, "config.ini")).read()
     check(re.search(r"^threads\s*=\s*1\s*$", cfg, re.M) is not None and
           re.search(r"^seed\s*=\s*" + name[-1] + r"\s*$", cfg, re.M) is not None and
-          os.path.join(S, "data", "probe_mini.bin") in cfg, f"{name}_one_thread_its_seed_and_the_probe",
+          os.path.join(S, "data", "probe_mini.4x24.bin") in cfg, f"{name}_one_thread_its_seed_and_the_probe",
           cfg[-600:])
 
 rep = os.path.join(S, "runs", "report", "report.csv")
@@ -230,6 +230,19 @@ mt = {n: os.path.getmtime(os.path.join(S, "runs", n, "metrics.h5")) for n in run
 r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
 logs = "".join(open(p).read() for p in glob.glob(os.path.join(S, "runs", "*.out")))
 check(r.returncode == 0 and logs.count("already at step") == 2, "rerun_resumes", (r.stdout + r.stderr)[-600:] + logs[-400:])
+
+# ---- another probe size: the finished runs are never pooled with runs on another probe -------------
+probe4 = os.path.join(S, "data", "probe_mini.4x24.bin")
+pm = os.path.getmtime(probe4) if os.path.exists(probe4) else None
+mt = {n: os.path.getmtime(os.path.join(S, "runs", n, "metrics.h5")) for n in runs}
+r = subprocess.run(cmd[:cmd.index("--per-residue") + 1] + ["5"] + cmd[cmd.index("--per-residue") + 2:], cwd=ROOT, env=env,
+                   capture_output=True, text=True)
+check(r.returncode == 2 and all(os.path.join(S, "runs", n) + f" (eval.probe {probe4})" in r.stderr for n in runs) and
+      "another probe" in r.stderr and "--per-residue" in r.stderr, "other_probe_size_refused_naming_the_runs",
+      f"exit {r.returncode}: {r.stderr[-800:]}")
+check(pm is not None and os.path.getmtime(probe4) == pm and not os.path.exists(os.path.join(S, "data", "probe_mini.5x24.bin"))
+      and all(os.path.getmtime(os.path.join(S, "runs", n, "metrics.h5")) == t for n, t in mt.items()),
+      "other_probe_size_builds_and_runs_nothing", str(sorted(os.listdir(os.path.join(S, "data")))))
 
 # ---- bad input --------------------------------------------------------------------------------------
 r = subprocess.run(["bash", os.path.join(ROOT, "tools", "mini-sweep"), "--jobs", "0"], cwd=ROOT, env=env,

@@ -298,7 +298,7 @@ rels = [100 * (ko - clean) / clean for clean, ko in KO.values()]
 _, dm, dlo, dhi = interval(deltas)
 _, rm, rlo, rhi = interval(rels)
 want = f"| 0:0 | {dm:.1f} [{dlo:.1f}, {dhi:.1f}] | {rm:.1f} [{rlo:.1f}, {rhi:.1f}] | 3 |"
-check("knockout averaged over seeds (step 600)" in amd and want in amd and "| 0:1 | – | – | 0 |" in amd,
+check("KV-head knockout 0:0 averaged over seeds (step 600)" in amd and want in amd and "| 0:1 | – | – | 0 |" in amd,
       "knockout_averaged_over_seeds_with_intervals", f"want {want!r} in:\n" + amd[-800:])
 check(os.path.exists(os.path.join(OUT, "knockout_seeds_w8s8_step_600.png")), "writes_seed_averaged_knockout_map")
 
