@@ -255,25 +255,6 @@ static double pearson(const double *x, const double *y, int n) {
 #define PHASE_AXIS_MODEL "phase t_K mod S of the target key (KV head 0's grid: with grid = staggered the other heads' phases differ)"
 #define PHASE_AXIS_HEAD "phase (t_K - o_g) mod S of the target key on the knocked-out KV head g's own grid (docs/spec.md §2b; o_g = 0 on the aligned grid)"
 
-/* The ./train command-line overrides the analysis ran with ("model.stride=2 eval.residues=300", one
- * space between them; "" when none) as the attribute `overrides`: tools/report averages groups of
- * several seeds only when they agree (docs/spec.md §4). */
-static void store_overrides(AnalysisH5 *h, const Args *a) {
-    size_t n = 1;
-    for (int i = 0; i < a->n_over; i++) n += strlen(a->overrides[i]) + 1;
-    char *text = malloc(n);
-    if (!text) {
-        fprintf(stderr, "phaselab: warning: out of memory for the overrides attribute: stored without it\n");
-        return;
-    }
-    text[0] = 0;
-    for (int i = 0; i < a->n_over; i++) {
-        if (i) strcat(text, " ");
-        strcat(text, a->overrides[i]);
-    }
-    ah5_attr_str(h, "overrides", text);
-    free(text);
-}
 
 /* Also the probe set's provenance: path as given and absolute, sha256, builder seed, prompts per
  * residue; decode: 1 when scored through the incremental KV cache. */
@@ -662,7 +643,6 @@ static int run_gate_cycle(Ctx *c) {
     for (int k = 0; k < nd; k++) dl[k] = deltas[k];
     ah5_attr_str(h, "layers", layers_text);
     ah5_attr_str(h, "gate_cycle", c->a.gate_cycle);
-    store_overrides(h, &c->a);
     ah5_attr_long(h, "window", W);
     ah5_attr_long(h, "stride", S);                   /* with a schedule: the chosen layers' common period */
     if (mixed) {
@@ -1051,7 +1031,6 @@ static int run_knockout(Ctx *c) {
     for (int l = 0; l < L; l++) lay[l] = l;
     for (int h = 0; h < G; h++) kvh[h] = h;
     ah5_attr_str(hf, "knockout", c->a.knockout);
-    store_overrides(hf, &c->a);
     ah5_attr_str(hf, "calibration", c->a.calib ? calib : tmp[0] ? "default: tools/make-probe, another seed (a temporary file, removed)"
                                                                  : "default: the probe's .calib.bin");
     ah5_input_file(hf, "calibration", calib);

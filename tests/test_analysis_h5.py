@@ -320,6 +320,21 @@ rc, out, err = run(PROBE + ["--out", os.path.join(newdir, "a.h5")])
 check(rc == 0 and os.path.exists(os.path.join(newdir, "a.h5")) and stored_lines(out) == [f"stored /probe_000 in {newdir}/a.h5"],
       "--out in a directory that does not exist yet: created", f"rc {rc} {err[-300:]}")
 
+# ---- --out naming an HDF5 file that holds something else (a run's metrics.h5, written SWMR with
+# libver latest as ./train writes it): refused before any work, the file byte for byte as it was
+mh5 = os.path.join(d, "metrics_like.h5")
+with h5py.File(mh5, "w", libver="latest") as f:
+    f.create_dataset("train/step", data=np.arange(5), maxshape=(None,), chunks=True)
+    f.swmr_mode = True
+mbytes = open(mh5, "rb").read()
+for what, args in [("--eval --probe", PROBE + ["--out", mh5]), ("--knockout", PROBE + ["--knockout", "0:0", "--calib", calib, "--out", mh5]),
+                   ("--score", ["--score", ck, "--input", os.path.join(os.path.dirname(data), os.path.basename(data), "val_000.bin")
+                                if os.path.isdir(data) else data, "--out", mh5])]:
+    rc, out, err = run(args)
+    check(rc == 2 and "not an analysis file" in err and "/train" in err and open(mh5, "rb").read() == mbytes
+          and "stored" not in out,
+          f"{what} --out a metrics-like HDF5 file: exit 2 naming /train, the file unchanged", f"rc {rc} {err[-300:]}")
+
 # ---- not HDF5 at all: left as it is, the result goes to a sidecar
 for f in glob.glob(os.path.join(ck, "analysis*")):
     os.remove(f)
