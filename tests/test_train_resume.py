@@ -84,7 +84,11 @@ check(rc == 0 and lossC.tobytes() == lossA.tobytes(), "resume after SIGTERM is b
 
 # --- D: resume refusal and harmless changes
 rc, out = tu.run(common + ["run.name=A", "model.d_model=48"])
-check(rc == 2 and "refusing to resume" in out and "[model]" in out, "a changed model is refused (exit 2)", out[-300:])
+check(rc == 2 and "refusing to resume" in out and "[model]" in out and "model.d_model 32 -> 48" in out,
+      "a changed model is refused (exit 2), naming the key and both values", out[-300:])
+rc, out = tu.run(common + ["run.name=A", "eval.residues=16"])
+check(rc == 2 and "refusing to resume" in out and "eval.residues differs (24 in the run, 16 now" in out and "damaged" not in out,
+      "a changed eval.residues is refused (exit 2) as a config change, not reported as a damaged metrics file", out[-300:])
 rc, out = tu.run(common + ["run.name=A", "train.seed=8"])
 check(rc == 2 and "train.seed" in out, "a changed seed is refused", out[-300:])
 rc, out = tu.run(common + ["run.name=A", "train.steps=33", "eval.every=0"])

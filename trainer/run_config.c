@@ -936,6 +936,24 @@ char *config_to_string(const Config *cfg) {
     return out;
 }
 
+int config_diff(const Config *was, const Config *now, const char *section, char *out, size_t len) {
+    int n = 0;
+    char a[1100], b[1100];
+    if (len) out[0] = 0;
+    for (int k = 0; k < N_KEYS; k++) {
+        if (section && strcmp(section, key_info[k].section)) continue;
+        value_text(was, k, a, sizeof a);
+        value_text(now, k, b, sizeof b);
+        if (!strcmp(a, b)) continue;
+        size_t used = strlen(out);
+        if (len > used)
+            snprintf(out + used, len - used, "%s%s.%s %s -> %s", n ? ", " : "", key_info[k].section, key_info[k].key,
+                     a[0] ? a : "(empty)", b[0] ? b : "(empty)");
+        n++;
+    }
+    return n;
+}
+
 int config_write(const Config *cfg, const char *path, char *err) {
     char *text = config_to_string(cfg);
     if (!text) return set_err(err, "%s: out of memory formatting the config", path);

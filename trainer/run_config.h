@@ -95,6 +95,9 @@ int config_load(Config *cfg, const char *path, int n_overrides, char **overrides
 int config_write(const Config *cfg, const char *path, char *err);
 /* Same, into a malloc'd string. */
 char *config_to_string(const Config *cfg);
+/* The keys of section (NULL: every section) whose values differ between was and now, as
+ * "section.key was -> now" joined by ", " into out (truncated to len); returns their count. */
+int config_diff(const Config *was, const Config *now, const char *section, char *out, size_t len);
 
 /* The words of data.loss_targets, indexed by LOSS_TARGETS_*. */
 extern const char *const config_loss_targets_names[];/* LOSS_TARGETS_* */

@@ -177,7 +177,15 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     char why[2048] = "";
 #define DIFF(cond, what) \
     if (cond) snprintf(why + strlen(why), sizeof why - strlen(why), "%s%s", why[0] ? "; " : "", what)
-    DIFF(memcmp(&now->model, &then.model, sizeof now->model) != 0, "[model] differs (shape or variant)");
+    if (memcmp(&now->model, &then.model, sizeof now->model) != 0) {
+        char keys[1024];
+        if (config_diff(&then, now, "model", keys, sizeof keys) == 0) snprintf(keys, sizeof keys, "(no key's text differs)");
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%s[model] differs (shape or variant): %s", why[0] ? "; " : "", keys);
+    }
+    if (now->eval.residues != then.eval.residues)   /* the metrics file's residue columns are eval.residues wide */
+        snprintf(why + strlen(why), sizeof why - strlen(why), "%seval.residues differs (%d in the run, %d now: the columns "
+                 "of its metrics.h5 by residue are %d wide)", why[0] ? "; " : "", then.eval.residues, now->eval.residues,
+                 then.eval.residues);
     DIFF(now->data.seq_len != then.data.seq_len, "data.seq_len differs");
     DIFF((now->data.train_seq_len ? now->data.train_seq_len : now->data.seq_len) !=
              (then.data.train_seq_len ? then.data.train_seq_len : then.data.seq_len), "data.train_seq_len differs");
