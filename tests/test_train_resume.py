@@ -113,6 +113,13 @@ check(rc == 0 and ck == ["step_00000005", "step_00000020", "step_00000025", "ste
       "resumed to step 30 (checkpoint.keep = 3): step 5 with its analysis.h5 is kept, said once; 10 and 15 are rotated out",
       f"rc {rc}: {ck}; notes {notes}; {out[-300:]}")
 
+# --- a run directory where a checkpoint is expected: exit 2 naming the newest checkpoint to give
+for cmd in (["--eval"], ["--score"], ["--generate"]):
+    extra = {"--score": ["--input", "x"], "--generate": ["--prompt-ids", "x"]}.get(cmd[0], [])
+    rc, out = tu.run(cmd + [f"{d}/runs/K"] + extra)
+    check(rc == 2 and "a run directory, not a checkpoint" in out and f"{d}/runs/K/checkpoints/step_00000030" in out,
+          f"{cmd[0]} RUN: exit 2, naming the newest checkpoint", out[-300:])
+
 # --- E: a full-attention checkpoint in the HuggingFace Qwen3 layout, its loss = the trainer's
 rc, out = tu.run(common + ["run.name=F", "model.attention=full", "train.steps=10", "eval.every=0"])
 check(rc == 0, "full-attention run", out[-300:])

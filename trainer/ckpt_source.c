@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/errors.h"
@@ -311,6 +312,20 @@ int ckpt_source_open(CkptSource *c, const char *dir, int n_over, char **over, FI
     c->st.step = -1;
     if (!(c->dir = strdup(dir))) return set_err(err, "%s: out of memory", dir);
     if (!(c->overrides = join_overrides(n_over, over))) { free(c->dir); c->dir = NULL; return set_err(err, "%s: out of memory", dir); }
+    {   /* a run directory given for one of its checkpoints: say which to give */
+        char sub[4200], st_path[4200], newest[4096] = "";
+        struct stat sb;
+        snprintf(sub, sizeof sub, "%s/checkpoints", dir);
+        snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+        if (stat(sub, &sb) == 0 && S_ISDIR(sb.st_mode) && access(st_path, F_OK) != 0) {
+            TrainState ts;
+            char e2[ERR_LEN];
+            int have = checkpoint_latest(dir, newest, sizeof newest, &ts, e2) != 0 && newest[0];   /* (-1: its newest is damaged; still named) */
+            ckpt_source_close(c);
+            return set_err(err, "%s: a run directory, not a checkpoint: give one of its checkpoints, %s%s", dir,
+                           have ? "the newest is " : "RUN/checkpoints/step_N (it has none yet)", have ? newest : ""), -2;
+        }
+    }
     char *ini = str_printf("%s/config.ini", dir), *json_path = str_printf("%s/config.json", dir);
     char *state = str_printf("%s/state.json", dir), *tok = str_printf("%s/tokenizer.json", dir);
     int rc = 0;
