@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "common/errors.h"
 #include "data/shard.h"
 #include "data/targets.h"
@@ -17,6 +18,18 @@ static int with_config_name(const Config *cfg, char *err) {
         snprintf(inner, sizeof inner, "%s", err);
         set_err(err, "%s: %s", cfg->source, inner);
     }
+    return -2;
+}
+
+/* An input the config names that cannot be opened: the config file and the key come first, and a
+ * relative path says where it was looked for (the current directory), before the lower layer's
+ * message (e.g. "CONFIG: data.train = GLOB (relative to /home/me): GLOB: no file matches ..."). */
+static int input_error(const Config *cfg, const char *key, const char *value, char *err) {
+    if (err[0] == '[') return with_config_name(cfg, err);   /* names the section already */
+    char inner[ERR_LEN], cwd[1024] = "", where[1100] = "";
+    snprintf(inner, sizeof inner, "%s", err);
+    if (value[0] != '/' && getcwd(cwd, sizeof cwd)) snprintf(where, sizeof where, " (relative to %s)", cwd);
+    set_err(err, "%s: %s = %s%s: %s", cfg->source[0] ? cfg->source : "the default config", key, value, where, inner);
     return -2;
 }
 
@@ -56,7 +69,7 @@ int run_inputs_open(RunInputs *in, const Config *cfg, int world, char *err) {
                        cfg->source), -2;
     if (train_data_open(&in->data, cfg->data.train, cfg->data.stages, Bg, T, cfg->data.train_seq_len, V,
                         cfg->train.seed, err))
-        return with_config_name(cfg, err);
+        return input_error(cfg, "data.train", cfg->data.train, err);
     const char *fp = train_data_tokenizer(in->data);
     for (int j = 0; j < train_data_n_stages(in->data); j++) {
         const char *glob_j;
@@ -66,7 +79,10 @@ int run_inputs_open(RunInputs *in, const Config *cfg, int world, char *err) {
     }
     if (hf_export_prepare(cfg, err)) goto fail;   /* the tokenizer checkpoints carry, before any work */
     if (cfg->data.val[0]) {
-        if (val_set_open(&in->val, cfg->data.val, T, V, cfg->eval.val_tokens / T, err)) goto fail;
+        if (val_set_open(&in->val, cfg->data.val, T, V, cfg->eval.val_tokens / T, err)) {
+            input_error(cfg, "data.val", cfg->data.val, err);
+            goto fail;
+        }
         if (check_header_vocab(cfg, "data.val", cfg->data.val, err)) goto fail;
         const char *vfp = val_set_tokenizer(in->val);
         if (strcmp(vfp, fp)) {
@@ -77,7 +93,10 @@ int run_inputs_open(RunInputs *in, const Config *cfg, int world, char *err) {
         if (loss_targets_check(cfg->data.loss_targets, cfg->data.val, vfp, err)) goto fail;
     }
     if (cfg->eval.probe[0]) {
-        if (probe_set_load(&in->probe, cfg->eval.probe, V, T, err)) goto fail;
+        if (probe_set_load(&in->probe, cfg->eval.probe, V, T, err)) {
+            input_error(cfg, "eval.probe", cfg->eval.probe, err);
+            goto fail;
+        }
         const char *pfp = probe_set_fingerprint(in->probe);
         if (strcmp(pfp, fp)) {
             set_err(err, "%s: eval.probe: made with tokenizer '%s', but the training shards (%s) have '%s'; expected a "
