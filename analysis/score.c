@@ -297,8 +297,13 @@ int cmd_score(int argc, char **argv) {
         csv_printf(&cp, "%d,%.0f,%.9g,%.9g\n", g, ls.tokens[g], ls.mean[g], ls.se[g]);
     }
     csv_printf(&cp, "all,%.0f,%.9g,%.9g\n", ls.overall_tokens, mean, se);
-    printf("homogeneity across the %d phases (Hotelling T^2, docs/spec.md §4.8): F(%d, %d) = %.3f, p = %.3g\n", ls.tested,
-           ls.df1, ls.df2, ls.F, ls.p);
+    if (ls.df1 > 0 && ls.df2 > 0 && isfinite(ls.F))
+        printf("homogeneity across the %d phases (Hotelling T^2, docs/spec.md §4.8): F(%d, %d) = %.3f, p = %.3g\n", ls.tested,
+               ls.df1, ls.df2, ls.F, ls.p);
+    else   /* the test compares phases over windows: it needs more windows than phases */
+        printf("homogeneity across the phases: not testable with %ld window%s of %d tokens (Hotelling's T^2 needs more "
+               "windows than tested phases, %d here; the SEs are NaN with one window); score a longer input\n",
+               n_win, n_win == 1 ? "" : "s", T, P);
     csv_printf(&ct, "index,window,position,phase,token_id,logprob\n");
     for (long j = 0; j < N; j++)
         csv_printf(&ct, "%ld,%ld,%ld,%ld,%d,%.9g\n", j + 1, j / T, j % T, (j % T) % P, in.ids[j + 1], lp[j]);

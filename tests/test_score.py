@@ -124,6 +124,13 @@ ph3 = read_csv(os.path.join(d, "o", "ids_000.phase.csv")) if rc == 0 else []
 check(len(ph3) == 4 and sum(int(p["tokens"]) for p in ph3[:3]) == n - 1 and int(part[7]["phase"]) == 7 % 3,
       "--period 3: the fold has 3 phases covering every token", str(ph3))
 
+# a 7-token input is one window: the phase test cannot run, and the output says so instead of F(0, 0) = nan
+short = os.path.join(d, "short.ids")
+open(short, "w").write(" ".join(map(str, ids[:7])) + "\n")
+rc, out = run(["--score", ck, "--input", short, "--ids", "--out", os.path.join(d, "o", "short.h5")])
+check(rc == 0 and "homogeneity across the phases: not testable with 1 window of 64 tokens" in out and "F(0, 0)" not in out,
+      "one window: the homogeneity test is said to be not testable, no F(0, 0) = nan", out[-400:])
+
 # ---- 3. text on a byte-tokenizer checkpoint
 text = "".join(f"In the beginning {i} the words were {'abc'[i % 3]} and {i * i % 17}.\n" for i in range(400))
 tx = os.path.join(d, "text.txt")
