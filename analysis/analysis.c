@@ -976,7 +976,11 @@ static int run_knockout(Ctx *c) {
         printf("\n");
         for (int l = 0; l < L; l++) {
             printf("%8d", l);
-            for (int h = 0; h < G; h++) printf(" %8.1f", relm[((size_t)l * G + h) * 2 + p]);
+            for (int h = 0; h < G; h++) {   /* "-": not knocked out (nan: knocked out, A_clean = 0) */
+                const size_t cell = (size_t)l * G + h;
+                if (isfinite(meanacc[cell * 2 + p])) printf(" %8.1f", relm[cell * 2 + p]);
+                else printf(" %8s", "-");
+            }
             printf("\n");
         }
         if (grid == GRID_STAGGERED)

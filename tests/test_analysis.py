@@ -192,6 +192,9 @@ rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "all", "--calib"
 check(rc == 0, "--knockout all --calib runs", out[-300:])
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "1:0", "--out", ko_h5])
 check(rc == 0 and "calibration: building" in out, "--knockout with the default calibration set (make-probe, another seed)", out[-300:])
+check(re.search(r"^ +0 +- +-$", out, re.M) and re.search(r"^ +1 +(\S+) +-$", out, re.M)
+      and re.search(r"^ +1 +(\S+) +-$", out, re.M).group(1) != "-",
+      "--knockout 1:0: the heads not knocked out print '-', the knocked-out one its value", out[-600:])
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "--out", ko_h5])
 if os.path.exists(ko_h5):
     with h5py.File(ko_h5, "r") as f:
