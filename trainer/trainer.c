@@ -146,7 +146,8 @@ static long resume_schedule_total(const Config *now, const char *ckpt_dir, const
         log_printf("resume: train.steps = %ld, the schedule's total stays %ld (train.resume_schedule = keep): lr %.3e "
                    "at step %ld%s\n", t->steps, recorded,
                    lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr), st->step + 1,
-                   t->steps > recorded ? ", min_lr after the schedule's end" : "");
+                   t->steps <= recorded ? "" : t->warmup_steps >= recorded ? ", still in its warm-up (see the warning)"
+                                                                           : ", min_lr after the schedule's end");
         return recorded;
     }
     if (t->resume_schedule == RESUME_SCHEDULE_STRETCH) {
@@ -282,6 +283,18 @@ static int check_run_dir(const char *run_dir, char *err) {
     return 0;
 }
 
+/* A schedule whose warm-up does not end before its total: the lr never reaches train.lr and the
+ * cosine never runs (lr_at_step: warm-up to train.lr over warmup_steps, then the cosine to min_lr
+ * over the rest). Said once at start, by the run and by --dry-run. */
+static void note_warmup(const Config *cfg, long schedule_steps) {
+    const TrainConfig *t = &cfg->train;
+    if (t->warmup_steps < schedule_steps) return;
+    log_printf("warning: train.warmup_steps = %ld is not below the schedule's %ld steps: the whole run is warm-up (lr "
+               "%.3e at step %ld, train.lr = %.3e never reached, no cosine decay); lower train.warmup_steps for a short run\n",
+               t->warmup_steps, schedule_steps, lr_at_step(t->steps - 1, schedule_steps, t->warmup_steps, t->lr, t->min_lr),
+               t->steps, t->lr);
+}
+
 int train_dry_run(const Config *cfg, ResumePlan *plan, char *err) {
     char run_dir[2048];
     snprintf(run_dir, sizeof run_dir, "%s/%s", cfg->run.dir, cfg->run.name);
@@ -298,6 +311,7 @@ int train_dry_run(const Config *cfg, ResumePlan *plan, char *err) {
     int found = train_resume_plan(cfg, run_dir, in.data, plan, err);
     run_inputs_close(&in);
     if (found < 0) return found == -2 ? 2 : 1;
+    note_warmup(cfg, plan->schedule_steps);
     if (found)
         log_printf("run directory %s: resumes from %s at step %ld of %ld (learning-rate schedule over %ld steps)\n",
                    run_dir, plan->ckpt, plan->st.step, cfg->train.steps, plan->schedule_steps);
@@ -503,6 +517,7 @@ static int setup(Trainer *tr, char *err) {
     ResumePlan plan;                   /* the resume rules, before any work (the same for --dry-run) */
     int found = train_resume_plan(cfg, tr->run_dir, tr->data, &plan, err);
     if (found < 0) return found;
+    note_warmup(cfg, plan.schedule_steps);
 
     TensorTable tt;
     if (tensor_table_build(&tt, &cfg->model, err)) return -2;
@@ -620,7 +635,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
     const long start_step = tr.st.step;
     const int step_width = snprintf(NULL, 0, "%ld", cfg->train.steps);
     double t_start = clock_seconds(), t_window = t_start;
-    long window_tokens = 0, last_ckpt = start_step;
+    long window_tokens = 0, window_from = start_step, last_ckpt = start_step;   /* the log window: tokens, first step - 1 */
     int consecutive_bad = 0, exit_code = 0;
     TestHooks hooks;
     hooks_init(&hooks, comm->rank);
@@ -735,7 +750,9 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             double tps = window_tokens / (now - t_window > 1e-9 ? now - t_window : 1e-9);
             double mfu = tps * model_flops_per_token(&cfg->model, Ts) / (tr.be->peak_flops * comm->world);
             double elapsed = now - t_start;
-            double eta = elapsed / (double)(s - start_step) * (double)(cfg->train.steps - s);
+            /* ETA at the last log window's seconds per step (a whole-run mean lags behind a machine that
+             * slowed down or sped up); the window's first line has only the first step to go by */
+            double eta = (now - t_window) / (double)(s - window_from > 0 ? s - window_from : 1) * (double)(cfg->train.steps - s);
             char el[32], et[32];
             format_duration(elapsed, el, sizeof el);
             format_duration(eta, et, sizeof et);
@@ -762,6 +779,7 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             }
             t_window = now;
             window_tokens = 0;
+            window_from = s;
         }
         if ((cfg->eval.every > 0 && s % cfg->eval.every == 0) || last) {
             if (run_evaluation(&tr, err)) { log_error("%s", err); exit_code = 1; break; }
