@@ -113,6 +113,9 @@ static int parse_args(int argc, char **argv, Args *a) {
         if (slot) {
             if (i + 1 >= argc) return usage_error("%s needs a value", o);
             *slot = argv[++i];
+        } else if (!strcmp(o, "--decode")) {
+            return usage_error("--decode: only with a plain --eval (the probe scored through the incremental KV cache); the "
+                               "analyses (--gate-cycle, --knockout, --filler-sweep, --indexer-stats) score with the full forward");
         } else if (o[0] == '-' && o[1] == '-') {
             return usage_error("unknown option %s (analyses take --probe, --gate-cycle, --layers, --knockout, --calib, --filler-sweep, --indexer-stats, --out)", o);
         } else {

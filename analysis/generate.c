@@ -109,9 +109,9 @@ int prompt_ids_read(FILE *f, const char *path, int32_t **out, int *n, char *err)
     while ((c = fgetc(f)) != EOF || in_num) {
         if (c >= '0' && c <= '9') { v = v * 10 + (c - '0'); in_num = 1; if (v > INT32_MAX) break; continue; }
         if (in_num) {
-            if (len == INT_MAX) { free(ids); return set_err(err, "%s:%d: more than %d prompt ids", path, line, INT_MAX); }
+            if (len == INT_MAX) { free(ids); return set_err(err, "%s:%d: more than %d token ids", path, line, INT_MAX); }
             int32_t *grown = grow_array(ids, &cap, (size_t)len + 1, sizeof *ids, 256);
-            if (!grown) { free(ids); return set_err(err, "%s: out of memory reading the prompt ids", path); }
+            if (!grown) { free(ids); return set_err(err, "%s: out of memory reading the token ids", path); }
             ids = grown;
             ids[len++] = (int32_t)v;
             v = 0; in_num = 0;
@@ -122,11 +122,11 @@ int prompt_ids_read(FILE *f, const char *path, int32_t **out, int *n, char *err)
             free(ids);
             char what[16];
             snprintf(what, sizeof what, c > ' ' && c < 127 ? "'%c'" : "byte 0x%02x", c);
-            return set_err(err, "%s:%d: %s in the prompt ids: expected non-negative integers separated by spaces or commas",
+            return set_err(err, "%s:%d: %s in the token ids: expected non-negative integers separated by spaces or commas",
                            path, line, what);
         }
     }
-    if (ferror(f)) { free(ids); return set_err(err, "%s: cannot read the prompt ids: %s", path, strerror(errno)); }
+    if (ferror(f)) { free(ids); return set_err(err, "%s: cannot read the token ids: %s", path, strerror(errno)); }
     if (v > INT32_MAX) { free(ids); return set_err(err, "%s:%d: id too large", path, line); }
     *out = ids;
     *n = len;
@@ -197,7 +197,18 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(o, "--ignore-eot")) { ignore_eot = 1; continue; }
         if (!strcmp(o, "--stepwise-prefill")) { stepwise = 1; continue; }
         if (o[0] == '-' && o[1] == '-') {
-            if (i + 1 >= argc) { fprintf(stderr, "phaselab: %s needs a value\n", o); return 2; }
+            static const char *const VALUED[] = {"--prompt-ids", "--prompt", "--tokenizer", "--max-new", "--temperature",
+                                                 "--top-k", "--seed", "--context"};
+            int known = 0;
+            for (size_t k = 0; k < sizeof VALUED / sizeof VALUED[0]; k++) known |= !strcmp(o, VALUED[k]);
+            if (!known) {
+                fprintf(stderr, "phaselab: --generate: unknown option %s (expected --prompt-ids FILE or --prompt TEXT, "
+                                "--tokenizer, --max-new, --temperature, --top-k, --seed, --context, --ignore-eot, "
+                                "--stepwise-prefill, or section.key=value)\n", o);
+                free(overrides);
+                return 2;
+            }
+            if (i + 1 >= argc) { fprintf(stderr, "phaselab: --generate: %s needs a value\n", o); free(overrides); return 2; }
             const char *v = argv[++i];
             int rc = !strcmp(o, "--prompt-ids") ? (ids_path = v, 0)
                    : !strcmp(o, "--prompt") ? (prompt = v, 0)
@@ -288,7 +299,11 @@ int cmd_generate(int argc, char **argv) {
         n_prompt = (int)ti.n;
         token_ids_free(&ti);
     }
-    if (n_prompt < 1) { fprintf(stderr, "phaselab: --generate: the prompt has no tokens\n"); return 2; }
+    if (n_prompt < 1) {
+        fprintf(stderr, "phaselab: %s%s: the prompt has no tokens (expected at least one)\n", ids_path ? "--prompt-ids " : "--prompt",
+                ids_path ? ids_path : "");
+        return 2;
+    }
     for (int i = 0; i < n_prompt; i++)
         if (ids[i] < 0 || ids[i] >= mc->vocab_size) {
             fprintf(stderr, "phaselab: %s: prompt token %d is id %d, outside the model's vocabulary 0..%d (%s)\n",

@@ -126,6 +126,18 @@ for cmd in (["--eval"], ["--score"], ["--generate"]):
     check(rc == 2 and "a run directory, not a checkpoint" in out and f"{d}/runs/K/checkpoints/step_00000030" in out,
           f"{cmd[0]} RUN: exit 2, naming the newest checkpoint", out[-300:])
 
+# --- misplaced options get a message that says what to do, exit 2
+kck = f"{d}/runs/K/checkpoints/step_00000030"
+open(f"{d}/empty.ids", "w").close()
+open(f"{d}/one.ids", "w").write("5\n")
+for args, words in [(["--eval", kck, "--decode", "--knockout", "0:1"], ["--decode: only with a plain --eval"]),
+                    (["--generate", kck, "--prompt-ids", f"{d}/one.ids", "--dry-run"], ["--generate: unknown option --dry-run"]),
+                    (["--generate", kck, "--prompt-ids", f"{d}/empty.ids"], [f"--prompt-ids {d}/empty.ids: the prompt has no tokens"]),
+                    ([common[0], "--dry-run"], ["options go before the config", "./train --dry-run CONFIG.ini"])]:
+    rc, out = tu.run(args)
+    check(rc == 2 and all(w in out for w in words), f"{' '.join(a for a in args if not a.startswith('/'))}: exit 2, {words[0]!r}",
+          out[-300:])
+
 # --- E: a full-attention checkpoint in the HuggingFace Qwen3 layout, its loss = the trainer's
 rc, out = tu.run(common + ["run.name=F", "model.attention=full", "train.steps=10", "eval.every=0"])
 check(rc == 0, "full-attention run", out[-300:])

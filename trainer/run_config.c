@@ -611,6 +611,9 @@ static int apply_override(LoadCtx *c, const char *arg) {
         return set_err(c->err, "command line: override too long (%zu characters)", strlen(arg));
     char *eq = strchr(buf, '=');
     char *dot = strchr(buf, '.');
+    if (arg[0] == '-' && arg[1] == '-')   /* ./train CONFIG --dry-run: an option after the config */
+        return set_err(c->err, "command line: \"%s\": options go before the config (./train %s CONFIG.ini "
+                       "[section.key=value ...]); after it only section.key=value overrides", arg, arg);
     if (!eq || !dot || dot > eq)
         return set_err(c->err, "command line: \"%s\": malformed override; expected section.key=value", arg);
     *eq = 0;
