@@ -150,7 +150,7 @@ static int load_config_only(Ctx *c) {
     if (!(c->out_path = malloc(n))) { fprintf(stderr, "phaselab: out of memory\n"); return 1; }
     if (c->a.out) snprintf(c->out_path, n, "%s", c->a.out);
     else snprintf(c->out_path, n, "%s/analysis.h5", c->a.ckpt);
-    if (ah5_check_target(c->out_path, err)) return usage_error("%s%s", c->a.out ? "--out " : "", err);   /* before any work */
+    if (ah5_check_target(c->out_path, c->a.out != NULL, err)) return usage_error("%s%s", c->a.out ? "--out " : "", err);   /* before any work */
     return 0;
 }
 

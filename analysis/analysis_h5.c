@@ -476,7 +476,7 @@ static int holds_foreign(const char *path, char *what) {
     return r > 0;
 }
 
-int ah5_check_target(const char *path, char *err) {
+int ah5_check_target(const char *path, int named, char *err) {
     size_t len = strlen(path);
     if (len == 0 || len >= PATH_BYTES - 64 || path[len - 1] == '/')
         return set_err(err, "'%.200s': not a usable analysis file name (expected a file path shorter than %d bytes)", path,
@@ -488,6 +488,8 @@ int ah5_check_target(const char *path, char *err) {
         if (!S_ISREG(st.st_mode)) return set_err(err, "%.600s: not a regular file; expected an analysis file (.h5)", path);
         char what[256];
         H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+        if (named && st.st_size > 0 && H5Fis_hdf5(path) <= 0)
+            return set_err(err, "%.600s: exists and is not an HDF5 file; expected a new file name or an analysis file", path);
         if (holds_foreign(path, what))
             return set_err(err, "%.600s: not an analysis file: it holds /%.200s, which ./train --eval and --score did not write "
                            "(a run's metrics.h5? results are never added to it); expected a new file or an analysis file",

@@ -56,9 +56,12 @@
 typedef struct AnalysisH5 AnalysisH5;
 
 /* Whether path can take an analysis file, before any work: not a directory or a special file,
- * its nearest existing ancestor a writable directory (ah5_begin creates the missing ones).
- * Returns 0, or -1 with err naming path. */
-int ah5_check_target(const char *path, char *err);
+ * not an HDF5 file holding anything but analysis groups (a run's metrics.h5), its nearest
+ * existing ancestor a writable directory (ah5_begin creates the missing ones). named = 1 when
+ * the user named the file (--out): an existing non-empty file that is not HDF5 is then refused
+ * too (the default CKPT/analysis.h5 in that state keeps the sidecar rule: a damaged analysis
+ * file must not stop the next result). Returns 0, or -1 with err naming path. */
+int ah5_check_target(const char *path, int named, char *err);
 
 /* Takes the file (waiting while it is busy, see above) and starts the group for one analysis
  * of this kind. Returns NULL and fills err on failure (out of memory, the lock file cannot be

@@ -230,8 +230,8 @@ int cmd_score(int argc, char **argv) {
     path_tokens = prefix ? malloc(strlen(prefix) + 32 + sizeof ".tokens.csv") : NULL;
     if (!path_phase || !path_tokens) { fprintf(stderr, "phaselab: --score: out of memory\n"); rc = 1; goto done; }
     sprintf(path_phase, "%s.phase.csv", prefix), sprintf(path_tokens, "%s.tokens.csv", prefix);
-    if (ah5_check_target(out, err)) { fprintf(stderr, "phaselab: --out %s\n", err); goto done; }
-    if (ah5_check_target(path_phase, err)) { fprintf(stderr, "phaselab: --csv %s\n", err); goto done; }
+    if (ah5_check_target(out, a.out != NULL, err)) { fprintf(stderr, "phaselab: --out %s\n", err); goto done; }
+    if (ah5_check_target(path_phase, 0, err)) { fprintf(stderr, "phaselab: --csv %s\n", err); goto done; }
 
     rc = 1;                                                    /* from here on: runtime failures */
     const Backend *be = backend_select(cfg->run.device, cfg->run.threads, 0, err);

@@ -269,7 +269,7 @@ static int cmd_eval(int argc, char **argv) {
         store = out_path ? strdup(out_path) : malloc(strlen(ckpt) + sizeof "/analysis.h5");
         if (!store) { fprintf(stderr, "phaselab: --eval: out of memory\n"); rc = 1; goto done; }
         if (!out_path) sprintf(store, "%s/analysis.h5", ckpt);
-        if (ah5_check_target(store, err)) { fprintf(stderr, "phaselab: %s%s\n", out_path ? "--out " : "", err); goto done; }
+        if (ah5_check_target(store, out_path != NULL, err)) { fprintf(stderr, "phaselab: %s%s\n", out_path ? "--out " : "", err); goto done; }
     }
     if (val_glob) {
         if (val_set_open(&val, val_glob, T, (uint32_t)cfg->model.vocab_size, cfg->eval.val_tokens / T, err)) {

@@ -335,6 +335,15 @@ for what, args in [("--eval --probe", PROBE + ["--out", mh5]), ("--knockout", PR
           and "stored" not in out,
           f"{what} --out a metrics-like HDF5 file: exit 2 naming /train, the file unchanged", f"rc {rc} {err[-300:]}")
 
+# ---- --out naming an existing file that is not HDF5: refused before any work (the default analysis.h5
+# in that state keeps the sidecar rule below)
+txt = os.path.join(d, "notes.h5")
+open(txt, "w").write("my notes\n")
+rc, out, err = run(PROBE + ["--out", txt])
+check(rc == 2 and "is not an HDF5 file" in err and open(txt).read() == "my notes\n" and "stored" not in out
+      and not glob.glob(os.path.join(d, "notes.pending-*")),
+      "--out an existing text file: exit 2 before any work, the file and its directory unchanged", f"rc {rc} {err[-300:]}")
+
 # ---- not HDF5 at all: left as it is, the result goes to a sidecar
 for f in glob.glob(os.path.join(ck, "analysis*")):
     os.remove(f)
