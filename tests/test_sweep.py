@@ -68,6 +68,35 @@ script = os.path.join(S, "x.sbatch")
 open(script, "w").write(sc)
 check(subprocess.run(["bash", "-n", script]).returncode == 0, "slurm_script_is_valid_bash")
 
+# ---- the documented sweeps: in README.md, configs/paper/README.md and docs/remedies.md, every
+# `tools/sweep status DIR` and `tools/report DIR` next to a `tools/sweep run` or `slurm` (the same
+# code block or paragraph) names the directory those write to: their run.dir=, as the documented
+# command prints it with --dry-run (run as a shell runs it: configs/paper/*.ini)
+import re  # noqa: E402
+import shlex  # noqa: E402
+for doc in ("README.md", os.path.join("configs", "paper", "README.md"), os.path.join("docs", "remedies.md")):
+    text = open(os.path.join(ROOT, doc), encoding="utf-8").read().replace("\\\n", " ")
+    made, named, bad = set(), set(), []
+    for block in re.split(r"\n```|\n\s*\n", text):
+        cmds = [c.split("  #")[0].strip() for c in re.findall(r"^(tools/(?:sweep|report) [^\n]*)", block, re.M)] + \
+            re.findall(r"`(tools/(?:sweep|report) [^`]*)`", block)
+        cmds = [shlex.split(c) for c in cmds]
+        sweeps = [" ".join(x for x in a if x != "--submit") for a in cmds if a[1] in ("run", "slurm")]   # globs unquoted
+        if not sweeps:
+            continue
+        for c in sweeps:
+            r = subprocess.run(["bash", "-c", c + " --dry-run"], cwd=ROOT, capture_output=True, text=True)
+            dirs = set(re.findall(r"run\.dir=([^\s)]+)", r.stdout))
+            if r.returncode != 0 or len(dirs) != 1:
+                bad.append(f"{c}: exit {r.returncode}, run.dir {sorted(dirs)}: {r.stderr.strip()[-300:]}")
+            made |= dirs
+        named |= {a[1] if a[0] == "tools/report" else a[2] for a in cmds if a[0] == "tools/report" or a[1] == "status"}
+    name = f"documented_sweep_dirs_{re.sub(r'[^a-z]+', '_', doc.lower())}"
+    if not have_train:
+        skip(name, "./train is not built (make)")
+        continue
+    check(not bad and named and named <= made, name, f"{'; '.join(bad)} status/report of {sorted(named)}, sweeps write {sorted(made)}")
+
 # ---- status on hand-made run directories ----------------------------------------------------
 st = os.path.join(S, "st")
 def mkrun(name, log, steps=10):
