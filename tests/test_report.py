@@ -180,6 +180,42 @@ r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.pa
                    capture_output=True, text=True)
 check(r.returncode == 0 and os.path.exists(os.path.join(SCRATCH, "sweep", "a_w8s8", "report.csv")),
       "report_single_run_dir", r.stderr.strip()[-300:])
+# The prompts per residue come from the run's probe (its header, data/probe.h), eval.probe relative to the
+# working directory in the checkpoint's state.json: a probe of N = 4 whose residues 0..7 score 4 of 4 and
+# the others 0 of 4 has no period-8 structure at N = 4 (Wilson [51, 100] against [0, 49]), but would have
+# at the N = 1 a wrong option claims ([21, 100] against [0, 79]): that option is refused, naming both.
+REPORT = [sys.executable, os.path.join(ROOT, "tools", "report")]
+probe4 = os.path.join(SCRATCH, "probe4.bin")
+mk = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", probe4,
+                     "--per-residue", "4", "--quiet"], capture_output=True, text=True)
+write_run("w8s8_kv1-seed1", "compressed", 5, "sweep3", kv=1, acc_fn=lambda r: np.where(r < 8, 100.0, 0.0))
+d3 = os.path.join(SCRATCH, "sweep3", "w8s8_kv1-seed1")
+with h5py.File(os.path.join(d3, "metrics.h5"), "a") as f:
+    f.attrs["config"] = f.attrs["config"] + "[eval]\nresidues = 24\nprobe = probe4.bin\n"
+os.makedirs(os.path.join(d3, "checkpoints", "step_00000100"))
+open(os.path.join(d3, "checkpoints", "step_00000100", "state.json"), "w").write('{"working_dir": "%s"}' % SCRATCH)
+
+
+def period3(*opt):
+    out3 = os.path.join(SCRATCH, "out3")
+    r = subprocess.run(REPORT + [os.path.join(SCRATCH, "sweep3"), "--out", out3, *opt], cwd=ROOT, capture_output=True, text=True)
+    rows = {row["run"]: row for row in csv.DictReader(open(os.path.join(out3, "report.csv")))} if r.returncode == 0 else {}
+    return r, rows.get("w8s8_kv1-seed1", {}).get("period_pp")
+
+
+r, per = period3()
+check(mk.returncode == 0 and r.returncode == 0 and per == "0.0", "period_uses_the_probes_prompts_per_residue",
+      f"period_pp {per!r}; {mk.stderr[-200:]} {r.stderr[-300:]}")
+r, per = period3("--prompts-per-residue", "4")
+check(r.returncode == 0 and per == "0.0", "prompts_per_residue_option_agreeing_with_the_probe", f"{per!r} {r.stderr[-300:]}")
+r, per = period3("--prompts-per-residue", "1")
+err = r.stderr.strip()
+check(r.returncode == 2 and "\n" not in err and "--prompts-per-residue 1" in err and "records 4 prompts per residue" in err
+      and probe4 in err, "prompts_per_residue_option_contradicting_the_probe_refused", err)
+for bad in ("0", "-2"):
+    r = subprocess.run(REPORT + [os.path.join(SCRATCH, "sweep3"), "--prompts-per-residue", bad], capture_output=True, text=True)
+    check(r.returncode == 2 and "--prompts-per-residue" in r.stderr, f"prompts_per_residue_{bad}_refused", r.stderr.strip())
+
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(SCRATCH, "nothing")],
                    capture_output=True, text=True)
 check(r.returncode != 0 and "nothing" in r.stderr, "report_missing_dir_error", r.stderr.strip())
