@@ -179,7 +179,18 @@ check(r4.returncode == 0, "needle_64_builds_with_19_residues", r4.stderr.strip()
 r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "64", "--records", "3", "--demos", "3")
 check(r4.returncode == 2 and "demos <= records - 1" in r4.stderr, "rejects_more_demos_than_records", r4.stderr.strip())
 r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", "8")
-check(r4.returncode == 2 and r4.stderr.startswith("make-probe:"), "rejects_a_prompt_too_short_for_two_records", r4.stderr.strip())
+check(r4.returncode == 2 and r4.stderr.strip() == "make-probe: --max-len 8: too short for the default records and "
+      "demonstrations; the smallest --max-len is 9, or give --records 2 --demos 1", "rejects_a_prompt_too_short_for_two_records",
+      r4.stderr.strip())
+# a --max-len too short for any probe is blamed on --max-len (never on --records / --demos the user did not give),
+# naming the smallest that works; both smallest lengths build
+for T in ("4", "7"):
+    r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", T)
+    check(r4.returncode == 2 and r4.stderr.strip() == f"make-probe: --max-len {T}: too short for any lookup probe; the "
+          "smallest --max-len is 9 (8 with --records 2 --demos 1)", f"max_len_{T}_names_the_smallest_max_len", r4.stderr.strip())
+for T, extra in (("9", []), ("8", ["--records", "2", "--demos", "1"])):
+    r4 = run("--synthetic", "--out", os.path.join(SCRATCH, "x.probe"), "--max-len", T, "--residues", "1", "--per-residue", "2", *extra)
+    check(r4.returncode == 0 and f"prompt length {T}," in r4.stdout, f"max_len_{T}_builds", r4.stderr.strip())
 
 # ---- a real tokenizer --------------------------------------------------------------------------
 tokjson = next((p for p in (os.path.join(ROOT, "data", "qwen3-tokenizer", "tokenizer.json"),

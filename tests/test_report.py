@@ -180,6 +180,85 @@ r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.pa
                    capture_output=True, text=True)
 check(r.returncode == 0 and os.path.exists(os.path.join(SCRATCH, "sweep", "a_w8s8", "report.csv")),
       "report_single_run_dir", r.stderr.strip()[-300:])
+# The prompts per residue come from the run's probe (its header, data/probe.h), eval.probe relative to the
+# working directory in the checkpoint's state.json: a probe of N = 4 whose residues 0..7 score 4 of 4 and
+# the others 0 of 4 has no period-8 structure at N = 4 (Wilson [51, 100] against [0, 49]), but would have
+# at the N = 1 a wrong option claims ([21, 100] against [0, 79]): that option is refused, naming both.
+REPORT = [sys.executable, os.path.join(ROOT, "tools", "report")]
+probe4 = os.path.join(SCRATCH, "probe4.bin")
+mk = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", probe4,
+                     "--per-residue", "4", "--quiet"], capture_output=True, text=True)
+write_run("w8s8_kv1-seed1", "compressed", 5, "sweep3", kv=1, acc_fn=lambda r: np.where(r < 8, 100.0, 0.0))
+d3 = os.path.join(SCRATCH, "sweep3", "w8s8_kv1-seed1")
+with h5py.File(os.path.join(d3, "metrics.h5"), "a") as f:
+    f.attrs["config"] = f.attrs["config"] + "[eval]\nresidues = 24\nprobe = probe4.bin\n"
+os.makedirs(os.path.join(d3, "checkpoints", "step_00000100"))
+open(os.path.join(d3, "checkpoints", "step_00000100", "state.json"), "w").write('{"working_dir": "%s"}' % SCRATCH)
+
+
+def period3(*opt):
+    out3 = os.path.join(SCRATCH, "out3")
+    r = subprocess.run(REPORT + [os.path.join(SCRATCH, "sweep3"), "--out", out3, *opt], cwd=ROOT, capture_output=True, text=True)
+    rows = {row["run"]: row for row in csv.DictReader(open(os.path.join(out3, "report.csv")))} if r.returncode == 0 else {}
+    return r, rows.get("w8s8_kv1-seed1", {}).get("period_pp")
+
+
+r, per = period3()
+check(mk.returncode == 0 and r.returncode == 0 and per == "0.0", "period_uses_the_probes_prompts_per_residue",
+      f"period_pp {per!r}; {mk.stderr[-200:]} {r.stderr[-300:]}")
+r, per = period3("--prompts-per-residue", "4")
+check(r.returncode == 0 and per == "0.0", "prompts_per_residue_option_agreeing_with_the_probe", f"{per!r} {r.stderr[-300:]}")
+r, per = period3("--prompts-per-residue", "1")
+err = r.stderr.strip()
+check(r.returncode == 2 and "\n" not in err and "--prompts-per-residue 1" in err and "records 4 prompts per residue" in err
+      and probe4 in err, "prompts_per_residue_option_contradicting_the_probe_refused", err)
+for bad in ("0", "-2"):
+    r = subprocess.run(REPORT + [os.path.join(SCRATCH, "sweep3"), "--prompts-per-residue", bad], capture_output=True, text=True)
+    check(r.returncode == 2 and "--prompts-per-residue" in r.stderr, f"prompts_per_residue_{bad}_refused", r.stderr.strip())
+
+# A synthetic run (P 24, vocabulary 256) and a real-text run (P 8, vocabulary 151936) in one directory:
+# one note naming the two groups (stderr and report.md), and each P on a residue axis of its own (the
+# residue plots get a row of panels per P: twice the height of a one-P report's).
+def write_small(sweep, name, cfg, P_):
+    d = os.path.join(SCRATCH, sweep, name)
+    os.makedirs(d)
+    with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
+        f.attrs["config"] = cfg + f"[run]\nname = {name}\n"
+        for grp in ("train", "val", "probe"):
+            f.create_group(grp)["step"] = np.array([100], dtype=np.int64)
+        f["train/loss"] = np.array([1.0])
+        f["val/loss"] = np.array([1.0])
+        f["val/loss_by_residue"] = np.linspace(1, 2, P_)[None, :]
+        for p in ("pp", "ip"):
+            f[f"probe/acc_{p}"] = np.linspace(10, 90, P_)[None, :]
+
+
+def png_height(path):
+    return int.from_bytes(open(path, "rb").read()[20:24], "big") if os.path.exists(path) else 0
+
+
+write_small("mixed", "synth", "[model]\nattention = full\nvocab_size = 256\n[eval]\nresidues = 24\n", 24)
+write_small("mixed", "qwen", "[model]\nattention = full\nvocab_size = 151936\n[eval]\nresidues = 8\n"
+            "[data]\ntokenizer = data/qwen3/tokenizer.json\n", 8)
+write_small("alike", "synth", "[model]\nattention = full\nvocab_size = 256\n[eval]\nresidues = 24\n", 24)
+heights = {}
+for sw in ("mixed", "alike"):
+    r = subprocess.run(REPORT + [os.path.join(SCRATCH, sw), "--out", os.path.join(SCRATCH, f"out_{sw}")],
+                       capture_output=True, text=True)
+    heights[sw] = (png_height(os.path.join(SCRATCH, f"out_{sw}", "probe_by_residue.png")),
+                   png_height(os.path.join(SCRATCH, f"out_{sw}", "val_loss_by_residue.png")))
+    md = open(os.path.join(SCRATCH, f"out_{sw}", "report.md")).read() if r.returncode == 0 else ""
+    notes = [l for l in r.stderr.splitlines() if "different probes or vocabularies" in l]
+    if sw == "mixed":
+        want = ("P 24, vocab 256, tokenizer ?: synth; P 8, vocab 151936, tokenizer data/qwen3/tokenizer.json: qwen")
+        check(r.returncode == 0 and len(notes) == 1 and notes[0].startswith("report: note: runs of different probes")
+              and notes[0].endswith(want) and f"(the residue plots draw one row of panels per P): {want}." in md,
+              "mixed_probes_and_vocabularies_named", r.stderr[-500:])
+    else:
+        check(r.returncode == 0 and not notes and "different probes" not in md, "one_probe_no_mixing_note", r.stderr[-300:])
+check(heights["alike"][0] > 0 and heights["mixed"][0] > 1.6 * heights["alike"][0]
+      and heights["mixed"][1] > 1.6 * heights["alike"][1], "residue_plots_one_row_per_P", str(heights))
+
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), os.path.join(SCRATCH, "nothing")],
                    capture_output=True, text=True)
 check(r.returncode != 0 and "nothing" in r.stderr, "report_missing_dir_error", r.stderr.strip())

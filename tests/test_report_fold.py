@@ -88,6 +88,7 @@ rep = importlib.util.module_from_spec(spec)
 loader.exec_module(rep)
 rep.PROMPTS_PER_RESIDUE[0] = N
 runs = [rep.read_run(os.path.join(SCRATCH, "single", "w8s8-seed1", "metrics.h5"))]
+rep.prompts_per_residue(runs)            # no eval.probe here: N is the option's
 groups = rep.build_groups(runs)
 seen = []
 band = rep.fs.band

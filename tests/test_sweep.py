@@ -37,6 +37,26 @@ check(r.stdout.startswith("mpirun --allow-run-as-root --oversubscribe --mca odls
 r = sweep("run", "configs/test/tiny_full.ini", "--set", "train.seed", "--dry-run")
 check(r.returncode == 2 and "section.key=" in r.stderr, "bad_set_is_usage_error", r.stderr.strip())
 
+# ---- every grid point's config is checked (./train --summary) before anything is written or run:
+# an unknown key or a bad value is one line naming the point and the key, exit 2, nothing written,
+# with --dry-run and without it, for run and slurm alike
+have_train = os.access(os.path.join(ROOT, "train"), os.X_OK)
+for what, axis, needle in (("unknown_key", "model.strid=4,8", "model.strid: unknown key"),
+                           ("bad_value", "train.steps=10,abc", 'train.steps: "abc" is not an integer')):
+    for mode in ("run", "slurm"):
+        for dry in (["--dry-run"], []):
+            bad = os.path.join(S, f"bad_{what}_{mode}{'_dry' if dry else ''}")
+            r = sweep(mode, "configs/test/tiny_full.ini", "--set", axis, "--out", bad, *dry)
+            errs = [l for l in r.stderr.splitlines() if l.strip()]
+            name = f"{mode}{'_dry_run' if dry else ''}_refuses_{what}_in_the_grid"
+            if not have_train:
+                skip(name, "./train is not built (make)")
+                continue
+            check(r.returncode == 2 and len(errs) == 1 and errs[0].startswith("sweep: grid point tiny_full-")
+                  and needle in errs[0] and not r.stdout.strip() and not os.path.exists(bad), name,
+                  f"exit {r.returncode}, stdout {r.stdout[:200]!r}, stderr {r.stderr[-400:]!r}, "
+                  f"written: {os.path.exists(bad)}")
+
 r = sweep("slurm", "configs/test/tiny_full.ini", "configs/test/tiny_w4s4.ini", "--set", "train.seed=1,2",
           "--partition", "p1", "--time", "1:00:00", "--np", "2", "--dry-run")
 sc = r.stdout
@@ -47,6 +67,35 @@ check(r.returncode == 0 and "#SBATCH --array=0-3" in sc and "#SBATCH --requeue" 
 script = os.path.join(S, "x.sbatch")
 open(script, "w").write(sc)
 check(subprocess.run(["bash", "-n", script]).returncode == 0, "slurm_script_is_valid_bash")
+
+# ---- the documented sweeps: in README.md, configs/paper/README.md and docs/remedies.md, every
+# `tools/sweep status DIR` and `tools/report DIR` next to a `tools/sweep run` or `slurm` (the same
+# code block or paragraph) names the directory those write to: their run.dir=, as the documented
+# command prints it with --dry-run (run as a shell runs it: configs/paper/*.ini)
+import re  # noqa: E402
+import shlex  # noqa: E402
+for doc in ("README.md", os.path.join("configs", "paper", "README.md"), os.path.join("docs", "remedies.md")):
+    text = open(os.path.join(ROOT, doc), encoding="utf-8").read().replace("\\\n", " ")
+    made, named, bad = set(), set(), []
+    for block in re.split(r"\n```|\n\s*\n", text):
+        cmds = [c.split("  #")[0].strip() for c in re.findall(r"^(tools/(?:sweep|report) [^\n]*)", block, re.M)] + \
+            re.findall(r"`(tools/(?:sweep|report) [^`]*)`", block)
+        cmds = [shlex.split(c) for c in cmds]
+        sweeps = [" ".join(x for x in a if x != "--submit") for a in cmds if a[1] in ("run", "slurm")]   # globs unquoted
+        if not sweeps:
+            continue
+        for c in sweeps:
+            r = subprocess.run(["bash", "-c", c + " --dry-run"], cwd=ROOT, capture_output=True, text=True)
+            dirs = set(re.findall(r"run\.dir=([^\s)]+)", r.stdout))
+            if r.returncode != 0 or len(dirs) != 1:
+                bad.append(f"{c}: exit {r.returncode}, run.dir {sorted(dirs)}: {r.stderr.strip()[-300:]}")
+            made |= dirs
+        named |= {a[1] if a[0] == "tools/report" else a[2] for a in cmds if a[0] == "tools/report" or a[1] == "status"}
+    name = f"documented_sweep_dirs_{re.sub(r'[^a-z]+', '_', doc.lower())}"
+    if not have_train:
+        skip(name, "./train is not built (make)")
+        continue
+    check(not bad and named and named <= made, name, f"{'; '.join(bad)} status/report of {sorted(named)}, sweeps write {sorted(made)}")
 
 # ---- status on hand-made run directories ----------------------------------------------------
 st = os.path.join(S, "st")
@@ -68,6 +117,80 @@ rows = {l.split()[0]: l.split()[1] for l in r.stdout.splitlines()[1:-1] if l.str
 check(rows == {"a_done": "done", "b_failed": "failed", "c_stopped": "stopped", "d_running": "running",
                "e_pending": "pending"}, "status_states", r.stdout + r.stderr)
 
+check(r.returncode == 1 and "b_failed" in r.stderr, "status_exits_1_when_a_run_failed", f"exit {r.returncode}: {r.stderr}")
+rowline = {l.split()[0]: l for l in r.stdout.splitlines()[1:-1] if l.strip()}
+check("(data/x.bin@1024: token 999 outside the vocabulary)" in rowline.get("b_failed", ""), "status_failed_shows_the_reason",
+      rowline.get("b_failed", r.stdout))
+
+# the step of a run stopped between two /train rows (log_every 50, SIGTERM at step 28): its newest
+# checkpoint's step, not the last logged row's
+import h5py  # noqa: E402
+mkrun("f_stopped_between_rows", "step 1/60 | loss 1\ncheckpoint step 28 -> x/checkpoints/step_00000028 (0.0s)\n"
+      "signal 15: stopped after step 28 with a checkpoint; run the same command to resume\n", steps=60)
+for n in (20, 28):
+    os.makedirs(os.path.join(st, "f_stopped_between_rows", "checkpoints", f"step_{n:08d}"))
+    open(os.path.join(st, "f_stopped_between_rows", "checkpoints", f"step_{n:08d}", "state.json"), "w").write("{}")
+os.makedirs(os.path.join(st, "f_stopped_between_rows", "checkpoints", ".tmp_step_00000040"))   # a save cut short
+with h5py.File(os.path.join(st, "f_stopped_between_rows", "metrics.h5"), "w") as f:
+    f["train/step"] = [1]
+old = 1e9
+os.utime(os.path.join(st, "f_stopped_between_rows", "metrics.h5"), (old, old))
+# sweep.json's records: a Slurm task never submitted, one whose sbatch failed, one submitted, and a
+# finished run whose latest attempt failed (nothing written since) or failed before its files were
+# written again (the files are newer: they say what happened)
+import json  # noqa: E402
+mkrun("g_done_then_failed", "done: 10 steps, 100 tokens in 1s; run directory x\n")
+mkrun("h_failed_then_done", "done: 10 steps, 100 tokens in 1s; run directory x\n")
+os.utime(os.path.join(st, "h_failed_then_done", "log.txt"), (2e9, 2e9))
+open(os.path.join(st, "sweep.json"), "w").write(json.dumps({"runs": [
+    {"name": "e_pending"}, {"name": "a_done"},
+    {"name": "i_unsubmitted", "mode": "slurm"},
+    {"name": "j_sbatch_failed", "mode": "slurm",
+     "attempt": {"rc": 1, "error": "not submitted: sbatch x failed (exit 1): Invalid partition", "time": 1.5e9}},
+    {"name": "k_queued", "mode": "slurm", "job": "77_0"},
+    {"name": "g_done_then_failed", "mode": "run", "attempt": {"rc": 2, "error": "refusing to resume y", "time": 1.5e9}},
+    {"name": "h_failed_then_done", "mode": "run", "attempt": {"rc": 2, "error": "refusing to resume z", "time": 1.5e9}}]}))
+r = sweep("status", st)
+rowline = {l.split()[0]: l for l in r.stdout.splitlines()[1:-1] if l.strip()}
+rows = {n: l.split()[1] for n, l in rowline.items()}
+check(rows.get("f_stopped_between_rows") == "stopped" and rowline["f_stopped_between_rows"].split()[2] == "28/60",
+      "status_step_is_the_newest_checkpoints", rowline.get("f_stopped_between_rows", r.stdout))
+check(rows.get("i_unsubmitted") == "unsubmitted" and rows.get("k_queued") == "pending" and rows.get("e_pending") == "pending",
+      "status_unsubmitted_slurm_task_is_not_pending", r.stdout)
+check(rows.get("j_sbatch_failed") == "failed" and "(not submitted: sbatch x failed (exit 1): Invalid partition)"
+      in rowline["j_sbatch_failed"], "status_failed_sbatch_is_failed", r.stdout)
+check(rows.get("g_done_then_failed") == "failed" and rowline["g_done_then_failed"].endswith("(refusing to resume y)")
+      and rows.get("h_failed_then_done") == "done", "status_latest_attempt_counts", r.stdout)
+check(r.returncode == 1 and r.stdout.strip().splitlines()[-1] ==
+      "2 done; 3 failed; 2 pending; 1 running; 2 stopped; 1 unsubmitted", "status_counts", r.stdout + r.stderr)
+
+# tools/sweep slurm --submit records what sbatch did in sweep.json (a stand-in sbatch on PATH)
+fake = os.path.join(S, "fakebin")
+os.makedirs(fake)
+for name, body in (("fail", 'echo "sbatch: error: Batch job submission failed: Invalid partition specified" >&2; exit 1'),
+                   ("ok", 'echo "4242;cluster"')):
+    sub = os.path.join(S, f"sub_{name}")
+    open(os.path.join(fake, "sbatch"), "w").write(f"#!/bin/sh\n{body}\n")
+    os.chmod(os.path.join(fake, "sbatch"), 0o755)
+    env = dict(os.environ, PATH=fake + os.pathsep + os.environ["PATH"])
+    r1 = subprocess.run(SWEEP + ["slurm", "configs/test/tiny_full.ini", "--set", "train.seed=1,2", "--out", sub, "--submit"],
+                        cwd=ROOT, capture_output=True, text=True, env=env)
+    r2 = sweep("status", sub)
+    last = r2.stdout.strip().splitlines()[-1] if r2.stdout.strip() else ""
+    if not have_train:
+        skip(f"slurm_submit_{name}_status", "./train is not built (make)")
+    elif name == "fail":
+        check(r1.returncode == 1 and "Invalid partition specified" in r1.stderr and r2.returncode == 1 and last == "2 failed"
+              and "(not submitted: sbatch" in r2.stdout, "slurm_submit_fail_status", f"{r1.stderr} {r2.stdout} {r2.stderr}")
+    else:
+        check(r1.returncode == 0 and r2.returncode == 0 and last == "2 pending", "slurm_submit_ok_status",
+              f"{r1.stderr} {r2.stdout} {r2.stderr}")
+r = sweep("slurm", "configs/test/tiny_full.ini", "--out", os.path.join(S, "sub_none"))
+r2 = sweep("status", os.path.join(S, "sub_none"))
+if have_train:
+    check(r.returncode == 0 and r2.returncode == 0 and r2.stdout.strip().endswith("1 unsubmitted"),
+          "slurm_without_submit_status_unsubmitted", r2.stdout + r2.stderr)
+
 # ---- a real local sweep ------------------------------------------------------------------------
 data = os.path.join(S, "data")
 ok = os.access(os.path.join(ROOT, "train"), os.X_OK) and subprocess.run(
@@ -84,6 +207,19 @@ else:
     names = sorted(l.split()[0] for l in r.stdout.splitlines()[1:-1])
     check(names == ["tiny_full-steps4", "tiny_full-steps6", "tiny_w4s4-steps4", "tiny_w4s4-steps6"]
           and r.stdout.strip().endswith("4 done") and "6/6" in r.stdout, "local_sweep_status_done", r.stdout)
+
+    # a rerun that ./train refuses (train.steps changed under a finished run): both runs failed, with
+    # the reason, and status says so (exit 1), though metrics.h5 reached the old train.steps
+    re_out = os.path.join(S, "rerun")
+    dat = ["--override", f"data.train={data}/train_*.bin", "--override", f"data.val={data}/val_*.bin", "--out", re_out]
+    r0 = sweep("run", "configs/test/tiny_full.ini", "--set", "train.seed=1,2", "--override", "train.steps=4", *dat)
+    r = sweep("run", "configs/test/tiny_full.ini", "--set", "train.seed=1,2", "--override", "train.steps=8", *dat)
+    r2 = sweep("status", re_out)
+    rowline = {l.split()[0]: l for l in r2.stdout.splitlines()[1:-1] if l.strip()}
+    check(r0.returncode == 0 and r.returncode == 1 and r2.returncode == 1 and r2.stdout.strip().endswith("\n2 failed")
+          and all(rowline.get(n, "").split()[1:3] == ["failed", "4/4"] and "(refusing to resume" in rowline[n]
+                  for n in ("tiny_full-seed1", "tiny_full-seed2")), "status_after_a_refused_rerun_is_failed",
+          r2.stdout + r2.stderr)
 
 # ---- Ctrl-C of a sweep of 2-rank runs, parallel (--jobs 2) and serial (--jobs 1): each running
 # run saves and stops, the sweep says so. The sweep sends SIGUSR1 (mpirun only forwards it; after
