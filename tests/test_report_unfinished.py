@@ -80,4 +80,18 @@ check([rows.get(f"w8s8-seed{s}", {}).get("step") for s in range(1, 6)] == ["60",
 check(rows.get("w8s8-seed1", {}).get("pooled") == "yes" and
       rows.get("w8s8-seed5", {}).get("pooled") == "not finished (last evaluation at step 40 of 60)",
       "csv_pooled_column", str({k: v.get("pooled") for k, v in rows.items()}))
+# a report of one run that has not finished (still training, or stopped) draws it, labelled as
+# such, with no test; a second report into the same --out keeps its figures (none is "stale")
+ONE = os.path.join(SCRATCH, "one")
+os.makedirs(ONE)
+shutil.copytree(os.path.join(SWEEP, "w8s8-seed4"), os.path.join(ONE, "w8s8-seed4"))
+out1 = os.path.join(SCRATCH, "out1")
+figs = ("loss_curves.png", "probe_by_residue.png")
+r1 = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), ONE, "--out", out1], capture_output=True, text=True)
+r2 = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), ONE, "--out", out1], capture_output=True, text=True)
+md1 = open(os.path.join(out1, "report.md")).read() if r2.returncode == 0 else ""
+check(r1.returncode == 0 and r2.returncode == 0 and all(os.path.isfile(os.path.join(out1, f)) for f in figs)
+      and "w8s8 (not finished)" in md1 and "removed, left from an earlier report" not in r2.stderr,
+      "an unfinished run alone: its curves drawn, labelled (not finished), kept by a second report",
+      f"rc {r1.returncode}/{r2.returncode}: {sorted(os.listdir(out1)) if os.path.isdir(out1) else None} {r2.stderr[-400:]}")
 finish()
