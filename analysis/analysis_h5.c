@@ -469,6 +469,7 @@ static herr_t first_foreign(hid_t g, const char *name, const H5L_info_t *info, v
 static int holds_foreign(const char *path, char *what) {
     if (H5Fis_hdf5(path) <= 0) return 0;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) f = H5Fopen(path, H5F_ACC_RDONLY | H5F_ACC_SWMR_READ, H5P_DEFAULT);   /* a metrics.h5 a run is writing */
     if (f < 0) return 0;
     what[0] = 0;
     herr_t r = H5Literate(f, H5_INDEX_NAME, H5_ITER_INC, NULL, first_foreign, what);
@@ -515,20 +516,22 @@ int ah5_check_target(const char *path, int named, char *err) {
 }
 
 /* The analysis file of a checkpoint directory that no longer exists (removed while the analysis
- * ran): rescue, "CKPTNAME.analysis.h5" in the current directory, said on stderr; path itself
+ * ran): rescue, "CKPTNAME.FILE" in the current directory (step_N.analysis.h5, step_N.score.h5),
+ * said on stderr; path itself
  * otherwise. Creating the directory again would leave a stub checkpoint that holds nothing else. */
 static const char *rescue_path(const char *path, const char *checkpoint, char *rescue, size_t len) {
     const char *slash = strrchr(path, '/');
     if (!slash || !checkpoint || !*checkpoint) return path;
     size_t dlen = (size_t)(slash - path), clen = strlen(checkpoint);
     while (clen > 1 && checkpoint[clen - 1] == '/') clen--;
+    while (dlen > 1 && path[dlen - 1] == '/') dlen--;   /* "CKPT/" + "/analysis.h5" */
     if (dlen != clen || strncmp(path, checkpoint, clen) != 0) return path;   /* --out elsewhere */
     char dir[PATH_BYTES];
     snprintf(dir, sizeof dir, "%.*s", (int)dlen, path);
     if (fs_exists(dir)) return path;
     const char *base = strrchr(dir, '/');
     base = base ? base + 1 : dir;
-    snprintf(rescue, len, "%.*s.analysis.h5", (int)(len > 64 ? len - 64 : 1), base);
+    snprintf(rescue, len, "%.*s.%s", (int)(len > 300 ? len - 300 : 1), base, slash + 1);   /* step_N.analysis.h5, step_N.score.h5 */
     fprintf(stderr, "phaselab: warning: the checkpoint %s no longer exists (removed while the analysis ran); the result "
             "goes to %s in the current directory instead\n", dir, rescue);
     return rescue;
@@ -603,16 +606,16 @@ AnalysisH5 *ah5_begin(const char *path, const char *kind, const char *checkpoint
                      "it is left as it is", H5_VERS_MAJOR, H5_VERS_MINOR, H5_VERS_RELEASE, msg);
             release_h5(a);
             release_locks(a);
-        } else if (unclean == 1 && drop_incomplete_groups(a)) {
-            set_err(err, "%s: cannot repair the unclean file in memory", path);
-            goto fail;
         } else {
-            char what[256] = "";
+            char what[256] = "";   /* first: a repair below would drop a foreign file's groups (no `signal`) */
             if (H5Literate(a->file, H5_INDEX_NAME, H5_ITER_INC, NULL, first_foreign, what) > 0) {   /* (ah5_check_target's rule) */
                 snprintf(a->why_sidecar, sizeof a->why_sidecar, "it holds /%.200s, which is not an analysis group "
                          "(not a file of analysis results); it is left as it is", what);
                 release_h5(a);
                 release_locks(a);
+            } else if (unclean == 1 && drop_incomplete_groups(a)) {
+                set_err(err, "%s: cannot repair the unclean file in memory", path);
+                goto fail;
             }
         }
     }

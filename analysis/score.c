@@ -150,6 +150,30 @@ static void csv_printf(Csv *c, const char *fmt, ...) {
     va_end(ap);
     if (k < 0 || (size_t)k >= sizeof line || text_buf_append(&c->b, line, (size_t)k)) c->oom = 1;
 }
+/* The CSVs' names, PREFIX_NNN.{phase,tokens}.csv with NNN the group's number (a later call never
+ * replaces them), the next free number when those exist already (a group stored in a sidecar is
+ * numbered afresh there); when PREFIX's directory no longer exists (the checkpoint was removed
+ * while scoring; the .h5 went to the current directory, analysis/analysis_h5.h), in the current
+ * directory as DIRNAME.BASE_NNN.... phase and tokens have room for strlen(prefix) + 32 + 12. */
+static void csv_names(const char *prefix, long no, char *phase, char *tokens) {
+    char dir[4096] = ".", moved[4096];
+    const char *slash = strrchr(prefix, '/');
+    if (slash) snprintf(dir, sizeof dir, "%.*s", slash == prefix ? 1 : (int)(slash - prefix), prefix);
+    if (slash && !fs_exists(dir)) {
+        const char *b = strrchr(dir, '/');
+        snprintf(moved, sizeof moved, "%s.%s", b ? b + 1 : dir, slash + 1);
+        if (strlen(moved) <= strlen(prefix)) {
+            fprintf(stderr, "phaselab: warning: %s no longer exists: the CSVs go to the current directory\n", dir);
+            prefix = moved;
+        }
+    }
+    for (long k = no; k < no + 1000; k++) {
+        sprintf(phase, "%s_%03ld.phase.csv", prefix, k);
+        sprintf(tokens, "%s_%03ld.tokens.csv", prefix, k);
+        if (!fs_exists(phase) && !fs_exists(tokens)) return;
+    }
+}
+
 static int csv_publish(Csv *c, const char *path, char *err) {
     int rc = c->oom ? set_err(err, "%s: out of memory for the CSV text", path)
                     : fs_write_atomic(path, c->b.data ? c->b.data : "", c->b.len, err);
@@ -318,11 +342,8 @@ int cmd_score(int argc, char **argv) {
     }
     AnalysisH5 *h = ah5_begin(out, "score", ckpt, src.st.step, src.overrides, err);
     if (!h) { fprintf(stderr, "phaselab: %s\n", err); text_buf_free(&cp.b), text_buf_free(&ct.b); goto done; }
-    {   /* the CSVs carry the group's number (/score_NNN -> PREFIX_NNN.phase.csv): a later call never replaces them */
-        const char *num = strrchr(ah5_group_name(h), '_');
-        sprintf(path_phase, "%s%.20s.phase.csv", prefix, num ? num : "");
-        sprintf(path_tokens, "%s%.20s.tokens.csv", prefix, num ? num : "");
-    }
+    const char *gnum = strrchr(ah5_group_name(h), '_');
+    long group_no = gnum ? strtol(gnum + 1, NULL, 10) : 0;   /* /score_NNN: the CSVs' number (csv_names) */
     ah5_input_file(h, "input", a.input);
     ah5_attr_str(h, "input_kind", in.kind);
     ah5_attr_str(h, "tokenizer", in.fingerprint[0] ? in.fingerprint : src.tokenizer_fp);
@@ -361,6 +382,7 @@ int cmd_score(int argc, char **argv) {
     ah5_data(h, "position", dbuf, 1, (int[]){(int)N}, ax_t, "predicting position t in the window", NULL);
     ah5_signal(h, "nll", ax_p, 1);
     if (ah5_end(h, err)) { fprintf(stderr, "phaselab: %s\n", err); text_buf_free(&cp.b), text_buf_free(&ct.b); goto done; }
+    csv_names(prefix, group_no, path_phase, path_tokens);
     if (csv_publish(&cp, path_phase, err) || csv_publish(&ct, path_tokens, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         text_buf_free(&ct.b);

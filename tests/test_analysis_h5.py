@@ -335,6 +335,14 @@ for what, args in [("--eval --probe", PROBE + ["--out", mh5]), ("--knockout", PR
           and "stored" not in out,
           f"{what} --out a metrics-like HDF5 file: exit 2 naming /train, the file unchanged", f"rc {rc} {err[-300:]}")
 
+# ... and while its writer has it open in SWMR mode, as a running ./train has its metrics.h5
+live = h5py.File(mh5, "a", libver="latest")
+live.swmr_mode = True
+rc, out, err = run(PROBE + ["--out", mh5])
+live.close()
+check(rc == 2 and "not an analysis file" in err and "/train" in err and "stored" not in out,
+      "--out a metrics-like file its writer holds open (SWMR): exit 2 before any work", f"rc {rc} {err[-300:]}")
+
 # ---- --out naming an existing file that is not HDF5: refused before any work (the default analysis.h5
 # in that state keeps the sidecar rule below)
 txt = os.path.join(d, "notes.h5")

@@ -120,7 +120,8 @@ def checkpoint_removed_midway():
             os.remove(os.path.join(gone, f))
     work = os.path.join(d, "cwd")
     os.makedirs(work, exist_ok=True)
-    p = subprocess.Popen([tu.TRAIN, "--eval", gone, "--probe", probe, "--knockout", "all", "--calib", calib, "run.threads=1"],
+    # (the checkpoint with a trailing slash, as tab completion gives it)
+    p = subprocess.Popen([tu.TRAIN, "--eval", gone + "/", "--probe", probe, "--knockout", "all", "--calib", calib, "run.threads=1"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=work)
     err_lines, seen = [], threading.Event()
 

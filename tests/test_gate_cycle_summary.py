@@ -82,10 +82,15 @@ for seed in (1, 2, 3):
             gc("gate_cycle_001", "all", [1], 99.0)          # --gate-cycle 1, later: not the full delta set
         if seed == 3:
             gc("gate_cycle_001", "0", list(range(S)), 5.0)  # --gate-cycle all --layers 0, later: other layers
+        if seed == 1:                                       # a changed model (overrides), later: its own row
+            gc("gate_cycle_001", "all", list(range(S)), 7.0)
+            f["gate_cycle_001"].attrs["overrides"] = "model.stride=2"
 p = subprocess.run([sys.executable, tool, MIXED], capture_output=True, text=True)
 rows = {tuple(c.strip() for c in ln.strip("|").split("|"))[-1]: [c.strip() for c in ln.strip("|").split("|")]
         for ln in p.stdout.splitlines() if ln.startswith("| gc_d32 | 600 |")}
-check(p.returncode == 0 and sorted(rows) == ["0", "all"], "one row per set of cycled layers", p.stdout + p.stderr)
+check(p.returncode == 0 and sorted(rows) == ["0", "all", "all [overrides model.stride=2]"],
+      "one row per set of cycled layers and overrides (a changed model is never averaged with the plain ones)",
+      p.stdout + p.stderr)
 r_all, r_0 = rows.get("all", []), rows.get("0", [])
 check(r_all[2:7] == ["3", "40.0 [40.0, 40.0]", "0.20 [-0.05, 0.45]", "0.20 [-0.05, 0.45]", "0.50 [-0.12, 1.12]"],
       "a later single-delta group does not drop its checkpoint: layers all keeps n = 3 and the numbers above", f"{r_all}")

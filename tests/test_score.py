@@ -106,6 +106,13 @@ check(rc == 0 and "stored /score_001" in out and open(os.path.join(ck, "score_00
       and len(read_csv(os.path.join(ck, "score_001.phase.csv"))) == 4,
       "a second --score: /score_001 with score_001.{phase,tokens}.csv; score_000's CSVs unchanged", out[-300:])
 
+# CSVs of that number already there (a group stored in a sidecar is numbered afresh): the next free number
+open(os.path.join(ck, "score_002.phase.csv"), "w").write("mine\n")
+rc, out = run(["--score", ck, "--input", val, "--period", "3"])
+check(rc == 0 and "stored /score_002" in out and f"wrote {ck}/score_003.phase.csv and {ck}/score_003.tokens.csv" in out
+      and open(os.path.join(ck, "score_002.phase.csv")).read() == "mine\n",
+      "an existing score_002 CSV is never replaced: the next free number (003) is used", out[-300:])
+
 # ---- 2. --ids with a partial last window; --period; --out and --csv
 ids = [int(r["token_id"]) for r in tokens]
 with open(val, "rb") as f:

@@ -116,7 +116,7 @@ check(rc == 0 and ck == ["step_00000005", "step_00000020", "step_00000025", "ste
 # --- a schedule that is all warm-up is said at start (by --dry-run too); a long enough one is not
 rc, out = tu.run(["--dry-run"] + common + ["run.name=W", "train.steps=5", "train.warmup_steps=10"])
 rc2, out2 = tu.run(["--dry-run"] + common + ["run.name=W", "train.steps=50", "train.warmup_steps=10"])
-check(rc == 0 and "warning: train.warmup_steps = 10 is not below the schedule's 5 steps" in out and rc2 == 0
+check(rc == 0 and "warning: train.warmup_steps = 10 is above the schedule's 5 steps" in out and rc2 == 0
       and "warm-up" not in out2, "--dry-run warns when the whole run is warm-up, and only then", out[-300:] + out2[-200:])
 
 # --- a run directory where a checkpoint is expected: exit 2 naming the newest checkpoint to give

@@ -143,11 +143,14 @@ static long resume_schedule_total(const Config *now, const char *ckpt_dir, const
     if (t->steps == recorded || t->steps == st->step) return recorded;   /* unchanged, or no step left to train */
     const char *how = config_resume_schedule_names[t->resume_schedule];
     if (t->resume_schedule == RESUME_SCHEDULE_KEEP) {
+        char after[96] = "";   /* lr_at_step: warm-up while step < warmup_steps, the cosine to min_lr over the rest */
+        if (t->steps > recorded && t->warmup_steps > recorded)
+            snprintf(after, sizeof after, ", warm-up to step %ld, then min_lr", t->warmup_steps);
+        else if (t->steps > recorded)
+            snprintf(after, sizeof after, ", min_lr after the schedule's end");
         log_printf("resume: train.steps = %ld, the schedule's total stays %ld (train.resume_schedule = keep): lr %.3e "
                    "at step %ld%s\n", t->steps, recorded,
-                   lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr), st->step + 1,
-                   t->steps <= recorded ? "" : t->warmup_steps >= recorded ? ", still in its warm-up (see the warning)"
-                                                                           : ", min_lr after the schedule's end");
+                   lr_at_step(st->step, recorded, t->warmup_steps, t->lr, t->min_lr), st->step + 1, after);
         return recorded;
     }
     if (t->resume_schedule == RESUME_SCHEDULE_STRETCH) {
@@ -289,10 +292,14 @@ static int check_run_dir(const char *run_dir, char *err) {
 static void note_warmup(const Config *cfg, long schedule_steps) {
     const TrainConfig *t = &cfg->train;
     if (t->warmup_steps < schedule_steps) return;
-    log_printf("warning: train.warmup_steps = %ld is not below the schedule's %ld steps: the whole run is warm-up (lr "
-               "%.3e at step %ld, train.lr = %.3e never reached, no cosine decay); lower train.warmup_steps for a short run\n",
-               t->warmup_steps, schedule_steps, lr_at_step(t->steps - 1, schedule_steps, t->warmup_steps, t->lr, t->min_lr),
-               t->steps, t->lr);
+    if (t->warmup_steps > schedule_steps)
+        log_printf("warning: train.warmup_steps = %ld is above the schedule's %ld steps: the schedule is warm-up to step %ld "
+                   "(train.lr = %.3e reached there), then min_lr (no cosine decay)%s; lower train.warmup_steps for a short run\n",
+                   t->warmup_steps, schedule_steps, t->warmup_steps - 1, t->lr,
+                   t->steps < t->warmup_steps ? ": this run ends in its warm-up" : "");
+    else
+        log_printf("warning: train.warmup_steps = %ld equals the schedule's %ld steps: train.lr = %.3e is reached at the last "
+                   "step, with no cosine decay; lower train.warmup_steps for a decay\n", t->warmup_steps, schedule_steps, t->lr);
 }
 
 int train_dry_run(const Config *cfg, ResumePlan *plan, char *err) {
