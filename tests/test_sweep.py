@@ -155,14 +155,14 @@ rowline = {l.split()[0]: l for l in r.stdout.splitlines()[1:-1] if l.strip()}
 rows = {n: l.split()[1] for n, l in rowline.items()}
 check(rows.get("f_stopped_between_rows") == "stopped" and rowline["f_stopped_between_rows"].split()[2] == "28/60",
       "status_step_is_the_newest_checkpoints", rowline.get("f_stopped_between_rows", r.stdout))
-check(rows.get("i_unsubmitted") == "unsubmitted" and rows.get("k_queued") == "pending" and rows.get("e_pending") == "pending",
+check(rows.get("i_unsubmitted") == "unstarted" and rows.get("k_queued") == "pending" and rows.get("e_pending") == "pending",
       "status_unsubmitted_slurm_task_is_not_pending", r.stdout)
 check(rows.get("j_sbatch_failed") == "failed" and "(not submitted: sbatch x failed (exit 1): Invalid partition)"
       in rowline["j_sbatch_failed"], "status_failed_sbatch_is_failed", r.stdout)
 check(rows.get("g_done_then_failed") == "failed" and rowline["g_done_then_failed"].endswith("(refusing to resume y)")
       and rows.get("h_failed_then_done") == "done", "status_latest_attempt_counts", r.stdout)
 check(r.returncode == 1 and r.stdout.strip().splitlines()[-1] ==
-      "2 done; 3 failed; 2 pending; 1 running; 2 stopped; 1 unsubmitted", "status_counts", r.stdout + r.stderr)
+      "2 done; 3 failed; 2 pending; 1 running; 2 stopped; 1 unstarted", "status_counts", r.stdout + r.stderr)
 
 # tools/sweep slurm --submit records what sbatch did in sweep.json (a stand-in sbatch on PATH)
 fake = os.path.join(S, "fakebin")
@@ -185,10 +185,16 @@ for name, body in (("fail", 'echo "sbatch: error: Batch job submission failed: I
     else:
         check(r1.returncode == 0 and r2.returncode == 0 and last == "2 pending", "slurm_submit_ok_status",
               f"{r1.stderr} {r2.stdout} {r2.stderr}")
+        # the same slurm command again, without --submit: the jobs recorded for the runs are kept
+        r3 = subprocess.run(SWEEP + ["slurm", "configs/test/tiny_full.ini", "--set", "train.seed=1,2", "--out", sub],
+                            cwd=ROOT, capture_output=True, text=True, env=env)
+        r4 = sweep("status", sub)
+        last4 = r4.stdout.strip().splitlines()[-1] if r4.stdout.strip() else ""
+        check(r3.returncode == 0 and last4 == "2 pending", "slurm_rewritten_keeps_recorded_jobs", f"{r3.stderr} {r4.stdout}")
 r = sweep("slurm", "configs/test/tiny_full.ini", "--out", os.path.join(S, "sub_none"))
 r2 = sweep("status", os.path.join(S, "sub_none"))
 if have_train:
-    check(r.returncode == 0 and r2.returncode == 0 and r2.stdout.strip().endswith("1 unsubmitted"),
+    check(r.returncode == 0 and r2.returncode == 0 and r2.stdout.strip().endswith("1 unstarted"),
           "slurm_without_submit_status_unsubmitted", r2.stdout + r2.stderr)
 
 # ---- a real local sweep ------------------------------------------------------------------------

@@ -171,7 +171,7 @@ static int partial_run(const CompDims &q, const CompSlice &z, int jf, int i, int
     return j0;
 }
 
-/* Forward projections of slice z in sequence b (a_b = a + b*T*D, cat_b = cat + b*W*nW*NP):
+/* Forward projections of slice z in sequence b (a_b = a + b*T*D, cat_b = cat + b*nW*NP: its rows in each offset plane):
  *   cat[b, i, j, cols] = a_{o+jS+i} Wcat_{m(i)}^T   for windows j in [j0, j1), offsets i in [i0, i1)
  * (every row o + jS + i >= 0): one batched GEMM over the offsets when each has its own map, else
  * one per run of offsets with one map (weight stride 0). */
