@@ -91,6 +91,11 @@ cases = [
     ("probe_tokenizer_missing", ["--out", "p.bin", "--tokenizer", "tok/none.json", "--per-residue", "1"], 2, "tok/none.json"),
     ("probe_tokenizer_is_dir", ["--out", "p.bin", "--tokenizer", "tok", "--per-residue", "1"], 2, "is a directory"),
 ]
+rundir = os.path.join(S, "arun")                      # a run directory given for a checkpoint
+os.makedirs(os.path.join(rundir, "checkpoints", "step_00000020"))
+open(os.path.join(rundir, "config.ini"), "w").write("[model]\n")
+cases.append(("probe_checkpoint_is_a_run_dir", ["--out", "p.bin", "--checkpoint", "arun", "--per-residue", "1"], 2,
+              "a run directory, not a checkpoint: give one of its checkpoints, the newest is arun/checkpoints/step_00000020"))
 for name in ("notjson", "list", "vocab_list", "vocab_str", "added"):
     cases.append((f"probe_tokenizer_{name}", ["--out", "p.bin", "--tokenizer", f"tok/{name}.json", "--per-residue", "1"], 2,
                   f"tok/{name}.json"))
