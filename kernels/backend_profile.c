@@ -8,7 +8,8 @@
  *                  bytes dout, in (and w, din) A + dw 2 x 4 N K
  *   attention_fwd  4 d FLOPs per (query head, query, visible key): q.k and p v, 2 d each, the keys
  *                  a query sees (compressed entries + raw tokens) counted by the visibility rule
- *                  (kernels/visibility.h; docs/spec.md §1.2, §2.5, §2.6)
+ *                  (kernels/visibility.h; docs/spec.md §1.2, §2.5, §2.6; with learned boundaries, each
+ *                  sequence's own entry ends, §6.5)
  *   attention_bwd  10 d per (query head, query, visible key) = 2.5 x the forward: the scores
  *                  recomputed (q.k, 2d), dP = dO.v (2d), dQ += dS k, dK += dS q, dV += P dO
  *                  (2d each); the softmax's exp and scaling (a few FLOPs per key) not counted
@@ -77,6 +78,16 @@ typedef struct {
 
 /* (query head, query, visible key) triples of one attention call, over the batch */
 static double attn_pairs(BackendCtx *P, const AttnShape *s) {
+    if (s->entry_ends && s->entry_count) {   /* learned boundaries: each sequence's own ends, shared by its KV heads */
+        double keys = 0;
+        for (int b = 0; b < s->B; b++)
+            for (int t = 0; t < s->T; t++) {
+                VisQueryView v = vis_query_view_ends(s->visibility, t, (const int *)s->entry_ends + (size_t)b * s->n_windows,
+                                                     s->entry_count[b], s->n_local);
+                keys += v.n_entries + (t - v.raw_lo + 1);
+            }
+        return keys * s->H;              /* (per call: the ends change every batch, nothing memoised) */
+    }
     if (!s->grid_shift)                  /* (a shifted call's offsets are per call: not memoised) */
         for (int i = 0; i < P->n_memo; i++)
             if (!memcmp(&P->memo[i].s, s, sizeof *s)) return P->memo[i].pairs;

@@ -255,7 +255,12 @@ int main(void) {
 
     /* ---- attention: visible keys counted by hand ---- */
     static const int strides_4_2[2] = {4, 2};   /* docs/spec.md §6.4: multi-rate strides */
-    struct { const char *name; AttnShape s; double keys_per_head; } att[3] = {
+    /* learned boundaries (docs/spec.md §6.5), tail, T 8: sequence 0's entries end at 3, 7; sequence
+     * 1's at 1, 4, 6 (slots past the count hold T). Keys (entries + raw tokens after the last
+     * visible end) per query t = 0..7: sequence 0: 1,2,3, 1,2,3,4, 2 = 18; sequence 1: 1, 1,2,3,
+     * 2,3, 3,4 = 19; 37 over the batch, 18.5 per sequence */
+    static const int32_t ends_b2[6] = {3, 7, 8, 1, 4, 6}, count_b2[2] = {2, 3};
+    struct { const char *name; AttnShape s; double keys_per_head; } att[4] = {
         /* full causal: query t sees t + 1 keys: T (T + 1) / 2 per (sequence, query head) */
         {"full T=10", {.B = 2, .T = 10, .H = 4, .G = 2, .d = 8, .visibility = VIS_FULL, .grid = GRID_ALIGNED}, 55},
         /* W4/S4 tail, T 8, one KV head: entries n_t = 0 (t < 3), 1 (t = 3..6), 2 (t = 7); raw tokens
@@ -267,8 +272,11 @@ int main(void) {
          * (S 2: entries end at 3, 5, 7): 1+2+3 + (1+0)+(1+1)+(2+0)+(2+1)+(3+0) = 17; mean 17.5 */
         {"tail W4 strides 4,2 T=8", {.B = 2, .T = 8, .H = 2, .G = 2, .d = 8, .n_windows = 3, .window = 4, .stride = 2,
                                      .visibility = VIS_TAIL, .grid = GRID_ALIGNED, .head_stride = strides_4_2}, 17.5},
+        {"learned ends tail T=8", {.B = 2, .T = 8, .H = 2, .G = 1, .d = 8, .n_windows = 3, .window = 4, .stride = 2,
+                                   .visibility = VIS_TAIL, .grid = GRID_ALIGNED, .entry_ends = ends_b2,
+                                   .entry_count = count_b2}, 18.5},
     };
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         const AttnShape *s = &att[c].s;
         const size_t nq = (size_t)s->B * s->T * s->H * s->d, nk = (size_t)s->B * s->T * s->G * s->d;
         const size_t ne = (size_t)s->B * (s->n_windows ? s->n_windows : 1) * s->G * s->d, nl = (size_t)s->B * s->T * s->H;
