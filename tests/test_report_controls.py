@@ -18,6 +18,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+from fakerun import write_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_report_controls")
@@ -39,20 +40,11 @@ VARIANTS = {"w8s8": (COMP + "n_kv_heads = 2\n", 60, 8, "probe_p8.bin", [80.0, 85
 for v, (model, steps, P, probe, gaps) in VARIANTS.items():
     for seed, gap in enumerate(gaps, 1):
         name = f"{v}-seed{seed}"
-        d = os.path.join(SWEEP, name)
-        os.makedirs(d)
         cfg = (f"[model]\n{model}[data]\nseq_len = 256\n[train]\nsteps = {steps}\nseed = {seed}\n"
                f"[eval]\nresidues = {P}\nprobe = runs/data/{probe}\n[run]\nname = {name}\n")
-        open(os.path.join(d, "config.ini"), "w").write(cfg)
-        with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
-            f.attrs["config"] = cfg
-            for grp in ("train", "val", "probe"):
-                f[f"{grp}/step"] = np.array([steps], dtype=np.int64)
-            f["train/loss"] = f["val/loss"] = np.array([1.0])
-            row = np.full((1, P), 95.0)
-            row[0, 0] -= gap
-            for p in ("pp", "ip"):
-                f[f"probe/acc_{p}"] = row
+        row = np.full(P, 95.0)
+        row[0] -= gap
+        write_run(os.path.join(SWEEP, name), cfg, row, [steps])
 
 out = os.path.join(SCRATCH, "out")
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), SWEEP, "--out", out], capture_output=True, text=True)

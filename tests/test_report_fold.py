@@ -22,6 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+from fakerun import write_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_report_fold")
@@ -37,24 +38,14 @@ P = 24
 shutil.rmtree(SCRATCH, ignore_errors=True)
 
 
-def write_run(sweep, name, model, acc):
-    d = os.path.join(SCRATCH, sweep, name)
-    os.makedirs(d)
+def write_sweep_run(sweep, name, model, acc):
     cfg = f"[model]\nn_layers = 1\n{model}[train]\nsteps = 100\n[run]\nname = {name}\n"
-    open(os.path.join(d, "config.ini"), "w").write(cfg)
-    with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
-        f.attrs["config"] = cfg
-        for grp in ("train", "val", "probe"):
-            f.create_group(grp)["step"] = np.array([100], dtype=np.int64)
-        f["train/loss"] = np.array([1.0])
-        f["val/loss"] = np.array([1.0])
-        for p in ("pp", "ip"):
-            f[f"probe/acc_{p}"] = np.asarray(acc, dtype=float)[None, :]
+    write_run(os.path.join(SCRATCH, sweep, name), cfg, acc, [100])
 
 
 # ---- multi-rate strides fold by the lcm ---------------------------------------------------------
 weak4 = np.where(np.arange(P) % 4 == 3, 40.0, 100.0)
-write_run("multirate", "mr-seed1", "attention = compressed\nn_kv_heads = 2\nwindow = 4\nstride = 2\nhead_strides = 4,2\n",
+write_sweep_run("multirate", "mr-seed1", "attention = compressed\nn_kv_heads = 2\nwindow = 4\nstride = 2\nhead_strides = 4,2\n",
           weak4)
 out = os.path.join(SCRATCH, "out_multirate")
 r = subprocess.run([sys.executable, REPORT, os.path.join(SCRATCH, "multirate"), "--out", out, "--prompts-per-residue", "100"],
@@ -69,7 +60,7 @@ check(row.get("period_pp") == "1.0", "multirate_period_check_by_the_lcm", f"peri
 N, S = 10, 8
 k_res = np.array([(3 + r % S + r // S) % (N + 1) for r in range(P)])     # correct prompts of each residue
 acc = 100.0 * k_res / N
-write_run("single", "w8s8-seed1", "attention = compressed\nn_kv_heads = 1\nwindow = 8\nstride = 8\n", acc)
+write_sweep_run("single", "w8s8-seed1", "attention = compressed\nn_kv_heads = 1\nwindow = 8\nstride = 8\n", acc)
 
 
 def wilson(k, n, z=1.959963984540054):

@@ -21,6 +21,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+from fakerun import write_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_report_pooled")
@@ -64,14 +65,7 @@ for seed in (1, 2, 3):
     os.makedirs(ck)
     cfg = f"[model]\nattention = full\nn_kv_heads = {G}\nlayer_attention = csa,hca\ncsa_stride = 4\nhca_stride = 8\n" \
           f"[train]\nsteps = {STEP}\nseed = {seed}\n[run]\nname = {name}\n"
-    open(os.path.join(d, "config.ini"), "w").write(cfg)
-    with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
-        f.attrs["config"] = cfg
-        for grp in ("train", "val", "probe"):
-            f[f"{grp}/step"] = np.array([STEP], dtype=np.int64)
-        f["train/loss"] = f["val/loss"] = np.array([1.0])
-        for p in ("pp", "ip"):
-            f[f"probe/acc_{p}"] = np.full((1, P), 50.0)
+    write_run(d, cfg, np.full(P, 50.0), [STEP])
     clean = np.array([np.full(P, CLEAN[seed][0]), np.full(P, CLEAN[seed][1])])
     nan4 = np.full((L, G, 2, P), np.nan)
     with h5py.File(os.path.join(ck, "analysis.h5"), "w") as f:

@@ -15,6 +15,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+from fakerun import write_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_report_stale")
@@ -30,25 +31,18 @@ shutil.rmtree(SCRATCH, ignore_errors=True)
 P, S, L, G = 8, 4, 2, 2
 
 
-def write_run(sweep, name, model, gates=False):
+def write_sweep_run(sweep, name, model, gates=False):
     d = os.path.join(SCRATCH, sweep, name)
-    os.makedirs(d)
     cfg = f"[model]\nn_layers = {L}\nn_kv_heads = {G}\n{model}[train]\nsteps = 10\n[run]\nname = {name}\n"
-    open(os.path.join(d, "config.ini"), "w").write(cfg)
-    with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
-        f.attrs["config"] = cfg
-        for grp in ("train", "val", "probe"):
-            f[f"{grp}/step"] = np.array([10], dtype=np.int64)
-        f["train/loss"] = f["val/loss"] = np.array([1.0])
-        for p in ("pp", "ip"):
-            f[f"probe/acc_{p}"] = np.linspace(20, 90, P)[None, :]
-        if gates:
+    metrics = write_run(d, cfg, np.linspace(20, 90, P), [10])
+    if gates:
+        with h5py.File(metrics, "a") as f:
             f["gates/step"] = np.array([10], dtype=np.int64)
             f["gates/profile"] = np.ones((1, L, G, 2, 8))
     return d
 
 
-d = write_run("sweep1", "stack-seed1", "attention = full\nlayer_attention = csa,hca\ncsa_stride = 4\nhca_stride = 8\n",
+d = write_sweep_run("sweep1", "stack-seed1", "attention = full\nlayer_attention = csa,hca\ncsa_stride = 4\nhca_stride = 8\n",
               gates=True)
 ck = os.path.join(d, "checkpoints", "step_00000010")
 os.makedirs(ck)
@@ -65,7 +59,7 @@ with h5py.File(os.path.join(ck, "analysis.h5"), "w") as f:
     g["delta"], g["acc_phase"] = np.arange(S), np.full((S, 2, S), 40.0)
     g["predicted_phase"], g["correlation"] = np.full((S, 2, S), 40.0), np.full((S, 2), 0.5)
     g.attrs["signal"] = "acc_phase"
-write_run("sweep2", "w8s8-seed1", "attention = compressed\nwindow = 8\nstride = 4\n")
+write_sweep_run("sweep2", "w8s8-seed1", "attention = compressed\nwindow = 8\nstride = 4\n")
 
 out = os.path.join(SCRATCH, "out")
 r1 = subprocess.run(REPORT + [os.path.join(SCRATCH, "sweep1"), "--out", out], capture_output=True, text=True)

@@ -19,6 +19,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pycheck import check, finish, skip  # noqa: E402
+from fakerun import write_run  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, "build", "scratch", "test_report_unfinished")
@@ -39,22 +40,11 @@ SEEDS = {1: ([20, 40, 60], [20, 40, 60], [20, 40, 60], 10.0), 2: ([20, 40, 60], 
          5: ([20, 40, 60], [20, 40, 60], [20, 40], 70.0)}
 for seed, (ts, vs, ps, gap) in SEEDS.items():
     name = f"w8s8-seed{seed}"
-    d = os.path.join(SWEEP, name)
-    os.makedirs(d)
     cfg = (f"[model]\nattention = compressed\nn_kv_heads = 2\nwindow = 8\nstride = 8\n[train]\nsteps = 60\nseed = {seed}\n"
            f"[run]\nname = {name}\n")
-    open(os.path.join(d, "config.ini"), "w").write(cfg)
-    with h5py.File(os.path.join(d, "metrics.h5"), "w") as f:
-        f.attrs["config"] = cfg
-        f["train/step"] = np.array(ts, dtype=np.int64)
-        f["train/loss"] = np.ones(len(ts))
-        f["val/step"] = np.array(vs, dtype=np.int64)
-        f["val/loss"] = np.full(len(vs), 1.0 + seed)
-        f["probe/step"] = np.array(ps, dtype=np.int64)
-        rows = np.full((len(ps), P), 90.0)
-        rows[-1, 0] = 90.0 - gap                   # the last row: gap = `gap`
-        for p in ("pp", "ip"):
-            f[f"probe/acc_{p}"] = rows
+    rows = np.full((len(ps), P), 90.0)
+    rows[-1, 0] = 90.0 - gap                       # the last row: gap = `gap`
+    write_run(os.path.join(SWEEP, name), cfg, rows, ts, vs, ps, val_loss=1.0 + seed)
 
 out = os.path.join(SCRATCH, "out")
 r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "report"), SWEEP, "--out", out], capture_output=True, text=True)
