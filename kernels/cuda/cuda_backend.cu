@@ -117,19 +117,32 @@ void cu_download(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
 void cu_copy(BackendCtx *ctx, void *dst, const void *src, size_t bytes) {
     if (dst != src) CU(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
 }
-/* one thread per element of the [rows, cols] block (16-bit elements: coalesced along cols) */
-__global__ void copy_2d_kernel(bf16 *dst, int ld_dst, const bf16 *src, int ld_src, int rows, int cols) {
-    size_t n = (size_t)rows * cols;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / cols, c = i % cols;
-        dst[r * ld_dst + c] = src[r * ld_src + c];
-    }
+/* dst[r, c] = src[r, c] for r < rows, c < cols (leading dimensions ld_dst, ld_src): the q/k/v split
+ * of the fused projection's [N, (H + 2G) d] output and its gather in the backward.
+ * Grid: x over column groups, y over rows (a grid-stride loop past 65,535 rows); 32-bit index math
+ * but the row offset. E is uint4 (8 bf16, 16-byte accesses) where cols, both leading dimensions and
+ * both pointers allow it, else bf16 (2-byte accesses). The first H200 run measured the old
+ * one-element-per-thread kernel (64-bit div/mod per element) at 1.0 TB/s: 30 ms a micro-batch at
+ * full attention 8 KV heads, 7.7% of the step. */
+template <typename E>
+__global__ void copy_2d_kernel(E *dst, int ld_dst, const E *src, int ld_src, int rows, int cols) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= cols) return;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) dst[(size_t)r * ld_dst + c] = src[(size_t)r * ld_src + c];
+}
+template <typename E>
+static void copy_2d_launch(BackendCtx *ctx, E *dst, int ld_dst, const E *src, int ld_src, int rows, int cols) {
+    const unsigned threads = 128;
+    dim3 grid((unsigned)((cols + threads - 1) / threads), (unsigned)(rows < 8192 ? rows : 8192));
+    CU_KERNEL(copy_2d_kernel<E>, grid, threads, 0, ctx->stream)(dst, ld_dst, src, ld_src, rows, cols);
+    CU_LAUNCH();
 }
 void cu_copy_2d(BackendCtx *ctx, act_t *dst, int ld_dst, const act_t *src, int ld_src, int rows, int cols) {
     if (rows <= 0 || cols <= 0) return;
-    CU_KERNEL(copy_2d_kernel, cu_blocks((size_t)rows * cols, 256), 256, 0, ctx->stream)((bf16 *)dst, ld_dst, (const bf16 *)src,
-                                                                                      ld_src, rows, cols);
-    CU_LAUNCH();
+    const bool vec = cols % 8 == 0 && ld_dst % 8 == 0 && ld_src % 8 == 0 && ((uintptr_t)dst & 15) == 0 &&
+                     ((uintptr_t)src & 15) == 0;
+    if (vec) copy_2d_launch(ctx, (uint4 *)dst, ld_dst / 8, (const uint4 *)src, ld_src / 8, rows, cols / 8);
+    else copy_2d_launch(ctx, (bf16 *)dst, ld_dst, (const bf16 *)src, ld_src, rows, cols);
 }
 void cu_zero(BackendCtx *ctx, void *dst, size_t bytes) { CU(cudaMemsetAsync(dst, 0, bytes, ctx->stream)); }
 void cu_synchronize(BackendCtx *ctx) {

@@ -98,6 +98,35 @@ static void run_copy_2d(const ParityCase *pc) {
     pfree(src); pfree(dst); free(hs); free(hd);
 }
 
+/* the model's use of copy_2d (model.c): the fused projection's [rows, a + b + c] output split into
+ * three [rows, a], [rows, b], [rows, c] blocks, then gathered back into a second [rows, a + b + c]
+ * buffer at column offsets 0, a, a + b; exact both ways. Widths that are multiples of 8 take the
+ * 16-byte path (the second and third blocks start a and a + b elements into the row), others the
+ * 2-byte one; shape rows, a, b, c */
+static void run_copy_2d_split(const ParityCase *pc) {
+    const char *G = pc->group;
+    int rows = pc->shape[0], wd[3] = {pc->shape[1], pc->shape[2], pc->shape[3]}, P = wd[0] + wd[1] + wd[2];
+    size_t n = (size_t)rows * P;
+    char w[80];
+    float *hs = hrand(n, 1, 0), *hg = hrand(n, 1, 0);
+    Pair src = pa(hs, n), back = pa(hg, n);
+    for (int part = 0, off = 0; part < 3; off += wd[part], part++) {
+        size_t np = (size_t)rows * wd[part];
+        float *hp = hrand(np, 1, 0);
+        Pair blk = pa(hp, np);
+        CPU->copy_2d(CPU->ctx, blk.c, wd[part], (act_t *)((char *)src.c + (size_t)off * CPU->act_bytes), P, rows, wd[part]);
+        GPU->copy_2d(GPU->ctx, blk.g, wd[part], (act_t *)((char *)src.g + (size_t)off * GPU->act_bytes), P, rows, wd[part]);
+        snprintf(w, sizeof w, "copy_2d split part %d (%dx%d of %d)", part, rows, wd[part], P);
+        cmp_act(G, w, blk, np, pc->tol.out);
+        CPU->copy_2d(CPU->ctx, (act_t *)((char *)back.c + (size_t)off * CPU->act_bytes), P, blk.c, wd[part], rows, wd[part]);
+        GPU->copy_2d(GPU->ctx, (act_t *)((char *)back.g + (size_t)off * GPU->act_bytes), P, blk.g, wd[part], rows, wd[part]);
+        pfree(blk); free(hp);
+    }
+    snprintf(w, sizeof w, "copy_2d gather %dx(%d+%d+%d)", rows, wd[0], wd[1], wd[2]);
+    cmp_act(G, w, back, n, pc->tol.out);
+    pfree(src); pfree(back); free(hs); free(hg);
+}
+
 /* embedding: fwd (out), bwd dtable += (wgrad); shape N, D, V */
 static void run_embedding(const ParityCase *pc) {
     const char *G = pc->group;
@@ -117,6 +146,7 @@ static void run_embedding(const ParityCase *pc) {
 
 #ifdef PHASELAB_CUEMU
 long cuemu_launch_count(const char *name);   /* tests/cuemu: launches so far of the kernels name* */
+long cuemu_mma_count(const char *name);      /* tests/cuemu: warp-level mma_sync calls so far in the kernels name* */
 #endif
 
 /* rmsnorm_bwd_residual (the residual norms' backward, fp32 dx; docs/spec.md §1.1), on run_rmsnorm's
@@ -455,6 +485,136 @@ static void run_attention(const ParityCase *pc) {
     if (mode == ATT_DEFAULT) GPU->set_deterministic(GPU->ctx, 0);
 }
 
+/* The tensor-core products the custom attention kernels issue (kernels/cuda/cuda_attention.cu,
+ * "live" blocks: a warp skips the 16-key blocks of a key tile, or the dK/dV kernel's 16-query
+ * blocks, in which none of its 16 rows sees anything). Emulator only (cuemu counts every warp's
+ * wmma::mma_sync). The expected counts come from the visible (query, key) pairs themselves, one
+ * pair at a time through the view (kernels/visibility.h): a 16 x 16 block of (query, key) pairs
+ * costs DP/16 products per tile product it takes part in if one of its pairs is visible, nothing
+ * otherwise, where the blocks are
+ *   forward (S = Q K^T, O += P V: 2 products) and dq (S, dP = dO V^T, dq += dS K: 3):
+ *     queries t / 16, entries j / 16, raw keys (key - raw_lo(t0)) / 16 with t0 the start of t's
+ *     64-query tile (its raw walk starts there);
+ *   dK/dV (S^T, dP^T, dV += P^T dO, dK += dS^T Q: 4): queries t / 16, entries j / 16, raw keys key / 16;
+ * for every (b, h). A kernel that computed every block of the tiles it walks, or skipped a block
+ * with a visible pair (which the parity cases would also see), fails the count. */
+static long count_blocks(const AttnShape *s, int raw_from_tile) {
+    const int nqb = (s->T + 15) / 16, nkb = (s->n_windows + s->T + 15) / 16 + 1;
+    unsigned char *seen = malloc((size_t)nqb * nkb * 2);
+    long total = 0;
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->H; h++) {
+            const int g = h / (s->H / s->G);
+            memset(seen, 0, (size_t)nqb * nkb * 2);
+            for (int t = 0; t < s->T; t++) {
+                const VisQueryView v = attn_query_view(s, b, g, t);
+                const int base = raw_from_tile ? attn_query_view(s, b, g, t / 64 * 64).raw_lo : 0;
+                for (int j = 0; j < s->n_windows; j++)
+                    if (j < v.n_entries) seen[((size_t)(t / 16) * nkb + j / 16) * 2] = 1;
+                for (int key = v.raw_lo > base ? v.raw_lo : base; key <= t; key++)
+                    seen[((size_t)(t / 16) * nkb + (key - base) / 16) * 2 + 1] = 1;
+                if (v.raw_lo < base && v.raw_lo <= t) total = -1000000000L;   /* a raw key before the tile's walk */
+            }
+            for (size_t i = 0; i < (size_t)nqb * nkb * 2; i++) total += seen[i];
+        }
+    free(seen);
+    return total;
+}
+
+/* the 16 x 16 blocks the kernels would compute without the skip, per (b, h): forward / dq: every
+ * key tile a query tile walks (KeyTiles: entries up to its last query's count, raw keys from its
+ * first query's raw_lo); dK/dV: every query tile from the first to the last that sees a key of the
+ * 64-key tile (DkvTile's q_lo, q_hi), here found pair by pair */
+static void count_walked(const AttnShape *s, long *fwd, long *kv) {
+    const int nt = (s->n_windows + 63) / 64 + (s->T + 63) / 64;
+    int *qlo = malloc(sizeof(int) * nt), *qhi = malloc(sizeof(int) * nt);
+    *fwd = *kv = 0;
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->H; h++) {
+            const int g = h / (s->H / s->G), nct = (s->n_windows + 63) / 64;
+            for (int t0 = 0; t0 < s->T; t0 += 64) {
+                const int tl = t0 + 63 < s->T - 1 ? t0 + 63 : s->T - 1;
+                const int nc = attn_query_view(s, b, g, tl).n_entries, lo = attn_query_view(s, b, g, t0).raw_lo;
+                *fwd += 16L * ((nc + 63) / 64 + (tl >= lo ? (tl - lo) / 64 + 1 : 0));
+            }
+            for (int i = 0; i < nt; i++) { qlo[i] = s->T; qhi[i] = -1; }
+            for (int t = 0; t < s->T; t++) {
+                const VisQueryView v = attn_query_view(s, b, g, t);
+                for (int j = 0; j < v.n_entries && j < s->n_windows; j++) {
+                    if (t < qlo[j / 64]) qlo[j / 64] = t;
+                    if (t > qhi[j / 64]) qhi[j / 64] = t;
+                }
+                for (int key = v.raw_lo; key <= t; key++) {
+                    const int i = nct + key / 64;
+                    if (t < qlo[i]) qlo[i] = t;
+                    if (t > qhi[i]) qhi[i] = t;
+                }
+            }
+            for (int i = 0; i < nt; i++)
+                if (qhi[i] >= 0) *kv += 16L * (qhi[i] / 64 - qlo[i] / 64 + 1);
+        }
+    free(qlo); free(qhi);
+}
+
+static void run_attention_products(const ParityCase *pc) {
+    const AttCase *ac = pc->arg;
+    char w[256];
+    snprintf(w, sizeof w, "cuda_parity_%s: products %s", pc->group, ac->name);
+#ifndef PHASELAB_CUEMU
+    check_skip(w, "needs the emulator's product count (tests/cuemu)");
+#else
+    setenv("PHASELAB_ATTN", "custom", 1);
+    AttnShape s;
+    memset(&s, 0, sizeof s);
+    s.B = ac->B; s.T = ac->T; s.H = ac->H; s.G = ac->G; s.d = ac->d;
+    s.window = ac->W; s.stride = ac->S; s.visibility = ac->vis; s.n_local = ac->n_local;
+    s.n_windows = ac->compressed && ac->T >= ac->W ? (ac->T - ac->W) / ac->S + 1 : 0;
+    const int DP = ac->d <= 16 ? 16 : ac->d <= 32 ? 32 : ac->d <= 64 ? 64 : 128;
+    size_t nq = (size_t)s.B * s.T * s.H * s.d, nk = (size_t)s.B * s.T * s.G * s.d;
+    size_t nc = (size_t)s.B * (s.n_windows ? s.n_windows : 1) * s.G * s.d, nl = (size_t)s.B * s.T * s.H;
+    float *hq = hrand(nq, 1, 0), *hk = hrand(nk, 1, 0), *hc = hrand(nc, 1, 0);
+    void *q = put_act(GPU, hq, nq), *k = put_act(GPU, hk, nk), *v = put_act(GPU, hk, nk), *ck = put_act(GPU, hc, nc),
+         *cv = put_act(GPU, hc, nc), *out = put_act(GPU, hq, nq), *dout = put_act(GPU, hq, nq);
+    void *dq = put_act(GPU, hq, nq), *dk = put_act(GPU, hk, nk), *dv = put_act(GPU, hk, nk), *dck = put_act(GPU, hc, nc),
+         *dcv = put_act(GPU, hc, nc);
+    float *lse = GPU->alloc(GPU->ctx, nl * sizeof(float));
+    const long f0 = cuemu_mma_count("attn_fwd"), q0 = cuemu_mma_count("attn_bwd_dq"), k0 = cuemu_mma_count("attn_bwd_dkv");
+    GPU->attention_fwd(GPU->ctx, &s, out, lse, q, k, v, s.n_windows ? ck : NULL, s.n_windows ? cv : NULL, NULL);
+    GPU->attention_bwd(GPU->ctx, &s, dq, dk, dv, s.n_windows ? dck : NULL, s.n_windows ? dcv : NULL, NULL, dout, out,
+                       lse, q, k, v, s.n_windows ? ck : NULL, s.n_windows ? cv : NULL, NULL);
+    GPU->synchronize(GPU->ctx);
+    const long fwd = cuemu_mma_count("attn_fwd") - f0, dqn = cuemu_mma_count("attn_bwd_dq") - q0,
+               dkv = cuemu_mma_count("attn_bwd_dkv") - k0;
+    const long tile_blocks = count_blocks(&s, 1), key_blocks = count_blocks(&s, 0), per = DP / 16;
+    long walked, walked_kv;
+    count_walked(&s, &walked, &walked_kv);
+    char wf[300], wq[300], wk[300];
+    snprintf(wf, sizeof wf, "%s: forward", w); snprintf(wq, sizeof wq, "%s: dq", w); snprintf(wk, sizeof wk, "%s: dK/dV", w);
+    check(fwd == 2 * per * tile_blocks, wf, "forward: %ld products, expected %ld (2 x %ld x %ld blocks with a visible pair)",
+          fwd, 2 * per * tile_blocks, per, tile_blocks);
+    check(dqn == 3 * per * tile_blocks, wq, "dq: %ld products, expected %ld (3 x %ld x %ld blocks)", dqn,
+          3 * per * tile_blocks, per, tile_blocks);
+    check(dkv == 4 * per * key_blocks, wk, "dK/dV: %ld products, expected %ld (4 x %ld x %ld blocks)", dkv,
+          4 * per * key_blocks, per, key_blocks);
+    printf("# %s: forward and dq %.1f%% of the products without the skip, dK/dV %.1f%% (%ld, %ld, %ld)\n", ac->name,
+           100.0 * tile_blocks / walked, 100.0 * key_blocks / walked_kv, fwd, dqn, dkv);
+    if (pc->mode) {   /* the same count at the paper's shape (host only: docs/gpu.md quotes it) */
+        AttnShape p = s;
+        p.B = 1; p.T = 4096; p.H = 1; p.G = 1;
+        p.n_windows = (p.T - p.window) / p.stride + 1;
+        long pw, pwk;
+        count_walked(&p, &pw, &pwk);
+        const long pt = count_blocks(&p, 1), pk = count_blocks(&p, 0);
+        printf("# the same grid at T = 4096: forward and dq %.1f%% of the products without the skip, dK/dV %.1f%%\n",
+               100.0 * pt / pw, 100.0 * pk / pwk);
+    }
+    void *bufs[] = {q, k, v, ck, cv, out, dout, dq, dk, dv, dck, dcv, lse};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) GPU->free(GPU->ctx, bufs[i]);
+    free(hq); free(hk); free(hc);
+    unsetenv("PHASELAB_ATTN");
+#endif
+}
+
 /* multi-rate strides (model.head_strides, docs/spec.md §6.4): two interleaved grids, co-prime
  * strides, a stride-1 head, and (staggered) strides with their own offsets o_1 = floor(S_1 / 2) */
 
@@ -499,6 +659,14 @@ static const AttCase ATT_CASES[] = {
     {"learned tail W4 H6 G3 d36 (unaligned)",     1, 77,  6, 3, 36, 4, 2, VIS_TAIL,   16, 1, 0},
     {"learned split tail W8 H8 G1 d32 sink",      1, 320, 8, 1, 32, 8, 4, VIS_TAIL,   16, 1, 1},
     {"learned split tail B2 W8 H8 G1 d32 sink",   2, 320, 8, 1, 32, 8, 4, VIS_TAIL,   16, 1, 1},
+};
+
+/* the product counts (run_attention_products): the paper's W8/S8 with a 16-token window at a small
+ * width and T = 512 (8 query tiles), a tail grid with two heads per KV head, full causal attention */
+static const AttCase PROD_CASES[] = {
+    {"window W8 S8 nloc16 T=512 H2 G1 d16", 1, 512, 2, 1, 16, 8, 8, VIS_WINDOW, 16, 1, 0},
+    {"tail W8 S4 T=300 H4 G2 d32",          2, 300, 4, 2, 32, 8, 4, VIS_TAIL,   16, 1, 0},
+    {"full T=200 H2 G1 d16",                1, 200, 2, 1, 16, 8, 8, VIS_FULL,   16, 0, 0},
 };
 
 /* ---- decode attention: out [H,d] for one query at t over each KV head's visible entries + raw
@@ -1389,6 +1557,10 @@ static const ParityCase CASES[] = {
     /* added with the fused q/k/v projection (issue 18): split a [rows, 7+5+3] block and gather one back */
     {"elementwise", "copy_2d split 37x5 ld 15 -> 5", "copy_2d", T_EXACT, run_copy_2d, {37, 5, 15, 5}, NULL, 0},
     {"elementwise", "copy_2d gather 37x3 ld 3 -> 15", "copy_2d", T_EXACT, run_copy_2d, {37, 3, 3, 15}, NULL, 0},
+    {"elementwise", "copy_2d q/k/v 37x(32+16+16) 16-byte", "copy_2d", T_EXACT, run_copy_2d_split, {37, 32, 16, 16}, NULL, 0},
+    {"elementwise", "copy_2d q/k/v 9000x(16+8+8) rows past the grid", "copy_2d", T_EXACT, run_copy_2d_split, {9000, 16, 8, 8}, NULL, 0},
+    {"elementwise", "copy_2d q/k/v 21x(12+8+8) offset 12", "copy_2d", T_EXACT, run_copy_2d_split, {21, 12, 8, 8}, NULL, 0},
+    {"elementwise", "copy_2d q/k/v 19x(1040+264+264) 2 column blocks", "copy_2d", T_EXACT, run_copy_2d_split, {19, 1040, 264, 264}, NULL, 0},
     /* added with the split dK/dV backward (issue 39): shapes whose key tiles get several blocks */
     ATT(11, ATT_SPLIT), ATT(12, ATT_SPLIT),
     {"attention", NULL, ATT_OPS, T_ATT, run_attention, {GRID_STAGGERED}, &ATT_CASES[13], ATT_SPLIT},
@@ -1435,6 +1607,10 @@ static const ParityCase CASES[] = {
     DEC(9, "decode H4 G2 d32 multirate 6,3 staggered tail sink"),
     BD(0), BD(1), BD(2), BD(3),
     ATT(23, ATT_PLAIN), ATT(24, ATT_PLAIN), ATT(25, ATT_PLAIN), ATT(26, ATT_SPLIT), ATT(27, ATT_SPLIT),
+    /* the products the custom kernels issue (the live-block skip; emulator only) */
+    {"attention", "products window W8 S8 nloc16 H2 G1 d16", ATT_OPS, T_ATT, run_attention_products, {0}, &PROD_CASES[0], 1},
+    {"attention", "products tail W8 S4 H4 G2 d32", ATT_OPS, T_ATT, run_attention_products, {0}, &PROD_CASES[1], 0},
+    {"attention", "products full T=200 H2 G1 d16", ATT_OPS, T_ATT, run_attention_products, {0}, &PROD_CASES[2], 0},
     DEC(10, "decode learned H4 G2 d32 tail sink"), DEC(11, "decode learned H6 G3 d36 window"),
     {"determinism", NULL, BD_OPS, T_EXACT, run_boundaries, {0}, &DET_BD_CASE, BD_DETERMINISM},
 };
