@@ -189,13 +189,22 @@ __device__ __forceinline__ void load_key_tile(bf16 *Ks, bf16 *Vs, const AttnShap
     }
 }
 
-/* ---- warp-level tile products (each warp owns 16 rows; bf16 inputs, fp32 accumulation) ---- */
+/* ---- warp-level tile products (each warp owns 16 rows; bf16 inputs, fp32 accumulation) ----
+ * `live` (warp-uniform, bits 0..3) names the 16-column blocks of the 64-wide side (the key tile's
+ * keys, or the dK/dV kernel's query tile) in which some (row, column) pair of the warp's 16 rows
+ * is visible (warp_live_*): a product skips the others. Their score columns are never read (every
+ * read is behind the per-pair visibility test) and their P / dS columns are zero, whose products
+ * would add exact zeros to the accumulators: the same bits with fewer products. At the paper's
+ * W8/S8 with a 16-token window a warp's 16 queries see at most 2 of the 8 raw 16-key blocks its
+ * tile walks (docs/gpu.md: ~23% of the attention products). */
 /* out [16, 64] (row stride LDS_F) = a [16, DP] @ b [64, DP]^T: a points at the warp's 16 rows,
- * b at a 64-row tile, both row-major with row stride LDB. */
+ * b at a 64-row tile, both row-major with row stride LDB; column blocks outside `live` are not
+ * written. */
 template <int DP, int LDB>
-__device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16 *b) {
+__device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16 *b, unsigned live) {
     #pragma unroll
     for (int n = 0; n < 4; n++) {
+        if (!(live >> n & 1u)) continue;
         FragC acc;
         wmma::fill_fragment(acc, 0.0f);
         #pragma unroll
@@ -215,7 +224,7 @@ __device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16
  * choice, where O's fragments leave the registers for it (the backward kernels are at their
  * register limit and keep warp_mm_nt). The same sums in the same k order: the same bits. */
 template <int DP, int LDB>
-__device__ __forceinline__ void warp_mm_nt_a_once(float *out, const bf16 *a, const bf16 *b) {
+__device__ __forceinline__ void warp_mm_nt_a_once(float *out, const bf16 *a, const bf16 *b, unsigned live) {
     FragC acc[4];
     #pragma unroll
     for (int n = 0; n < 4; n++) wmma::fill_fragment(acc[n], 0.0f);
@@ -225,23 +234,27 @@ __device__ __forceinline__ void warp_mm_nt_a_once(float *out, const bf16 *a, con
         wmma::load_matrix_sync(fa, a + kk * 16, LDB);
         #pragma unroll
         for (int n = 0; n < 4; n++) {
+            if (!(live >> n & 1u)) continue;
             FragBc fb;
             wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
             wmma::mma_sync(acc[n], fa, fb, acc[n]);
         }
     }
     #pragma unroll
-    for (int n = 0; n < 4; n++) wmma::store_matrix_sync(out + n * 16, acc[n], LDS_F, wmma::mem_row_major);
+    for (int n = 0; n < 4; n++)
+        if (live >> n & 1u) wmma::store_matrix_sync(out + n * 16, acc[n], LDS_F, wmma::mem_row_major);
 }
 
 /* acc [16, DP] += p [16, 64] @ b [64, DP]: p points at the warp's 16 rows (row stride LDP_B),
- * b is row-major with row stride LDB. */
+ * b is row-major with row stride LDB; the k blocks outside `live` (p's columns there are zero)
+ * are skipped. */
 template <int DP, int LDB>
-__device__ __forceinline__ void warp_mm_nn_acc(FragC *acc, const bf16 *p, const bf16 *b) {
+__device__ __forceinline__ void warp_mm_nn_acc(FragC *acc, const bf16 *p, const bf16 *b, unsigned live) {
     /* k outside: each of the 4 A fragments is loaded once (not DP/16 times); every acc[n] still
      * adds its k terms in the order 0..3, so the bits are those of the n-outer loop */
     #pragma unroll
     for (int kk = 0; kk < 4; kk++) {
+        if (!(live >> kk & 1u)) continue;
         FragA fa;
         wmma::load_matrix_sync(fa, p + kk * 16, LDP_B);
         #pragma unroll
@@ -315,6 +328,28 @@ __device__ __forceinline__ int warp_any_lane(int v) {
     return v;
 }
 
+/* the OR of v over the warp's lanes (every lane calls it) */
+__device__ __forceinline__ unsigned warp_or(unsigned v) {
+    #pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+/* The live blocks (warp_mm_nt) of key tile [k0, k0 + 64) for the warp's 16 query rows: bit n when
+ * some row sees a key of k0 + 16n .. k0 + 16n + 15: an entry j < nv, or a raw token in [lo, t]
+ * (the lane's row t, its view's nv and lo; invalid rows see none). The lightning indexer's
+ * selection (att_sel) only removes keys from these: the bits are a superset of the visible pairs. */
+__device__ __forceinline__ unsigned warp_live_keys(bool tvalid, bool comp, int k0, int nv, int lo, int t) {
+    unsigned live = 0;
+    if (tvalid)
+        #pragma unroll
+        for (int n = 0; n < 4; n++) {
+            const int a = k0 + 16 * n, z = a + 15;
+            if (comp ? a < nv : (a <= t && lo <= z && lo <= t)) live |= 1u << n;
+        }
+    return warp_or(live);
+}
+
 /* The warp's O fragments [16, DP] through its fp32 rows Sw [16][LDS_F], 64 columns at a time:
  * each lane multiplies its row's columns by `factor`, then either loads them back into the
  * fragments (dst == NULL) or writes the columns below d as bf16 to dst (a row of out; valid). */
@@ -384,11 +419,12 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_FWD_MIN_BLOCKS) attn_fwd_kern
     for (int tile = 0; tile < kt.count(); tile++) {
         const bool comp = kt.comp(tile);
         const int k0 = kt.k0(tile);
+        const unsigned live = warp_live_keys(tvalid, comp, k0, nv, lo, t);
         __syncthreads();
         load_key_tile<DP>(Ks, Vs, s, kt, tile, b, g, k, v, ck, cv, vec);
         __syncthreads();
         /* S = Q K^T for this warp's 16 rows */
-        warp_mm_nt_a_once<DP, L::LDB>(Sw, Qs + warp * 16 * L::LDB, Ks);
+        warp_mm_nt_a_once<DP, L::LDB>(Sw, Qs + warp * 16 * L::LDB, Ks, live);
         __syncwarp();
         float sv[32];
         float mx = -INFINITY;
@@ -418,7 +454,7 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_FWD_MIN_BLOCKS) attn_fwd_kern
         l = l * corr + psum;
         __syncwarp();
         /* O += P V */
-        warp_mm_nn_acc<DP, L::LDB>(oacc, Pw, Vs);
+        warp_mm_nn_acc<DP, L::LDB>(oacc, Pw, Vs, live);
     }
     __syncwarp();
     float mf = m, lf = l;
@@ -503,12 +539,13 @@ __global__ void __launch_bounds__(ATT_THREADS, 2) attn_bwd_dq_kernel(AttnShape s
     for (int tile = 0; tile < kt.count(); tile++) {
         const bool comp = kt.comp(tile);
         const int k0 = kt.k0(tile);
+        const unsigned live = warp_live_keys(tvalid, comp, k0, nv, lo, t);
         __syncthreads();
         load_key_tile<DP>(Ks, Vs, s, kt, tile, b, g, k, v, ck, cv, vec);
         __syncthreads();
         /* S = Q K^T and dP = dO V^T for this warp's 16 queries */
-        warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks);
-        warp_mm_nt<DP, L::LDB>(dPs + warp * 16 * LDS_F, dOs + warp * 16 * L::LDB, Vs);
+        warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks, live);
+        warp_mm_nt<DP, L::LDB>(dPs + warp * 16 * LDS_F, dOs + warp * 16 * L::LDB, Vs, live);
         __syncwarp();
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
@@ -523,7 +560,7 @@ __global__ void __launch_bounds__(ATT_THREADS, 2) attn_bwd_dq_kernel(AttnShape s
         }
         __syncwarp();
         /* dq += dS K */
-        warp_mm_nn_acc<DP, L::LDB>(dqacc, dSs + warp * 16 * LDP_B, Ks);
+        warp_mm_nn_acc<DP, L::LDB>(dqacc, dSs + warp * 16 * LDP_B, Ks, live);
     }
     __syncthreads();   /* every warp is done with Ss and dPs: Ob lies on them */
     warp_store_rows<DP, L::LDO>(dq + (((size_t)b * T + (tvalid ? t : 0)) * H + h) * d, Ob, dqacc, r, hf, d, tvalid, scale);
@@ -603,7 +640,7 @@ struct DkvLayout {
     static constexpr int LDB = DP + 8, LDO = DP + 4;
     static size_t bytes() {
         return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + 2 * carve_size(64 * LDP_B * 2) +
-               4 * carve_size(64 * 4);
+               4 * carve_size(64 * 4) + carve_size(3 * 4 * 4);
     }
     /* the output staging Ob [64][LDO] lies on St and dPt (as in DqLayout): 121 KiB at d = 128 */
     static_assert(64 * LDO * 4 <= 2 * 64 * LDS_F * 4, "the dk/dv output staging must fit the S and dP tiles");
@@ -641,6 +678,9 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     float *D_s = (float *)carve(p, 64 * 4);
     int *nv_s = (int *)carve(p, 64 * 4);
     int *lo_s = (int *)carve(p, 64 * 4);
+    /* per 16-query block of the item's query tile: the largest n_entries, the smallest raw_lo and
+     * the last valid query (the live blocks below) */
+    int *blk_nv = (int *)carve(p, 3 * 4 * 4), *blk_lo = blk_nv + 4, *blk_t = blk_nv + 8;
     float *Ob = St;                            /* over St and dPt, after the item loop (DkvLayout) */
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -677,13 +717,34 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
             lse_s[threadIdx.x] = ok ? lse[row] : 0.0f;
             D_s[threadIdx.x] = ok ? Dv[row] : 0.0f;
             const VisQueryView vq = att_view(s, b, g, tq);
-            nv_s[threadIdx.x] = ok ? vq.n_entries : 0;
-            lo_s[threadIdx.x] = ok ? vq.raw_lo : 0x7fffffff;
+            int nvq = ok ? vq.n_entries : 0, loq = ok ? vq.raw_lo : 0x7fffffff, tmq = ok ? tq : -1;
+            nv_s[threadIdx.x] = nvq;
+            lo_s[threadIdx.x] = loq;
+            /* (warps 0 and 1 whole: the 16 lanes of each query block reduce among themselves) */
+            #pragma unroll
+            for (int o = 8; o > 0; o >>= 1) {
+                nvq = max(nvq, __shfl_xor_sync(0xffffffffu, nvq, o));
+                loq = min(loq, __shfl_xor_sync(0xffffffffu, loq, o));
+                tmq = max(tmq, __shfl_xor_sync(0xffffffffu, tmq, o));
+            }
+            if ((threadIdx.x & 15) == 0) {
+                blk_nv[threadIdx.x / 16] = nvq;
+                blk_lo[threadIdx.x / 16] = loq;
+                blk_t[threadIdx.x / 16] = tmq;
+            }
         }
         __syncthreads();
+        /* the 16-query blocks in which some key of this warp's 16 is visible: an entry key < n_entries
+         * of some query of the block, or a raw key in [the block's smallest raw_lo, its last query] */
+        unsigned live = 0;
+        if (kvalid)
+            #pragma unroll
+            for (int n = 0; n < 4; n++)
+                if (comp ? key < blk_nv[n] : (key >= blk_lo[n] && key <= blk_t[n])) live |= 1u << n;
+        live = warp_or(live);
         /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
-        warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs);
-        warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs);
+        warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs, live);
+        warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs, live);
         __syncwarp();
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
@@ -699,8 +760,8 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
         }
         __syncwarp();
         /* dV += P^T dO,  dK += dS^T Q */
-        warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs);
-        warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs);
+        warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs, live);
+        warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs, live);
     }
     if (blk.n_chunks > 1) {
         /* a split tile: this chunk's fp32 partial sums, this warp's 16 rows of each (rows past

@@ -269,6 +269,12 @@ static void run_block(int n) {
 
 /* valid launches per kernel name (cuemu_launch_count) */
 static std::map<std::string, long> g_launches;
+/* warp-level wmma::mma_sync calls per kernel name (counted by lane 0 of each warp) */
+static std::map<std::string, long> g_mmas;
+static long *g_mma_counter;
+void count_mma() {
+    if (g_mma_counter) ++*g_mma_counter;
+}
 
 void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx) {
     unsigned long long nthreads = (unsigned long long)block.x * block.y * block.z;
@@ -291,6 +297,7 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
         return;
     }
     g_launches[name]++;
+    g_mma_counter = &g_mmas[name];
     DeviceAccess dev;   /* the kernel reads and writes device memory (cuemu_memory.cpp) */
     if (g_smem_cap < smem) {
         free(g_smem);
@@ -327,6 +334,15 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
     g_kernel_name = NULL;
 }
 }  // namespace cuemu
+
+/* warp-level mma_sync calls so far in the kernels whose name starts with name */
+extern "C" long cuemu_mma_count(const char *name) {
+    long n = 0;
+    size_t len = strlen(name);
+    for (const auto &e : cuemu::g_mmas)
+        if (e.first.compare(0, len, name) == 0) n += e.second;
+    return n;
+}
 
 /* launches so far of the kernels whose name starts with name */
 extern "C" long cuemu_launch_count(const char *name) {

@@ -101,10 +101,13 @@ void syncthreads();
 void syncwarp(unsigned mask);
 void *dynamic_smem();
 [[noreturn]] void fatal(const char *fmt, ...);
+void count_mma();   /* one warp-level wmma::mma_sync of the running kernel (lane 0 counts) */
 void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t smem, void (*body)(void *), void *ctx);
 }  // namespace cuemu
 /* launches so far of the kernels whose name starts with name (C linkage: tests/gpu/ are C) */
 extern "C" long cuemu_launch_count(const char *name);
+/* warp-level wmma::mma_sync calls so far in the kernels whose name starts with name */
+extern "C" long cuemu_mma_count(const char *name);
 namespace cuemu {
 
 /* launcher(kernel, name, grid, block, smem)(args...): converts the arguments to the kernel's

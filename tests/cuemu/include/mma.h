@@ -75,6 +75,7 @@ void store_matrix_sync(T *p, const fragment<accumulator, M, N, K, T> &f, unsigne
 template <int M, int N, int K, typename TA, typename LA, typename LB, typename TC>
 void mma_sync(fragment<accumulator, M, N, K, TC> &d, const fragment<matrix_a, M, N, K, TA, LA> &a,
               const fragment<matrix_b, M, N, K, TA, LB> &b, const fragment<accumulator, M, N, K, TC> &c) {
+    if (cuemu::g_cur->lane == 0) cuemu::count_mma();
     /* only this lane's elements: they are all that store_matrix_sync writes */
     for (int e = cuemu::g_cur->lane; e < M * N; e += 32) {
         int i = e / N, j = e % N;
