@@ -37,8 +37,8 @@
  *   chunk length  L = max(DKV_MIN_CHUNK = 16, ceil(N / DKV_TARGET_BLOCKS)), DKV_TARGET_BLOCKS =
  *                 1024, N = the sum of items over (b, g, k) of the launch (dkv_plan): a
  *                 function of the shape only (the same decomposition, hence the same bits, on
- *                 every GPU); 1024 blocks is ~8 waves of 132 SMs at one block per SM (the
- *                 121 KiB of shared memory at d = 128), and 16 items keep a chunk's fixed cost
+ *                 every GPU); 1024 blocks is ~4 waves of 132 SMs at two blocks per SM (the
+ *                 104 KiB of shared memory at d = 128), and 16 items keep a chunk's fixed cost
  *                 (K/V tile in, 2 x 64 x DP fp32 partial out and back) small against its loads of
  *                 16 Q and dO tiles;
  *   blocks        tile k of head g gets n_chunks = ceil(items / L) blocks (1 when items <= L),
@@ -96,7 +96,7 @@ using namespace nvcuda;
 #define DKV_TARGET_BLOCKS 1024  /* dK/dV split: the blocks a large launch aims at (chunk length) */
 /* The largest shared-memory carveout (percent of the SM's unified L1/shared storage): the forward
  * takes 68 KiB at d = 128 (3 blocks an H100/H200 SM of 228 KiB), the dq kernel 111 KiB (2 blocks) and the
- * dk/dv kernel 121 KiB (one block an SM) only with the carveout at its maximum; the first H200
+ * dk/dv kernel 104 KiB (2 blocks) only with the carveout at its maximum; the first H200
  * profile (2026-12-04) had these kernels at ~5% of the bf16 peak with 4 warps per SM. */
 #define ATT_CARVEOUT 100
 
@@ -216,6 +216,29 @@ __device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16
             wmma::mma_sync(acc, fa, fb, acc);
         }
         wmma::store_matrix_sync(out + n * 16, acc, LDS_F, wmma::mem_row_major);
+    }
+}
+
+/* Columns [32 half, 32 half + 32) of warp_mm_nt's product (its blocks n = 2 half, 2 half + 1
+ * where `live`), written to out's columns [0, 32): the dK/dV kernel's S^T and dP^T share one fp32
+ * tile this way. The same products in the same k order: the same bits. */
+template <int DP, int LDB>
+__device__ __forceinline__ void warp_mm_nt_half(float *out, const bf16 *a, const bf16 *b, int half, unsigned live) {
+    #pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int n = 2 * half + i;
+        if (!(live >> n & 1u)) continue;
+        FragC acc;
+        wmma::fill_fragment(acc, 0.0f);
+        #pragma unroll
+        for (int kk = 0; kk < DP / 16; kk++) {
+            FragA fa;
+            FragBc fb;
+            wmma::load_matrix_sync(fa, a + kk * 16, LDB);
+            wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
+            wmma::mma_sync(acc, fa, fb, acc);
+        }
+        wmma::store_matrix_sync(out + i * 16, acc, LDS_F, wmma::mem_row_major);
     }
 }
 
@@ -635,23 +658,35 @@ __host__ __device__ static inline bool dkv_locate(const AttnShape &s, int b, int
     return false;
 }
 
+/* Shared memory of the dK/dV kernel: K, V, Q, dO tiles [64][DP+8] bf16, one fp32 tile [64][LDS_F]
+ * St whose 64 columns hold, per half of the query tile (32 queries), S^T in columns 0..31 and dP^T
+ * in 32..63 (each warp its own 16 rows), P^T and dS^T [64][LDP_B] bf16, and the per-query and
+ * per-16-query-block values. 106,624 bytes at d = 128: two blocks an H100/H200 SM (228 KiB; ptxas
+ * sm_90: 255 registers, no spills: 2 x 4 warps x 32 x 256 fill the 64K register file exactly). Before 2026-12-05 S^T
+ * and dP^T were two whole tiles (124,032 bytes, one block of 4 warps an SM). The output staging
+ * Ob [64][LDO] lies on dO and St (contiguous), free after the item loop (a barrier first). */
 template <int DP>
 struct DkvLayout {
     static constexpr int LDB = DP + 8, LDO = DP + 4;
     static size_t bytes() {
-        return 4 * carve_size(64 * LDB * 2) + 2 * carve_size(64 * LDS_F * 4) + 2 * carve_size(64 * LDP_B * 2) +
+        return 4 * carve_size(64 * LDB * 2) + carve_size(64 * LDS_F * 4) + 2 * carve_size(64 * LDP_B * 2) +
                4 * carve_size(64 * 4) + carve_size(3 * 4 * 4);
     }
-    /* the output staging Ob [64][LDO] lies on St and dPt (as in DqLayout): 121 KiB at d = 128 */
-    static_assert(64 * LDO * 4 <= 2 * 64 * LDS_F * 4, "the dk/dv output staging must fit the S and dP tiles");
+    static_assert(64 * LDO * 4 <= (64 * LDB * 2 + 127) / 128 * 128 + 64 * LDS_F * 4,
+                  "the dk/dv output staging must fit the dO and S tiles");
 };
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define ATT_DKV_MIN_BLOCKS 1   /* A100: 164 KiB of shared memory, one block of 104 KiB */
+#else
+#define ATT_DKV_MIN_BLOCKS 2
+#endif
 
 /* Block (x, g, b): chunk `chunk` of key tile `tile` of KV head g (dkv_locate). A tile of one
  * chunk writes its bf16 dk/dv (or dck/dcv) rows itself; a chunk of a split tile writes its fp32
  * partial sums [dv: 64 x DP][dk: 64 x DP] (dk unscaled) to slot (b, g, slot0 + chunk) of part
  * (slots_per_head slots per (b, g)), and attn_bwd_dkv_reduce_kernel adds them up. */
 template <int DP>
-__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, int chunk_len, float *part,
+__global__ void __launch_bounds__(ATT_THREADS, ATT_DKV_MIN_BLOCKS) attn_bwd_dkv_kernel(AttnShape s, int chunk_len, float *part,
                                                                    int slots_per_head, bf16 *dk, bf16 *dv, bf16 *dck,
                                                                    bf16 *dcv, const bf16 *dout, const float *lse,
                                                                    const float *Dv, const bf16 *q, const bf16 *k,
@@ -670,8 +705,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     bf16 *Vs = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *Qs = (bf16 *)carve(p, 64 * L::LDB * 2);
     bf16 *dOs = (bf16 *)carve(p, 64 * L::LDB * 2);
-    float *St = (float *)carve(p, 64 * LDS_F * 4);
-    float *dPt = (float *)carve(p, 64 * LDS_F * 4);
+    float *St = (float *)carve(p, 64 * LDS_F * 4);     /* right after dOs: Ob lies on both */
     bf16 *Pt = (bf16 *)carve(p, 64 * LDP_B * 2);
     bf16 *dSt = (bf16 *)carve(p, 64 * LDP_B * 2);
     float *lse_s = (float *)carve(p, 64 * 4);
@@ -681,7 +715,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
     /* per 16-query block of the item's query tile: the largest n_entries, the smallest raw_lo and
      * the last valid query (the live blocks below) */
     int *blk_nv = (int *)carve(p, 3 * 4 * 4), *blk_lo = blk_nv + 4, *blk_t = blk_nv + 8;
-    float *Ob = St;                            /* over St and dPt, after the item loop (DkvLayout) */
+    float *Ob = (float *)dOs;                  /* over dOs and St, after the item loop (DkvLayout) */
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
     const float scale = rsqrtf((float)d);
@@ -742,23 +776,27 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
             for (int n = 0; n < 4; n++)
                 if (comp ? key < blk_nv[n] : (key >= blk_lo[n] && key <= blk_t[n])) live |= 1u << n;
         live = warp_or(live);
-        /* S^T = K Q^T and dP^T = V dO^T for this warp's 16 keys */
-        warp_mm_nt<DP, L::LDB>(St + warp * 16 * LDS_F, Ks + warp * 16 * L::LDB, Qs, live);
-        warp_mm_nt<DP, L::LDB>(dPt + warp * 16 * LDS_F, Vs + warp * 16 * L::LDB, dOs, live);
-        __syncwarp();
-        #pragma unroll 8
-        for (int cc = 0; cc < 32; cc++) {
-            int col = hf * 32 + cc, tq = qt + col;
-            bool vis = kvalid && (comp ? key < nv_s[col] && att_sel(s, b, tq, key) : (key >= lo_s[col] && key <= tq));
-            float pv = 0.0f, ds = 0.0f;
-            if (vis) {
-                pv = __expf(St[r * LDS_F + col] * scale - lse_s[col]);
-                ds = pv * (dPt[r * LDS_F + col] - D_s[col]);
+        /* per half of the query tile: S^T = K Q^T (St columns 0..31) and dP^T = V dO^T (32..63) for
+         * this warp's 16 keys, then P^T and dS^T of those 32 queries */
+        float *Sw = St + warp * 16 * LDS_F;
+        for (int half = 0; half < 2; half++) {
+            warp_mm_nt_half<DP, L::LDB>(Sw, Ks + warp * 16 * L::LDB, Qs, half, live);
+            warp_mm_nt_half<DP, L::LDB>(Sw + 32, Vs + warp * 16 * L::LDB, dOs, half, live);
+            __syncwarp();
+            #pragma unroll 8
+            for (int cc = 0; cc < 16; cc++) {
+                const int c = hf * 16 + cc, col = 32 * half + c, tq = qt + col;
+                bool vis = kvalid && (comp ? key < nv_s[col] && att_sel(s, b, tq, key) : (key >= lo_s[col] && key <= tq));
+                float pv = 0.0f, ds = 0.0f;
+                if (vis) {
+                    pv = __expf(St[r * LDS_F + c] * scale - lse_s[col]);
+                    ds = pv * (St[r * LDS_F + 32 + c] - D_s[col]);
+                }
+                Pt[r * LDP_B + col] = tobf(pv);
+                dSt[r * LDP_B + col] = tobf(ds);
             }
-            Pt[r * LDP_B + col] = tobf(pv);
-            dSt[r * LDP_B + col] = tobf(ds);
+            __syncwarp();
         }
-        __syncwarp();
         /* dV += P^T dO,  dK += dS^T Q */
         warp_mm_nn_acc<DP, L::LDB>(dvacc, Pt + warp * 16 * LDP_B, dOs, live);
         warp_mm_nn_acc<DP, L::LDB>(dkacc, dSt + warp * 16 * LDP_B, Qs, live);
@@ -774,7 +812,7 @@ __global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkv_kernel(AttnShape s, 
         }
         return;
     }
-    __syncthreads();   /* (block-uniform branch above) every warp is done with St and dPt: Ob lies on them */
+    __syncthreads();   /* (block-uniform branch above) every warp is done with dOs and St: Ob lies on them */
     /* write dV then dK through this warp's rows of the staging buffer */
     bf16 *dvdst = comp ? dcv + (((size_t)b * nW + key) * G + g) * d : dv + (((size_t)b * T + key) * G + g) * d;
     bf16 *dkdst = comp ? dck + (((size_t)b * nW + key) * G + g) * d : dk + (((size_t)b * T + key) * G + g) * d;
@@ -825,7 +863,7 @@ static bool vec_ok(const AttnShape *s, const void *const *ptrs, int n) {
 }
 
 /* The attention kernels keep their tiles in shared memory: at head_dim 128 the backward needs
- * 121 KiB per block, which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
+ * 111 KiB per block (dq), which A100 (164 KiB) and H100/H200 (227 KiB) have and sm_86/89/120 GPUs
  * (99 KiB) do not. Say so instead of failing the launch. */
 static void check_smem(BackendCtx *ctx, size_t need, const char *kernel, int d) {
     if ((long long)need <= (long long)ctx->smem_optin) return;
