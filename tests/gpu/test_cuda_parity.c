@@ -302,10 +302,12 @@ static void run_matmul(const ParityCase *pc) {
     free(hin); free(hw); free(hout); free(hdw); free(hdin);
 }
 
-/* rope on x [20, 3 heads, 32], positions (i % 10) * 3 (out); shape r, inverse */
+/* rope on x [20, 3 heads, d], positions (i % 10) * 3 (out); shape r, inverse, d (0: 32). The CUDA
+ * side rotates 4 pairs a thread where r/2, d - r and d are multiples of 4 (r = 32, 16, 24 of d 36),
+ * one otherwise (r = 10, 6 of d 38) */
 static void run_rope(const ParityCase *pc) {
     const char *G = pc->group;
-    int rows = 20, nh = 3, d = 32, period = 10, mult = 3;
+    int rows = 20, nh = 3, d = pc->shape[2] ? pc->shape[2] : 32, period = 10, mult = 3;
     int r = pc->shape[0], inv = pc->shape[1];
     int positions = (period - 1) * mult + 1;
     float *tab = rope_table(positions, r, 1e6);
@@ -316,7 +318,7 @@ static void run_rope(const ParityCase *pc) {
     CPU->rope(CPU->ctx, x.c, cs.c, rows, nh, d, r, period, mult, inv);
     GPU->rope(GPU->ctx, x.g, cs.g, rows, nh, d, r, period, mult, inv);
     char w[96];
-    snprintf(w, sizeof w, "rope r=%d inverse=%d", r, inv);
+    snprintf(w, sizeof w, "rope r=%d d=%d inverse=%d", r, d, inv);
     cmp_act(G, w, x, n, pc->tol.out);
     pfree(cs); pfree(x); free(tab); free(hx);
 }
@@ -1528,6 +1530,9 @@ static const ParityCase CASES[] = {
     {"rope", "r=32 inverse=1", "rope", TOL(1e-2, 0, 0, 0), run_rope, {32, 1}, NULL, 0},
     {"rope", "r=16 inverse=0", "rope", TOL(1e-2, 0, 0, 0), run_rope, {16, 0}, NULL, 0},
     {"rope", "r=16 inverse=1", "rope", TOL(1e-2, 0, 0, 0), run_rope, {16, 1}, NULL, 0},
+    {"rope", "r=24 d=36 inverse=1", "rope", TOL(1e-2, 0, 0, 0), run_rope, {24, 1, 36}, NULL, 0},
+    {"rope", "r=10 d=32 inverse=0", "rope", TOL(1e-2, 0, 0, 0), run_rope, {10, 0, 32}, NULL, 0},
+    {"rope", "r=6 d=38 inverse=1", "rope", TOL(1e-2, 0, 0, 0), run_rope, {6, 1, 38}, NULL, 0},
     ATT(0, ATT_CUSTOM), ATT(0, ATT_DEFAULT), ATT(0, ATT_CUDNN_BWD),
     ATT(1, ATT_PLAIN),
     ATT(2, ATT_CUSTOM), ATT(2, ATT_DEFAULT), ATT(2, ATT_CUDNN_BWD),
