@@ -296,6 +296,22 @@ def learned_boundary_checks(name, v, cfg, model, ref):
               f"max |diff| {moved:.3e}")
 
 
+def researcher_checks(name, v, ckpt, model, hf, prompt, gen):
+    """What a researcher relies on beyond the logits, on the trained checkpoint whose logits hf [N_WIN, T, V]
+    and greedy continuation gen of prompt [1, P] already equal phaselab's forward:
+      * the model built on the meta device runs forward (no tensor made on the CPU inside forward: on a
+        GPU that was "Expected all tensors to be on the same device"; learned boundaries scan on the CPU)."""
+    if v.get("boundaries") != "learned":
+        try:
+            with torch.device("meta"):
+                on_meta = type(model)(model.config)
+            on_meta(input_ids=torch.tensor(windows[:2, :T]).to("meta"))
+            why = "runs"
+        except Exception as e:  # noqa: BLE001
+            why = f"{type(e).__name__}: {str(e)[:200]}"
+        check(why == "runs", f"{name}: the model on another device (meta) runs forward: no CPU tensor inside forward", why)
+
+
 for name, v in VARIANTS.items():
     if ONLY and name not in ONLY:
         continue
@@ -420,6 +436,7 @@ for name, v in VARIANTS.items():
     greedy = seq[0, prompt.shape[1]:].tolist()
     check(gen == greedy, f"{name}: generate() of {N_NEW} tokens equals greedy decoding by phaselab's forward",
           f"generate {gen}, phaselab {greedy}")
+    researcher_checks(name, v, ckpt, model, hf_out.logits[:, :T].double().numpy(), prompt, gen)
 
 
 # docs/spec.md §2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):

@@ -62,8 +62,10 @@ def rope(x, pos, r, theta):
         return x
     d = x.shape[-1]
     half = r // 2
-    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / r)
-    ang = pos.to(torch.float64)[..., None] * inv_freq                  # [N, half] or [heads, N, half]
+    # the angles in float64 (float32 where the device has none: Apple's mps), on x's device
+    wide = torch.float32 if x.device.type == "mps" else torch.float64
+    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=wide, device=x.device) / r)
+    ang = pos.to(device=x.device, dtype=wide)[..., None] * inv_freq    # [N, half] or [heads, N, half]
     if ang.dim() == 3:
         ang = ang.transpose(0, 1)                                      # [N, heads, half]
     else:
