@@ -299,8 +299,64 @@ def learned_boundary_checks(name, v, cfg, model, ref):
 def researcher_checks(name, v, ckpt, model, hf, prompt, gen):
     """What a researcher relies on beyond the logits, on the trained checkpoint whose logits hf [N_WIN, T, V]
     and greedy continuation gen of prompt [1, P] already equal phaselab's forward:
+      * a left-padded batch in generate() continues each prompt as that prompt alone (the padding once
+        silently moved every position of the shorter prompt, and with it its phase);
+      * a forward pass with right and left padding (attention_mask) gives each row's unpadded logits at
+        its real positions, and the loss of its real pairs;
+      * output_hidden_states: L + 1 states, the embeddings first, the final normed state last;
       * the model built on the meta device runs forward (no tensor made on the CPU inside forward: on a
         GPU that was "Expected all tensors to be on the same device"; learned boundaries scan on the CPU)."""
+    # padding: a left-padded batch in generate(); right and left padding in a forward pass
+    P, short = prompt.shape[1], windows[1, :prompt.shape[1] - 3]
+    batch = torch.zeros(2, P, dtype=torch.long)
+    mask = torch.zeros(2, P, dtype=torch.long)
+    batch[0], mask[0] = torch.tensor(prompt[0]), 1
+    batch[1, 3:], mask[1, 3:] = torch.tensor(short), 1
+    try:   # the tokens, and the logits of every step (a tiny model repeats tokens: they alone say little)
+        with torch.no_grad():
+            kw = dict(max_new_tokens=N_NEW, do_sample=False, num_beams=1, pad_token_id=0, output_scores=True,
+                      return_dict_in_generate=True)
+            rb = model.generate(batch, attention_mask=mask, **kw)
+            ra = model.generate(torch.tensor(short)[None], **kw)
+        both, alone = rb.sequences[:, P:].tolist(), ra.sequences[0, len(short):].tolist()
+        serr = max(float((sb[1] - sa[0]).abs().max()) for sb, sa in zip(rb.scores, ra.scores))
+    except Exception as e:  # noqa: BLE001 - reported as the failed check
+        both, alone, serr = f"{type(e).__name__}: {e}", None, float("inf")
+    check(both == [gen, alone] and serr <= TOL, f"{name}: generate() of a left-padded batch (prompts of {P} and {P - 3} "
+          f"tokens) continues each prompt as it does alone (the short one's logits at every step: max |diff| {serr:.1e})",
+          f"batch {both}, alone {[gen, alone]}, logits {serr:.3e}")
+    ids = torch.tensor(windows[:, :T]).clone()
+    mask = torch.ones_like(ids)
+    mask[1, T - 5:], ids[1, T - 5:] = 0, 0                                     # row 1: right padding
+    ids[2, 7:], ids[2, :7], mask[2, :7] = torch.tensor(windows[2, :T - 7]), 0, 0   # row 2: left padding
+    real = [(0, T), (0, T - 5), (7, T)]                                       # each row's real tokens [first, end)
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, labels=ids)
+        lg = out.logits.double().numpy()
+        err = max(float(np.abs(lg[b, s:e] - hf[b, :e - s]).max()) for b, (s, e) in enumerate(real))
+        pads = max(float(np.abs(lg[1, T - 5:]).max()), float(np.abs(lg[2, :7]).max()))
+        want = mean_ce(np.concatenate([hf[b, :e - s - 1] for b, (s, e) in enumerate(real)])[None],
+                       np.concatenate([windows[b, 1:e - s] for b, (s, e) in enumerate(real)])[None])
+        lerr = abs(float(out.loss) - want)
+    except Exception as e:  # noqa: BLE001
+        err, pads, lerr, want = float("inf"), float("inf"), float("inf"), f"{type(e).__name__}: {e}"
+    if vanilla(v):   # transformers' own Qwen3: its padded positions and loss are its own business
+        check(err <= TOL, f"{name}: Qwen3 forward with right and left padding: each row's logits at its real "
+              f"positions are the unpadded row's (max |diff| {err:.1e})", f"logits {err}, {want}")
+    else:
+        check(err <= TOL and pads == 0.0 and lerr <= TOL, f"{name}: forward with right and left padding: each row's "
+              f"logits at its real positions are the unpadded row's (max |diff| {err:.1e}), 0 at the padding, the "
+              f"loss that of the real pairs (|diff| {lerr:.1e})", f"logits {err}, pads {pads}, loss {lerr}, want {want}")
+    with torch.no_grad():
+        hs_out = model(input_ids=torch.tensor(windows[:1, :T]), output_hidden_states=True)
+    hs = hs_out.hidden_states
+    head = model.get_input_embeddings().weight if model.config.tie_word_embeddings else model.get_output_embeddings().weight
+    ok = (hs is not None and len(hs) == model.config.num_hidden_layers + 1
+          and torch.equal(hs[0], model.get_input_embeddings()(torch.tensor(windows[:1, :T])))
+          and float((hs[-1] @ head.T - hs_out.logits).detach().abs().max()) <= TOL)
+    check(ok, f"{name}: output_hidden_states gives {model.config.num_hidden_layers + 1} states: the embeddings, ..., "
+          "the final normed state (its product with the head = the logits)", f"{None if hs is None else len(hs)} states")
     if v.get("boundaries") != "learned":
         try:
             with torch.device("meta"):
@@ -438,6 +494,55 @@ for name, v in VARIANTS.items():
           f"generate {gen}, phaselab {greedy}")
     researcher_checks(name, v, ckpt, model, hf_out.logits[:, :T].double().numpy(), prompt, gen)
 
+
+# The interface beyond logits, once: the hidden states are laid out as transformers' Qwen3 lays them out
+# (the remote code on a plain Qwen3 checkpoint's weights gives Qwen3ForCausalLM's states), and what the
+# model cannot do is refused with one clear error instead of being ignored (output_attentions once returned
+# None, position_ids were dropped).
+sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))
+from modeling_phaselab import PhaselabConfig, PhaselabForCausalLM  # noqa: E402
+qwen_ckpt = os.path.join(d, "runs", "full_kv1", "checkpoints", f"step_{STEPS:08d}")
+if (not ONLY or "full_kv1" in ONLY) and os.path.isdir(qwen_ckpt):
+    qwen = AutoModelForCausalLM.from_pretrained(qwen_ckpt, dtype=torch.float32).eval()
+    qc = json.load(open(os.path.join(qwen_ckpt, "config.json")))
+    same = PhaselabForCausalLM(PhaselabConfig(**{k: qc[k] for k in (
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "rope_theta", "rms_norm_eps", "tie_word_embeddings")},
+        phaselab=dict(attention="full"))).eval()
+    res = same.load_state_dict(qwen.state_dict(), strict=False)
+    x = torch.tensor(windows[:2, :T])
+    with torch.no_grad():
+        hq, hp = qwen(x, output_hidden_states=True).hidden_states, same(x, output_hidden_states=True).hidden_states
+    diff = (max(float((a - b).abs().max()) for a, b in zip(hq, hp)) if hp is not None and len(hq) == len(hp)
+            else float("inf"))
+    check(not res.missing_keys and diff <= TOL, f"the remote code on full_kv1's Qwen3 weights: its {len(hq)} hidden states "
+          f"are Qwen3ForCausalLM's (max |diff| {diff:.1e})", f"{len(hq)} vs {hp and len(hp)} states, {res}, {diff}")
+cfg_small = PhaselabConfig(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=8, rope_theta=100.0,
+                           phaselab=dict(attention="compressed", window=4, stride=2))
+small = PhaselabForCausalLM(cfg_small).eval()
+x = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(6))
+holed = torch.ones_like(x)
+holed[0, 5] = 0
+REFUSED = {"output_attentions": (dict(output_attentions=True), "output_attentions"),
+           "a mask with a hole": (dict(attention_mask=holed), "padding inside the sequence"),
+           "shifted position_ids": (dict(position_ids=torch.arange(12)[None] + 3), "position_ids"),
+           "past_key_values": (dict(past_key_values=((x, x),)), "past_key_values"),
+           "a mask of another shape": (dict(attention_mask=holed[:, :5]), "attention_mask")}
+for what, (kw, needle) in REFUSED.items():
+    try:
+        with torch.no_grad():
+            small(input_ids=x, **kw)
+        err = "accepted"
+    except (NotImplementedError, ValueError) as e:
+        err = str(e)
+    check(needle in err and "\n" not in err, f"the remote code refuses {what} with one line ({err[:80]}...)", err)
+with torch.no_grad():
+    plain = small(input_ids=x, labels=x)
+    as_tuple = small(input_ids=x, labels=x, position_ids=torch.arange(12)[None], return_dict=False)
+check(isinstance(as_tuple, tuple) and len(as_tuple) == 2 and torch.equal(as_tuple[1], plain.logits)
+      and torch.equal(as_tuple[0], plain.loss), "return_dict=False gives the tuple (loss, logits); position_ids "
+      "0, 1, ... are accepted", str(type(as_tuple)))
 
 # docs/spec.md §2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
 # identities that follow from their definitions, on random weights.
