@@ -2,8 +2,10 @@
 
 For every distinct [model] section of configs/paper/*.ini (the variant table of
 configs/paper/README.md: window/stride sweep, KV heads, kv_tied, uniform, post_norm, vector,
-no qk_norm, no gate bias, no RoPE, RoPE on 16 dims, tail, deepseek, full attention) plus two
-full-attention variants that are not Qwen3 (rope_dims < head_dim, qk_norm = false), shrunk to
+no qk_norm, no gate bias, no RoPE, RoPE on 16 dims, tail, deepseek, full attention) and of
+configs/remedies/*.ini (compressor = shared, with and without gate bias, grid = staggered), plus two
+full-attention variants that are not Qwen3 (rope_dims < head_dim, qk_norm = false) and an untied
+output head (compressed and plain Qwen3), shrunk to
 tiny shapes (d_model 64, 2 layers, 8 query heads, head_dim 32, vocabulary 256; variant keys,
 window, stride and KV heads kept, RoPE on all dims becomes 32), a run of 3 steps on the synthetic
 corpus writes a real checkpoint with ./train (and one compressed run with attn_sink). Then, in transformers:
@@ -14,7 +16,13 @@ corpus writes a real checkpoint with ./train (and one compressed run with attn_s
     (build/tests/ref_forward, the C forward pass, on the checkpoint's config.ini and weights) to
     1e-5 (max abs), and the HF loss (labels = inputs) equals the loss computed from phaselab's
     logits to 1e-5 and the loss ./train --eval prints (4 decimals);
-  * generate() of 8 new tokens (greedy) equals greedy decoding with phaselab's forward pass.
+  * generate() of 8 new tokens (greedy) equals greedy decoding with phaselab's forward pass and
+    ./train --generate (the KV cache); ./train --score's per-token log-probs are the HF log-softmax;
+  * padding: a left-padded generate() batch continues each prompt as alone, a right/left padded
+    forward gives the unpadded rows' logits and the loss of the real pairs; output_hidden_states;
+    forward on the meta device (no CPU tensor inside forward: a GPU needs that).
+Once: the hidden-state layout is Qwen3ForCausalLM's, and output_attentions, a mask with a hole,
+shifted position_ids, past_key_values are refused with one line.
 The DeepSeek-V4 layer stack (docs/spec.md §5): configs/test/tiny_v4.ini (one layer of every kind:
 full, window, csa with a top-4 lightning indexer, hca, compressed with local = tail; 5 steps, so
 gates and indexer are off their init) and the same stack without the indexer (csa_topk = 0) pass
@@ -39,6 +47,7 @@ $PHASELAB_HF_PYTHON nor build/venv-hf/bin/python has torch and transformers.
 Scratch: build/scratch/test_hf_transformers/."""
 import configparser
 import contextlib
+import csv
 import glob
 import io
 import json
@@ -99,14 +108,16 @@ transformers.utils.logging.disable_progress_bar()
 T, N_WIN, STEPS, N_NEW = 64, 3, 3, 8
 TOL = 1e-5
 VARIANT_KEYS = ("n_kv_heads", "attention", "window", "stride", "gate", "gate_bias", "kv_tied", "post_norm",
-                "qk_norm", "rope_dims", "local", "n_local", "compressor", "attn_sink")
+                "qk_norm", "rope_dims", "local", "n_local", "compressor", "attn_sink", "grid", "tie_embeddings")
 TINY = dict(d_model=64, n_layers=2, n_heads=8, head_dim=32, d_ff=128, vocab_size=256, rope_theta=10000)
 
 
 def paper_variants():
-    """{name: [model] overrides} for the distinct model sections of configs/paper (tiny shapes)."""
+    """{name: [model] overrides} for the distinct model sections of configs/paper and configs/remedies
+    (tiny shapes; grid = aligned, the default, counts as absent)."""
     out, seen = {}, set()
-    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "paper", "*.ini"))):
+    for path in (sorted(glob.glob(os.path.join(ROOT, "configs", "paper", "*.ini")))
+                 + sorted(glob.glob(os.path.join(ROOT, "configs", "remedies", "*.ini")))):
         cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
         cp.read(path)
         m = cp["model"]
@@ -114,6 +125,8 @@ def paper_variants():
         v = {k: m[k].strip() for k in VARIANT_KEYS if k in m}
         if "rope_dims" in v and int(v["rope_dims"]) == head_dim:
             v["rope_dims"] = str(TINY["head_dim"])
+        if v.get("grid") == "aligned":
+            del v["grid"]
         key = tuple(sorted(v.items()))
         if key in seen:
             continue
@@ -124,6 +137,9 @@ def paper_variants():
 
 VARIANTS = paper_variants()
 VARIANTS["full_kv4_rope16"] = dict(n_kv_heads="4", attention="full", rope_dims="16")
+# an output head of its own (lm_head.weight), in a compressed model and in a plain Qwen3
+VARIANTS["w8s8_kv2_untied"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", tie_embeddings="false")
+VARIANTS["full_kv2_untied"] = dict(n_kv_heads="2", attention="full", tie_embeddings="false")
 VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="false")
 VARIANTS["w8s8_kv2_sink"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", attn_sink="true")
 # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (M trained away from its zero init)
@@ -150,8 +166,10 @@ VARIANTS["w6s3_kv2_learned_tied_sink_shared"] = dict(n_kv_heads="2", attention="
                                                      boundaries="learned", kv_tied="true", attn_sink="true",
                                                      compressor="shared")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 24, f"{len(VARIANTS) - 11} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
-      "+1 token shift, +2 layer stacks, +2 multi-rate strides, +3 learned chunk boundaries",
+N_CONFIGS = len(paper_variants())
+check(N_CONFIGS >= 28 and len(VARIANTS) == N_CONFIGS + 13,
+      f"{N_CONFIGS} distinct [model] variants of configs/paper and configs/remedies, +2 full-attention, +2 untied heads, "
+      "+1 attention sink, +1 token shift, +2 layer stacks, +2 multi-rate strides, +3 learned chunk boundaries",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -299,6 +317,8 @@ def learned_boundary_checks(name, v, cfg, model, ref):
 def researcher_checks(name, v, ckpt, model, hf, prompt, gen):
     """What a researcher relies on beyond the logits, on the trained checkpoint whose logits hf [N_WIN, T, V]
     and greedy continuation gen of prompt [1, P] already equal phaselab's forward:
+      * ./train --generate (the incremental KV cache of model/decode.h) gives generate()'s tokens;
+      * ./train --score's per-token log-probs of the validation windows are log_softmax of the HF logits;
       * a left-padded batch in generate() continues each prompt as that prompt alone (the padding once
         silently moved every position of the shorter prompt, and with it its phase);
       * a forward pass with right and left padding (attention_mask) gives each row's unpadded logits at
@@ -306,6 +326,29 @@ def researcher_checks(name, v, ckpt, model, hf, prompt, gen):
       * output_hidden_states: L + 1 states, the embeddings first, the final normed state last;
       * the model built on the meta device runs forward (no tensor made on the CPU inside forward: on a
         GPU that was "Expected all tensors to be on the same device"; learned boundaries scan on the CPU)."""
+    # ./train --generate against generate()
+    pfile = os.path.join(d, "prompt.txt")
+    with open(pfile, "w") as f:
+        f.write(" ".join(str(int(x)) for x in prompt[0]))
+    p = subprocess.run([tu.TRAIN, "--generate", ckpt, "--prompt-ids", pfile, "--max-new", str(N_NEW), "--ignore-eot"],
+                       capture_output=True, text=True, timeout=120)
+    dec = [int(x) for x in p.stdout.split("|")[-1].split()] if p.returncode == 0 else p.stderr[-300:]
+    check(dec == gen, f"{name}: ./train --generate (KV cache) gives generate()'s {N_NEW} tokens", f"--generate {dec}, generate() {gen}")
+    # ./train --score's per-token log-probs against the HF log-softmax
+    ids_file, sdir = os.path.join(d, "score_ids.txt"), os.path.join(d, "score_" + name)
+    with open(ids_file, "w") as f:
+        f.write(" ".join(str(int(x)) for x in val_tokens[:N_WIN * T + 1]))
+    shutil.rmtree(sdir, ignore_errors=True)
+    os.makedirs(sdir)
+    p = subprocess.run([tu.TRAIN, "--score", ckpt, "--input", ids_file, "--ids", "--out", os.path.join(sdir, "s.h5"),
+                        "--csv", os.path.join(sdir, "s")], capture_output=True, text=True, timeout=120)
+    lp_hf = torch.log_softmax(torch.tensor(hf), -1).gather(-1, torch.tensor(windows[:, 1:])[..., None])[..., 0].reshape(-1).numpy()
+    rows = list(csv.DictReader(open(os.path.join(sdir, "s_000.tokens.csv")))) if p.returncode == 0 else []
+    lp_c = np.array([float(r["logprob"]) for r in rows])
+    err = float(np.abs(lp_c - lp_hf).max()) if len(lp_c) == len(lp_hf) else float("inf")
+    check(err <= TOL, f"{name}: ./train --score's {len(lp_c)} per-token log-probs = log_softmax of the HF logits "
+          f"(max |diff| {err:.1e})", f"rc {p.returncode}, {len(lp_c)} vs {len(lp_hf)} tokens, {p.stderr[-300:]}")
+
     # padding: a left-padded batch in generate(); right and left padding in a forward pass
     P, short = prompt.shape[1], windows[1, :prompt.shape[1] - 3]
     batch = torch.zeros(2, P, dtype=torch.long)
@@ -544,7 +587,7 @@ check(isinstance(as_tuple, tuple) and len(as_tuple) == 2 and torch.equal(as_tupl
       and torch.equal(as_tuple[0], plain.loss), "return_dict=False gives the tuple (loss, logits); position_ids "
       "0, 1, ... are accepted", str(type(as_tuple)))
 
-# docs/spec.md §2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
+# docs/spec.md §2b remedies (their trained checkpoints are variants above, from configs/remedies):
 # identities that follow from their definitions, on random weights.
 def remedy_model(**variant):
     sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))
