@@ -2,8 +2,10 @@
 
 For every distinct [model] section of configs/paper/*.ini (the variant table of
 configs/paper/README.md: window/stride sweep, KV heads, kv_tied, uniform, post_norm, vector,
-no qk_norm, no gate bias, no RoPE, RoPE on 16 dims, tail, deepseek, full attention) plus two
-full-attention variants that are not Qwen3 (rope_dims < head_dim, qk_norm = false), shrunk to
+no qk_norm, no gate bias, no RoPE, RoPE on 16 dims, tail, deepseek, full attention) and of
+configs/remedies/*.ini (compressor = shared, with and without gate bias, grid = staggered), plus two
+full-attention variants that are not Qwen3 (rope_dims < head_dim, qk_norm = false) and an untied
+output head (compressed and plain Qwen3), shrunk to
 tiny shapes (d_model 64, 2 layers, 8 query heads, head_dim 32, vocabulary 256; variant keys,
 window, stride and KV heads kept, RoPE on all dims becomes 32), a run of 3 steps on the synthetic
 corpus writes a real checkpoint with ./train (and one compressed run with attn_sink). Then, in transformers:
@@ -14,7 +16,13 @@ corpus writes a real checkpoint with ./train (and one compressed run with attn_s
     (build/tests/ref_forward, the C forward pass, on the checkpoint's config.ini and weights) to
     1e-5 (max abs), and the HF loss (labels = inputs) equals the loss computed from phaselab's
     logits to 1e-5 and the loss ./train --eval prints (4 decimals);
-  * generate() of 8 new tokens (greedy) equals greedy decoding with phaselab's forward pass.
+  * generate() of 8 new tokens (greedy) equals greedy decoding with phaselab's forward pass and
+    ./train --generate (the KV cache); ./train --score's per-token log-probs are the HF log-softmax;
+  * padding: a left-padded generate() batch continues each prompt as alone, a right/left padded
+    forward gives the unpadded rows' logits and the loss of the real pairs; output_hidden_states;
+    forward on the meta device (no CPU tensor inside forward: a GPU needs that).
+Once: the hidden-state layout is Qwen3ForCausalLM's, and output_attentions, a mask with a hole,
+shifted position_ids, past_key_values are refused with one line.
 The DeepSeek-V4 layer stack (docs/spec.md §5): configs/test/tiny_v4.ini (one layer of every kind:
 full, window, csa with a top-4 lightning indexer, hca, compressed with local = tail; 5 steps, so
 gates and indexer are off their init) and the same stack without the indexer (csa_topk = 0) pass
@@ -39,6 +47,7 @@ $PHASELAB_HF_PYTHON nor build/venv-hf/bin/python has torch and transformers.
 Scratch: build/scratch/test_hf_transformers/."""
 import configparser
 import contextlib
+import csv
 import glob
 import io
 import json
@@ -99,14 +108,16 @@ transformers.utils.logging.disable_progress_bar()
 T, N_WIN, STEPS, N_NEW = 64, 3, 3, 8
 TOL = 1e-5
 VARIANT_KEYS = ("n_kv_heads", "attention", "window", "stride", "gate", "gate_bias", "kv_tied", "post_norm",
-                "qk_norm", "rope_dims", "local", "n_local", "compressor", "attn_sink")
+                "qk_norm", "rope_dims", "local", "n_local", "compressor", "attn_sink", "grid", "tie_embeddings")
 TINY = dict(d_model=64, n_layers=2, n_heads=8, head_dim=32, d_ff=128, vocab_size=256, rope_theta=10000)
 
 
 def paper_variants():
-    """{name: [model] overrides} for the distinct model sections of configs/paper (tiny shapes)."""
+    """{name: [model] overrides} for the distinct model sections of configs/paper and configs/remedies
+    (tiny shapes; grid = aligned, the default, counts as absent)."""
     out, seen = {}, set()
-    for path in sorted(glob.glob(os.path.join(ROOT, "configs", "paper", "*.ini"))):
+    for path in (sorted(glob.glob(os.path.join(ROOT, "configs", "paper", "*.ini")))
+                 + sorted(glob.glob(os.path.join(ROOT, "configs", "remedies", "*.ini")))):
         cp = configparser.ConfigParser(inline_comment_prefixes=(";", "#"))
         cp.read(path)
         m = cp["model"]
@@ -114,6 +125,8 @@ def paper_variants():
         v = {k: m[k].strip() for k in VARIANT_KEYS if k in m}
         if "rope_dims" in v and int(v["rope_dims"]) == head_dim:
             v["rope_dims"] = str(TINY["head_dim"])
+        if v.get("grid") == "aligned":
+            del v["grid"]
         key = tuple(sorted(v.items()))
         if key in seen:
             continue
@@ -124,6 +137,9 @@ def paper_variants():
 
 VARIANTS = paper_variants()
 VARIANTS["full_kv4_rope16"] = dict(n_kv_heads="4", attention="full", rope_dims="16")
+# an output head of its own (lm_head.weight), in a compressed model and in a plain Qwen3
+VARIANTS["w8s8_kv2_untied"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", tie_embeddings="false")
+VARIANTS["full_kv2_untied"] = dict(n_kv_heads="2", attention="full", tie_embeddings="false")
 VARIANTS["full_kv4_noqknorm"] = dict(n_kv_heads="4", attention="full", qk_norm="false")
 VARIANTS["w8s8_kv2_sink"] = dict(n_kv_heads="2", attention="compressed", window="8", stride="8", attn_sink="true")
 # docs/spec.md §6.3: the compressor reads a_t + M a_{t-1} (M trained away from its zero init)
@@ -150,8 +166,10 @@ VARIANTS["w6s3_kv2_learned_tied_sink_shared"] = dict(n_kv_heads="2", attention="
                                                      boundaries="learned", kv_tied="true", attn_sink="true",
                                                      compressor="shared")
 ONLY = [v for v in os.environ.get("PHASELAB_HF_VARIANTS", "").split(",") if v]   # a subset, for debugging
-check(len(VARIANTS) >= 24, f"{len(VARIANTS) - 11} distinct [model] variants of configs/paper, +2 full-attention, +1 attention sink, "
-      "+1 token shift, +2 layer stacks, +2 multi-rate strides, +3 learned chunk boundaries",
+N_CONFIGS = len(paper_variants())
+check(N_CONFIGS >= 28 and len(VARIANTS) == N_CONFIGS + 13,
+      f"{N_CONFIGS} distinct [model] variants of configs/paper and configs/remedies, +2 full-attention, +2 untied heads, "
+      "+1 attention sink, +1 token shift, +2 layer stacks, +2 multi-rate strides, +3 learned chunk boundaries",
       str(sorted(VARIANTS)))
 
 d = tu.scratch("test_hf_transformers")
@@ -296,6 +314,103 @@ def learned_boundary_checks(name, v, cfg, model, ref):
               f"max |diff| {moved:.3e}")
 
 
+def researcher_checks(name, v, ckpt, model, hf, prompt, gen):
+    """What a researcher relies on beyond the logits, on the trained checkpoint whose logits hf [N_WIN, T, V]
+    and greedy continuation gen of prompt [1, P] already equal phaselab's forward:
+      * ./train --generate (the incremental KV cache of model/decode.h) gives generate()'s tokens;
+      * ./train --score's per-token log-probs of the validation windows are log_softmax of the HF logits;
+      * a left-padded batch in generate() continues each prompt as that prompt alone (the padding once
+        silently moved every position of the shorter prompt, and with it its phase);
+      * a forward pass with right and left padding (attention_mask) gives each row's unpadded logits at
+        its real positions, and the loss of its real pairs;
+      * output_hidden_states: L + 1 states, the embeddings first, the final normed state last;
+      * the model built on the meta device runs forward (no tensor made on the CPU inside forward: on a
+        GPU that was "Expected all tensors to be on the same device"; learned boundaries scan on the CPU)."""
+    # ./train --generate against generate()
+    pfile = os.path.join(d, "prompt.txt")
+    with open(pfile, "w") as f:
+        f.write(" ".join(str(int(x)) for x in prompt[0]))
+    p = subprocess.run([tu.TRAIN, "--generate", ckpt, "--prompt-ids", pfile, "--max-new", str(N_NEW), "--ignore-eot"],
+                       capture_output=True, text=True, timeout=120)
+    dec = [int(x) for x in p.stdout.split("|")[-1].split()] if p.returncode == 0 else p.stderr[-300:]
+    check(dec == gen, f"{name}: ./train --generate (KV cache) gives generate()'s {N_NEW} tokens", f"--generate {dec}, generate() {gen}")
+    # ./train --score's per-token log-probs against the HF log-softmax
+    ids_file, sdir = os.path.join(d, "score_ids.txt"), os.path.join(d, "score_" + name)
+    with open(ids_file, "w") as f:
+        f.write(" ".join(str(int(x)) for x in val_tokens[:N_WIN * T + 1]))
+    shutil.rmtree(sdir, ignore_errors=True)
+    os.makedirs(sdir)
+    p = subprocess.run([tu.TRAIN, "--score", ckpt, "--input", ids_file, "--ids", "--out", os.path.join(sdir, "s.h5"),
+                        "--csv", os.path.join(sdir, "s")], capture_output=True, text=True, timeout=120)
+    lp_hf = torch.log_softmax(torch.tensor(hf), -1).gather(-1, torch.tensor(windows[:, 1:])[..., None])[..., 0].reshape(-1).numpy()
+    rows = list(csv.DictReader(open(os.path.join(sdir, "s_000.tokens.csv")))) if p.returncode == 0 else []
+    lp_c = np.array([float(r["logprob"]) for r in rows])
+    err = float(np.abs(lp_c - lp_hf).max()) if len(lp_c) == len(lp_hf) else float("inf")
+    check(err <= TOL, f"{name}: ./train --score's {len(lp_c)} per-token log-probs = log_softmax of the HF logits "
+          f"(max |diff| {err:.1e})", f"rc {p.returncode}, {len(lp_c)} vs {len(lp_hf)} tokens, {p.stderr[-300:]}")
+
+    # padding: a left-padded batch in generate(); right and left padding in a forward pass
+    P, short = prompt.shape[1], windows[1, :prompt.shape[1] - 3]
+    batch = torch.zeros(2, P, dtype=torch.long)
+    mask = torch.zeros(2, P, dtype=torch.long)
+    batch[0], mask[0] = torch.tensor(prompt[0]), 1
+    batch[1, 3:], mask[1, 3:] = torch.tensor(short), 1
+    try:   # the tokens, and the logits of every step (a tiny model repeats tokens: they alone say little)
+        with torch.no_grad():
+            kw = dict(max_new_tokens=N_NEW, do_sample=False, num_beams=1, pad_token_id=0, output_scores=True,
+                      return_dict_in_generate=True)
+            rb = model.generate(batch, attention_mask=mask, **kw)
+            ra = model.generate(torch.tensor(short)[None], **kw)
+        both, alone = rb.sequences[:, P:].tolist(), ra.sequences[0, len(short):].tolist()
+        serr = max(float((sb[1] - sa[0]).abs().max()) for sb, sa in zip(rb.scores, ra.scores))
+    except Exception as e:  # noqa: BLE001 - reported as the failed check
+        both, alone, serr = f"{type(e).__name__}: {e}", None, float("inf")
+    check(both == [gen, alone] and serr <= TOL, f"{name}: generate() of a left-padded batch (prompts of {P} and {P - 3} "
+          f"tokens) continues each prompt as it does alone (the short one's logits at every step: max |diff| {serr:.1e})",
+          f"batch {both}, alone {[gen, alone]}, logits {serr:.3e}")
+    ids = torch.tensor(windows[:, :T]).clone()
+    mask = torch.ones_like(ids)
+    mask[1, T - 5:], ids[1, T - 5:] = 0, 0                                     # row 1: right padding
+    ids[2, 7:], ids[2, :7], mask[2, :7] = torch.tensor(windows[2, :T - 7]), 0, 0   # row 2: left padding
+    real = [(0, T), (0, T - 5), (7, T)]                                       # each row's real tokens [first, end)
+    try:
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=mask, labels=ids)
+        lg = out.logits.double().numpy()
+        err = max(float(np.abs(lg[b, s:e] - hf[b, :e - s]).max()) for b, (s, e) in enumerate(real))
+        pads = max(float(np.abs(lg[1, T - 5:]).max()), float(np.abs(lg[2, :7]).max()))
+        want = mean_ce(np.concatenate([hf[b, :e - s - 1] for b, (s, e) in enumerate(real)])[None],
+                       np.concatenate([windows[b, 1:e - s] for b, (s, e) in enumerate(real)])[None])
+        lerr = abs(float(out.loss) - want)
+    except Exception as e:  # noqa: BLE001
+        err, pads, lerr, want = float("inf"), float("inf"), float("inf"), f"{type(e).__name__}: {e}"
+    if vanilla(v):   # transformers' own Qwen3: its padded positions and loss are its own business
+        check(err <= TOL, f"{name}: Qwen3 forward with right and left padding: each row's logits at its real "
+              f"positions are the unpadded row's (max |diff| {err:.1e})", f"logits {err}, {want}")
+    else:
+        check(err <= TOL and pads == 0.0 and lerr <= TOL, f"{name}: forward with right and left padding: each row's "
+              f"logits at its real positions are the unpadded row's (max |diff| {err:.1e}), 0 at the padding, the "
+              f"loss that of the real pairs (|diff| {lerr:.1e})", f"logits {err}, pads {pads}, loss {lerr}, want {want}")
+    with torch.no_grad():
+        hs_out = model(input_ids=torch.tensor(windows[:1, :T]), output_hidden_states=True)
+    hs = hs_out.hidden_states
+    head = model.get_input_embeddings().weight if model.config.tie_word_embeddings else model.get_output_embeddings().weight
+    ok = (hs is not None and len(hs) == model.config.num_hidden_layers + 1
+          and torch.equal(hs[0], model.get_input_embeddings()(torch.tensor(windows[:1, :T])))
+          and float((hs[-1] @ head.T - hs_out.logits).detach().abs().max()) <= TOL)
+    check(ok, f"{name}: output_hidden_states gives {model.config.num_hidden_layers + 1} states: the embeddings, ..., "
+          "the final normed state (its product with the head = the logits)", f"{None if hs is None else len(hs)} states")
+    if v.get("boundaries") != "learned":
+        try:
+            with torch.device("meta"):
+                on_meta = type(model)(model.config)
+            on_meta(input_ids=torch.tensor(windows[:2, :T]).to("meta"))
+            why = "runs"
+        except Exception as e:  # noqa: BLE001
+            why = f"{type(e).__name__}: {str(e)[:200]}"
+        check(why == "runs", f"{name}: the model on another device (meta) runs forward: no CPU tensor inside forward", why)
+
+
 for name, v in VARIANTS.items():
     if ONLY and name not in ONLY:
         continue
@@ -420,9 +535,59 @@ for name, v in VARIANTS.items():
     greedy = seq[0, prompt.shape[1]:].tolist()
     check(gen == greedy, f"{name}: generate() of {N_NEW} tokens equals greedy decoding by phaselab's forward",
           f"generate {gen}, phaselab {greedy}")
+    researcher_checks(name, v, ckpt, model, hf_out.logits[:, :T].double().numpy(), prompt, gen)
 
 
-# docs/spec.md §2b remedies, implemented only in the PyTorch model (the C model has no such keys yet):
+# The interface beyond logits, once: the hidden states are laid out as transformers' Qwen3 lays them out
+# (the remote code on a plain Qwen3 checkpoint's weights gives Qwen3ForCausalLM's states), and what the
+# model cannot do is refused with one clear error instead of being ignored (output_attentions once returned
+# None, position_ids were dropped).
+sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))
+from modeling_phaselab import PhaselabConfig, PhaselabForCausalLM  # noqa: E402
+qwen_ckpt = os.path.join(d, "runs", "full_kv1", "checkpoints", f"step_{STEPS:08d}")
+if (not ONLY or "full_kv1" in ONLY) and os.path.isdir(qwen_ckpt):
+    qwen = AutoModelForCausalLM.from_pretrained(qwen_ckpt, dtype=torch.float32).eval()
+    qc = json.load(open(os.path.join(qwen_ckpt, "config.json")))
+    same = PhaselabForCausalLM(PhaselabConfig(**{k: qc[k] for k in (
+        "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+        "num_key_value_heads", "head_dim", "rope_theta", "rms_norm_eps", "tie_word_embeddings")},
+        phaselab=dict(attention="full"))).eval()
+    res = same.load_state_dict(qwen.state_dict(), strict=False)
+    x = torch.tensor(windows[:2, :T])
+    with torch.no_grad():
+        hq, hp = qwen(x, output_hidden_states=True).hidden_states, same(x, output_hidden_states=True).hidden_states
+    diff = (max(float((a - b).abs().max()) for a, b in zip(hq, hp)) if hp is not None and len(hq) == len(hp)
+            else float("inf"))
+    check(not res.missing_keys and diff <= TOL, f"the remote code on full_kv1's Qwen3 weights: its {len(hq)} hidden states "
+          f"are Qwen3ForCausalLM's (max |diff| {diff:.1e})", f"{len(hq)} vs {hp and len(hp)} states, {res}, {diff}")
+cfg_small = PhaselabConfig(vocab_size=50, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                           num_key_value_heads=2, head_dim=8, rope_theta=100.0,
+                           phaselab=dict(attention="compressed", window=4, stride=2))
+small = PhaselabForCausalLM(cfg_small).eval()
+x = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(6))
+holed = torch.ones_like(x)
+holed[0, 5] = 0
+REFUSED = {"output_attentions": (dict(output_attentions=True), "output_attentions"),
+           "a mask with a hole": (dict(attention_mask=holed), "padding inside the sequence"),
+           "shifted position_ids": (dict(position_ids=torch.arange(12)[None] + 3), "position_ids"),
+           "past_key_values": (dict(past_key_values=((x, x),)), "past_key_values"),
+           "a mask of another shape": (dict(attention_mask=holed[:, :5]), "attention_mask")}
+for what, (kw, needle) in REFUSED.items():
+    try:
+        with torch.no_grad():
+            small(input_ids=x, **kw)
+        err = "accepted"
+    except (NotImplementedError, ValueError) as e:
+        err = str(e)
+    check(needle in err and "\n" not in err, f"the remote code refuses {what} with one line ({err[:80]}...)", err)
+with torch.no_grad():
+    plain = small(input_ids=x, labels=x)
+    as_tuple = small(input_ids=x, labels=x, position_ids=torch.arange(12)[None], return_dict=False)
+check(isinstance(as_tuple, tuple) and len(as_tuple) == 2 and torch.equal(as_tuple[1], plain.logits)
+      and torch.equal(as_tuple[0], plain.loss), "return_dict=False gives the tuple (loss, logits); position_ids "
+      "0, 1, ... are accepted", str(type(as_tuple)))
+
+# docs/spec.md §2b remedies (their trained checkpoints are variants above, from configs/remedies):
 # identities that follow from their definitions, on random weights.
 def remedy_model(**variant):
     sys.path.insert(0, os.path.join(ROOT, "tools", "hf"))

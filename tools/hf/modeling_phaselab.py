@@ -17,7 +17,11 @@ loads it and computes phaselab's logits. Parameter names and shapes are those of
 checkpoint (HuggingFace Qwen3 names, docs/spec.md §2 compressor names, §5.4 indexer names). Every
 sequence starts at position 0 (docs/spec.md: t is 0-based inside a training sequence); there is no
 KV cache, for one-kind models and stacks alike: generate() recomputes the whole prefix at every
-step (use_cache is off), and an attention_mask with padding is refused. Forward and loss only: the
+step (use_cache is off). A padded batch (attention_mask with zeros: left padding, as batched
+generate() needs, or right padding) is computed row by row as each row's unpadded sequence from
+position 0 (PhaselabForCausalLM.forward); output_hidden_states gives transformers' Qwen3 layout;
+output_attentions, position_ids other than 0, 1, ..., past_key_values and inputs_embeds are
+refused with one line. Every tensor of forward is made on the input's device. Forward and loss only: the
 lightning indexer selects its top-k, but its training KL term (§5.4) is not computed. Computation
 is in the parameters' dtype (float32 as stored); RMSNorm in float32 at least. The project's copy
 is tools/hf/modeling_phaselab.py.
@@ -39,7 +43,7 @@ import math
 import torch
 from torch import nn
 from transformers import GenerationMixin, PreTrainedModel
-from transformers.modeling_outputs import CausalLMOutputWithPast
+from transformers.modeling_outputs import BaseModelOutput, CausalLMOutputWithPast
 
 try:
     from .configuration_phaselab import PhaselabConfig
@@ -62,8 +66,10 @@ def rope(x, pos, r, theta):
         return x
     d = x.shape[-1]
     half = r // 2
-    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=torch.float64) / r)
-    ang = pos.to(torch.float64)[..., None] * inv_freq                  # [N, half] or [heads, N, half]
+    # the angles in float64 (float32 where the device has none: Apple's mps), on x's device
+    wide = torch.float32 if x.device.type == "mps" else torch.float64
+    inv_freq = theta ** (-2.0 * torch.arange(half, dtype=wide, device=x.device) / r)
+    ang = pos.to(device=x.device, dtype=wide)[..., None] * inv_freq    # [N, half] or [heads, N, half]
     if ang.dim() == 3:
         ang = ang.transpose(0, 1)                                      # [N, heads, half]
     else:
@@ -457,16 +463,48 @@ class PhaselabModel(PhaselabPreTrainedModel):
     def set_input_embeddings(self, value):
         self.embed_tokens = value
 
-    def forward(self, input_ids):
+    def forward(self, input_ids, output_hidden_states=False):
+        """Unpadded input_ids [B, T] (every row starts at position 0) -> BaseModelOutput: last_hidden_state
+        = the final RMSNorm's output; with output_hidden_states, hidden_states = (the embeddings, the output
+        of layers 0 .. L-2, the final normed output): L + 1 tensors [B, T, D], transformers' Qwen3 layout."""
         x = self.embed_tokens(input_ids)
+        hidden = [x]
         for layer in self.layers:
             x = layer(x)
-        return self.norm(x)
+            hidden.append(x)
+        x = self.norm(x)
+        hidden[-1] = x
+        return BaseModelOutput(last_hidden_state=x, hidden_states=tuple(hidden) if output_hidden_states else None)
+
+
+def mask_spans(attention_mask):
+    """Each row's real tokens [first, end) from an attention_mask [B, T] of 0/1; the ones of a row must
+    be one contiguous run (left padding, right padding or none): a mask with a hole inside a sequence
+    is refused, since each sequence is computed as the unpadded sequence starting at position 0."""
+    m = attention_mask.detach().to("cpu", torch.long)
+    if m.dim() != 2 or bool(((m != 0) & (m != 1)).any()):
+        raise ValueError(f"phaselab model: attention_mask must be [batch, seq] of 0/1, got shape "
+                         f"{tuple(m.shape)} with values {sorted(set(m.flatten().tolist()))[:4]}")
+    spans = []
+    for b, row in enumerate(m.tolist()):
+        ones = [t for t, x in enumerate(row) if x]
+        if ones and ones[-1] - ones[0] + 1 != len(ones):
+            raise ValueError(f"phaselab model: attention_mask row {b} has padding inside the sequence (ones at "
+                             f"{ones[0]}..{ones[-1]} with zeros between); only left or right padding is supported")
+        spans.append((ones[0], ones[-1] + 1) if ones else (0, 0))
+    return spans
 
 
 class PhaselabForCausalLM(PhaselabPreTrainedModel, GenerationMixin):
     """logits = RMSNorm_final(x) @ embed^T (tied) or @ lm_head^T; loss = mean next-token
-    cross-entropy of logits[:, :-1] against labels[:, 1:] (labels -100 ignored)."""
+    cross-entropy of logits[:, :-1] against labels[:, 1:] (labels -100 ignored).
+
+    Padding: a token's phase t mod S is its position in its own sequence, so each row of a padded
+    batch (attention_mask with zeros: left padding, as for batched generate(), or right padding) is
+    computed exactly as the unpadded sequence of its real tokens, starting at position 0 (rows with the
+    same real span together). Padded positions get logits and hidden states 0, and the loss counts a
+    pair (t, t+1) only when both are real tokens. position_ids other than each sequence's own 0, 1, ...,
+    a KV cache (past_key_values), inputs_embeds and output_attentions are refused with an error."""
 
     def __init__(self, cfg):
         super().__init__(cfg)
@@ -481,24 +519,74 @@ class PhaselabForCausalLM(PhaselabPreTrainedModel, GenerationMixin):
     def get_output_embeddings(self):
         return None if self.config.tie_word_embeddings else self.lm_head
 
-    def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None, return_dict=None,
+    def _logits(self, input_ids, output_hidden_states):
+        out = self.model(input_ids, output_hidden_states=output_hidden_states)
+        head = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
+        return out.last_hidden_state @ head.T, out.hidden_states
+
+    def forward(self, input_ids=None, attention_mask=None, labels=None, inputs_embeds=None, position_ids=None,
+                past_key_values=None, output_hidden_states=None, output_attentions=None, return_dict=None,
                 **kwargs):
         if inputs_embeds is not None:
             raise NotImplementedError("phaselab model: inputs_embeds is not supported, pass input_ids")
-        if attention_mask is not None and not bool(attention_mask.bool().all()):
-            raise NotImplementedError("phaselab model: padding (attention_mask with zeros) is not supported; "
-                                      "every sequence starts at position 0, pass unpadded input_ids")
-        h = self.model(input_ids)
-        head = self.model.embed_tokens.weight if self.config.tie_word_embeddings else self.lm_head.weight
-        logits = h @ head.T
+        if output_attentions:
+            raise NotImplementedError("phaselab model: output_attentions is not supported (a compressed layer attends to "
+                                      "entries and raw tokens, not a [T, T] map); hook the modules instead, e.g. "
+                                      "model.model.layers[L].self_attn.compressor (its k_gate/v_gate, last_chunks)")
+        if past_key_values is not None:
+            raise NotImplementedError("phaselab model: there is no KV cache (past_key_values); pass the whole sequence")
+        output_hidden_states = (output_hidden_states if output_hidden_states is not None
+                                else self.config.output_hidden_states)
+        B, T = input_ids.shape
+        if attention_mask is not None and tuple(attention_mask.shape) != (B, T):
+            raise ValueError(f"phaselab model: attention_mask {tuple(attention_mask.shape)} does not match input_ids {(B, T)}")
+        padded = attention_mask is not None and not bool(attention_mask.bool().all())
+        spans = mask_spans(attention_mask) if padded else [(0, T)] * B
+        if position_ids is not None:   # accepted only where it is what this model computes anyway
+            want = torch.zeros(B, T, dtype=torch.long)
+            real = torch.zeros(B, T, dtype=torch.bool)
+            for b, (s, e) in enumerate(spans):
+                want[b, s:e], real[b, s:e] = torch.arange(e - s), True
+            pid = position_ids.detach().to("cpu", torch.long).expand(B, T)
+            if not bool((pid[real] == want[real]).all()):
+                raise NotImplementedError("phaselab model: position_ids must be 0, 1, ... from each sequence's first "
+                                          "real token (a token's phase t mod S is its position); other positions are "
+                                          "not supported")
+        if not padded:
+            logits, hidden = self._logits(input_ids, output_hidden_states)
+        else:   # each distinct real span as its own unpadded batch
+            logits = hidden = None
+            groups = {}
+            for b, span in enumerate(spans):
+                groups.setdefault(span, []).append(b)
+            for (s, e), rows in groups.items():
+                if e == s:
+                    continue
+                idx = torch.tensor(rows, device=input_ids.device)
+                lg, hs = self._logits(input_ids[idx, s:e], output_hidden_states)
+                if logits is None:
+                    logits = lg.new_zeros(B, T, lg.shape[-1])
+                    hidden = [h.new_zeros(B, T, h.shape[-1]) for h in hs] if hs is not None else None
+                logits[idx, s:e] = lg
+                for full, part in zip(hidden or [], hs or []):
+                    full[idx, s:e] = part
+            if logits is None:   # no real token at all
+                raise ValueError("phaselab model: attention_mask has no real token in any row")
+            hidden = tuple(hidden) if hidden is not None else None
         loss = None
         if labels is not None:
+            target = labels[:, 1:]
+            if padded:   # a pair counts only when its predicting and its predicted token are real
+                real = attention_mask.bool().to(labels.device)
+                target = target.masked_fill(~(real[:, 1:] & real[:, :-1]), -100)
             loss = nn.functional.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(),
-                                               labels[:, 1:].reshape(-1), ignore_index=-100)
-        return CausalLMOutputWithPast(loss=loss, logits=logits)
+                                               target.reshape(-1), ignore_index=-100)
+        out = CausalLMOutputWithPast(loss=loss, logits=logits, hidden_states=hidden)
+        return out if return_dict is not False else out.to_tuple()
 
-    def prepare_inputs_for_generation(self, input_ids, **kwargs):
-        return {"input_ids": input_ids}   # no cache: the whole prefix every step
+    def prepare_inputs_for_generation(self, input_ids, attention_mask=None, **kwargs):
+        # no cache: the whole prefix every step; the mask (left padding of a batch) travels with it
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
 
 
 PhaselabConfig.register_for_auto_class()
