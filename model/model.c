@@ -326,7 +326,7 @@ Model *model_create_padded(const ModelConfig *cfg, const Backend *be, int max_ba
                        be->name), NULL;
     if (!be->boundaries && cfg->attention == ATTN_COMPRESSED && cfg->boundaries == BOUNDARIES_LEARNED)
         return set_err(err, "model.boundaries = learned: the %s backend does not run learned chunk boundaries "
-                       "(docs/spec.md §6.5; CPU only for now); use run.device=cpu or model.boundaries = grid", be->name), NULL;
+                       "(docs/spec.md §6.5); use run.device=cpu or model.boundaries = grid", be->name), NULL;
     const char *bf16_grad = getenv("PHASELAB_BF16_RESIDUAL_GRAD");   /* the old act_t residual gradient (docs/gpu.md) */
     if (bf16_grad && *bf16_grad && strcmp(bf16_grad, "0") && strcmp(bf16_grad, "1"))
         return set_err(err, "PHASELAB_BF16_RESIDUAL_GRAD=%s: expected 0 or 1", bf16_grad), NULL;

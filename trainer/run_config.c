@@ -98,7 +98,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(model, grid, T_ENUM, "aligned", 0, 0, F_COMPRESSED, config_grid_names,                              \
       "window grid of the KV heads: aligned (all start at 0) | staggered (head g starts at floor(g*stride/n_kv_heads); compressed only)") \
     X(model, attn_sink, T_BOOL, "false", 0, 0, F_COMPRESSED, NULL,                                 \
-      "learned per-head sink logit in the softmax denominator (true|false; compressed only)")      \
+      "learned per-head sink logit in the softmax denominator (true|false; any attention)")      \
     X(model, layer_attention, T_STR, "", 0, 0, 0, NULL,                                             \
       "per-layer schedule (docs/spec.md §5): KIND,KIND,... one per layer, KIND*N repeats; kinds full | compressed "  \
       "(the model.* keys) | window (raw n_local window only) | csa | hca; empty = every layer model.attention") \
@@ -120,10 +120,10 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
       "the compressor reads a_t + M a_{t-1}, a learned mix of the previous token (docs/spec.md §6.3; true|false; compressed only)") \
     X(model, head_strides, T_STR, "", 0, 0, F_COMPRESSED, NULL,                                     \
       "multi-rate strides (docs/spec.md §6.4): S_0,S_1,... one stride per KV head, each 1..window, the smallest = " \
-      "stride; empty = every head stride (compressed only; CPU)")                                    \
+      "stride; empty = every head stride (compressed only)")                                    \
     X(model, boundaries, T_ENUM, "grid", 0, 0, F_COMPRESSED, config_boundaries_names,                       \
       "where entries end (docs/spec.md §6.5): grid (the window grid) | learned (content-defined chunks: a learned " \
-      "score per token and layer; window = the longest chunk, stride = the target mean length; compressed only; CPU)") \
+      "score per token and layer; window = the longest chunk, stride = the target mean length; compressed only)") \
     X(data, train, T_STR, "", 0, 0, 0, NULL, "glob of the training token shards (*.bin)")          \
     X(data, stages, T_STR, "", 0, 0, 0, NULL,                                                      \
       "curriculum: later training data, STEP:GLOB, ... (after STEP steps, that glob instead of train; "   \
