@@ -238,7 +238,19 @@ def test_errors(base):
     rc, _, se = run(["--tokenizer", "bytes", "--input", bad, "--out", base + "/e2", "--quiet"])
     check(rc == 1 and "corrupt.jsonl.gz" in se, "truncated gzip: exit 1 naming the file", se)
     rc, _, se = run(["--tokenizer", "bytes", "--input", "Makefile", "--out", base + "/e3", "--quiet"])
-    check(rc == 2 and "unknown input type" in se, "unknown file type rejected", se)
+    check(rc == 2 and "unknown input type" in se and "named *.txt" in se,
+          "unknown file type rejected, saying a plain-text file needs a *.txt name", se)
+    # a directory given as --input (or matched by a glob), even one named like a text file: exit 2
+    # naming it, with the glob to use (it was "read error", exit 1, or "unknown input type")
+    for d in ("corpus_dir", "corpus_dir.txt"):
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+        rc, _, se = run(["--tokenizer", "bytes", "--input", os.path.join(base, d), "--out", base + "/e5", "--quiet"])
+        check(rc == 2 and f"{d}: is a directory" in se and f"'{base}/{d}/*.txt'" in se,
+              f"a directory as --input ({d}): exit 2, 'is a directory' and a glob to use", f"{rc} {se}")
+    # a directory as --tokenizer: named as a directory (it was "cannot read")
+    rc, _, se = run(["--tokenizer", os.path.join(base, "corpus_dir"), "--input", "tests/*.py", "--out", base + "/e6"])
+    check(rc == 2 and "corpus_dir: cannot open: Is a directory" in se, "a directory as --tokenizer: exit 2, 'Is a directory'",
+          f"{rc} {se}")
     nul = os.path.join(base, "nul.jsonl")
     with open(nul, "w") as f:
         f.write('{"text": "ab\\u0000cd"}\n{"text": "ok"}\n{"text": "x\\\\u0000y"}\n')
