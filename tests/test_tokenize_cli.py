@@ -247,6 +247,13 @@ def test_errors(base):
         rc, _, se = run(["--tokenizer", "bytes", "--input", os.path.join(base, d), "--out", base + "/e5", "--quiet"])
         check(rc == 2 and f"{d}: is a directory" in se and f"'{base}/{d}/*.txt'" in se,
               f"a directory as --input ({d}): exit 2, 'is a directory' and a glob to use", f"{rc} {se}")
+    # text in another encoding (Latin-1): tokenized with U+FFFD as documented, and a warning on stderr
+    # says what to do (it was only a count in the summary)
+    lat = os.path.join(base, "latin1.txt")
+    open(lat, "wb").write("Café crème brûlée\n\nnaïve résumé\n".encode("latin-1"))
+    rc, _, se = run(["--tokenizer", "bytes", "--input", lat, "--out", base + "/e7", "--quiet"])
+    check(rc == 0 and "warning: 2 of 2 documents had invalid UTF-8 (first at " + lat + ":1)" in se and "iconv" in se,
+          "a Latin-1 file: a warning naming the first file:line and how to convert it", f"{rc} {se}")
     # a directory as --tokenizer: named as a directory (it was "cannot read")
     rc, _, se = run(["--tokenizer", os.path.join(base, "corpus_dir"), "--input", "tests/*.py", "--out", base + "/e6"])
     check(rc == 2 and "corpus_dir: cannot open: Is a directory" in se, "a directory as --tokenizer: exit 2, 'Is a directory'",
