@@ -226,6 +226,13 @@ def test_qwen(base):
 def test_errors(base):
     rc, _, se = run(["--tokenizer", "bytes", "--input", base + "/nothing-*.jsonl", "--out", base + "/e1"])
     check(rc == 2 and "no file matches" in se, "no matching input: exit 2 with a message", se)
+    # --help says what each option of the usage means (it printed the usage alone, on stderr)
+    rc, so, _ = run(["--help"])
+    opts = ["--tokenizer", "--input", "--out", "--val-tokens", "--txt-docs", "--field", "--shard-tokens", "--max-doc-bytes",
+            "--vocab-size", "--threads", "--quiet"]
+    described = {o for o in opts for line in so.splitlines() if line.startswith("  " + o + " ") and len(line.split()) > 3}
+    check(rc == 0 and described == set(opts) and "default 0: no val_*.bin" in so, "--help: every option described, on stdout",
+          f"{rc} missing {sorted(set(opts) - described)}")
     rc, _, se = run(["--tokenizer", "bytes", "--out", base + "/e1"])
     check(rc == 2 and "required" in se, "missing --input: usage error", se)
     rc, _, se = run(["--tokenizer", base + "/missing.json", "--input", "tests/*.py", "--out", base + "/e1"])
