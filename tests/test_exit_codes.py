@@ -86,7 +86,7 @@ CASES = [
      ["tiny.ini: data.train = ", "none_*.bin", "no file matches"], True),
     ("stage glob matches nothing", run_args("s", f"data.stages=3:{d}/later_*.bin"), 2, ["tiny.ini", "later_*.bin"], True),
     ("validation glob matches nothing", run_args("v", data_args=[DATA[0], f"data.val={d}/nov_*.bin"]), 2,
-     ["tiny.ini: data.val = ", "nov_*.bin"], True),
+     ["tiny.ini: data.val = ", "nov_*.bin", "val_*.bin only with --val-tokens N"], True),
     ("damaged shard (magic)", run_args("m", data_args=[f"data.train={d}/bad/magic.bin"]), 2, ["magic.bin", "PHLTOKv1"],
      True),
     ("truncated shard", run_args("t", data_args=[f"data.train={d}/bad/trunc.bin"]), 2, ["trunc.bin", "truncated"], True),
