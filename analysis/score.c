@@ -310,7 +310,11 @@ int cmd_score(int argc, char **argv) {
     const double mean = ls.overall, se = ls.overall_se;
     printf("scored %ld tokens in %ld windows of %d (%s %s) in %.1f s, %.0f tokens/s\n", N, n_win, T, in.kind, a.input,
            secs, secs > 0 ? N / secs : 0.0);
-    printf("mean NLL %.4f +- %.4f nats/token (bootstrap SE over %ld windows), perplexity %.2f", mean, se, n_win, exp(mean));
+    if (isnan(se))   /* one window: loss_stats gives no SE (the bootstrap needs 2 windows) */
+        printf("mean NLL %.4f nats/token (no standard error: %ld window, the bootstrap over windows needs 2 or more), "
+               "perplexity %.2f", mean, n_win, exp(mean));
+    else
+        printf("mean NLL %.4f +- %.4f nats/token (bootstrap SE over %ld windows), perplexity %.2f", mean, se, n_win, exp(mean));
     if (in.text_bytes) printf(", %.4f bits/byte", mean * N / log(2.0) / (double)in.text_bytes);
     printf("\nby phase t mod %d (t: the predicting position in its window):\n", P);
     printf("  phase   tokens       nll       se\n");

@@ -34,6 +34,30 @@ static void usage(void) {
             "                  [--txt-docs block|file] [--max-doc-bytes N] [--vocab-size N] [--quiet]\n");
 }
 
+/* --help: the usage and what each option means, with its default (stdout, exit 0). */
+static void help(void) {
+    printf("usage: ./tokenize --tokenizer tokenizer.json|bytes --input 'GLOB' [--input 'GLOB' ...] --out DIR [options]\n"
+           "Text corpora -> token shards (DIR/train_NNNNNN.bin, DIR/val_NNNNNN.bin) for [data] train / val; a rerun resumes.\n"
+           "  --tokenizer FILE     a HuggingFace byte-level BPE tokenizer.json (Qwen2/Qwen3 family), or 'bytes'\n"
+           "  --input 'GLOB'       files to read, quoted (each glob's files sorted; repeatable); the type is read\n"
+           "                       from the name:\n"
+           "                       .txt (UTF-8 text), .jsonl/.ndjson/.json (one JSON object a line), each optionally\n"
+           "                       .gz or .zst, and .parquet; a directory is not read: give 'DIR/*.txt'\n"
+           "  --out DIR            the shards' directory, created with its parents\n"
+           "  --val-tokens N       the first documents (whole) go to the validation split until it holds N tokens\n"
+           "                       (default 0: no val_*.bin, which a run's data.val needs)\n"
+           "  --txt-docs block|file  .txt documents: blank-line-separated blocks (default) or one per file\n"
+           "  --field NAME         the string field of each JSON line / parquet column (default text)\n"
+           "  --shard-tokens N     tokens per shard (default 100000000)\n"
+           "  --max-doc-bytes N    a longer .txt document is tokenized in pieces cut before a line and written\n"
+           "                       whole; a longer JSON line is skipped as a bad line (default 67108864)\n"
+           "  --vocab-size N       the vocabulary recorded in the shard headers (default: 151936 for Qwen, else\n"
+           "                       the tokenizer's ids rounded up to a multiple of 128); model.vocab_size must be >= it\n"
+           "  --threads N          encoding threads (default: the online CPUs)\n"
+           "  --quiet              no progress line\n"
+           "Exit status: 0 done, 2 bad input (the command line, an input, no document at all), 1 a runtime failure.\n");
+}
+
 /* An integer option (common/optval.h: decimal digits only; strtoull took " -18446744073709551615"
  * as 1). */
 static uint64_t parse_u64(const char *flag, const char *v, uint64_t min, uint64_t max) {
@@ -55,7 +79,7 @@ static void parse_args(TokenizeOptions *opt, int argc, char **argv, char ***glob
     *globs = calloc((size_t)argc, sizeof **globs);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); exit(0); }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { help(); exit(0); }
         if (!strcmp(a, "--quiet")) { opt->quiet = 1; continue; }
         if (i + 1 >= argc) { usage(); fatal(2, "%s: missing value", a); }
         const char *v = argv[++i];

@@ -192,9 +192,12 @@ static void print_test(const LossStats *st, const char *what) {
 }
 
 static void print_val_stats(const EvalResult *r) {
-    printf("validation loss %.4f over %ld windows (n), %ld scored tokens, standard error %.4f; +- below: the bootstrap "
+    char se[64];
+    if (isnan(r->by_residue.overall_se)) snprintf(se, sizeof se, "no standard error (it needs 2 windows or more)");
+    else snprintf(se, sizeof se, "standard error %.4f", r->by_residue.overall_se);
+    printf("validation loss %.4f over %ld windows (n), %ld scored tokens, %s; +- below: the bootstrap "
            "standard error over the windows (B = %d replicates, seed %llu)\n",
-           r->loss, r->windows, r->tokens, r->by_residue.overall_se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
+           r->loss, r->windows, r->tokens, se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
     printf("by residue t mod %d:\n", r->residues);
     print_loss_rows(&r->by_residue, "r");
     printf("by phase t mod %d:\n", r->phases);

@@ -155,6 +155,13 @@ char *fs_read_file(const char *path, size_t *bytes, char *err) {
         errno = e;
         return NULL;
     }
+    struct stat st;                                    /* fopen opens a directory too: refuse it by name */
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        set_err(err, "%s: cannot open: %s (expected a file)", path, strerror(EISDIR));
+        errno = EISDIR;
+        return NULL;
+    }
     long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     char *buf = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
     int e = !buf ? (n < 0 ? EIO : ENOMEM) : fread(buf, 1, (size_t)n, f) != (size_t)n ? EIO : 0;

@@ -30,8 +30,8 @@ int fs_rename_durable(const char *from, const char *to, char *err);
 /* fsyncs the directory holding path ("." when path has no '/'). */
 int fs_fsync_parent(const char *path, char *err);
 /* The one whole-file reader: a malloc'd NUL-terminated buffer (*bytes, when not NULL, gets the
- * length, without the NUL); NULL on failure, with errno set (ENOENT for a missing file, the
- * error of fopen/fread otherwise) and, when err is not NULL, err filled: "PATH: cannot open:
+ * length, without the NUL); NULL on failure, with errno set (ENOENT for a missing file, EISDIR
+ * for a directory, the error of fopen/fread otherwise) and, when err is not NULL, err filled: "PATH: cannot open:
  * WHY" or "PATH: cannot read: WHY". */
 char *fs_read_file(const char *path, size_t *bytes, char *err);
 /* fs_read_file without a message (callers that word their own from errno). */

@@ -106,7 +106,8 @@ static int dataset_open(Dataset *d, const char *glob_pattern, int T, uint32_t vo
     int grc = glob(glob_pattern, GLOB_NOSORT, NULL, &g);   /* sorted below with strcmp */
     if (grc == GLOB_NOMATCH || (grc == 0 && g.gl_pathc == 0)) {
         if (grc == 0) globfree(&g);
-        return set_err(err, "%s: no file matches this glob, expected token shards", glob_pattern);
+        return set_err(err, "%s: no file matches this glob, expected token shards (./tokenize --out DIR writes "
+                       "DIR/train_*.bin, and DIR/val_*.bin only with --val-tokens N)", glob_pattern);
     }
     if (grc != 0)
         return set_err(err, "%s: cannot expand the glob (%s)", glob_pattern,

@@ -98,14 +98,21 @@ TextReader *text_reader_open(char *const *paths, int n_paths, TxtMode mode, size
     }
     for (int i = 0; i < n_paths; i++) {
         struct stat st;
-        if (classify(paths[i], &r->kinds[i], &r->stream_kinds[i])) {
-            set_err(err, "phaselab: %s: unknown input type (expected .txt, .jsonl, .ndjson or .json, optionally .gz or .zst, "
-                    "or .parquet)", paths[i]);
+        if (stat(paths[i], &st) != 0) {
+            set_err(err, "phaselab: %s: %s", paths[i], strerror(errno));
             text_reader_close(r);
             return NULL;
         }
-        if (stat(paths[i], &st) != 0) {
-            set_err(err, "phaselab: %s: %s", paths[i], strerror(errno));
+        if (S_ISDIR(st.st_mode)) {   /* a glob over a directory matches its subdirectories too */
+            set_err(err, "phaselab: %s: is a directory (expected a file; for the files in it give a quoted glob, "
+                    "such as --input '%s/*.txt')", paths[i], paths[i]);
+            text_reader_close(r);
+            return NULL;
+        }
+        if (classify(paths[i], &r->kinds[i], &r->stream_kinds[i])) {
+            set_err(err, "phaselab: %s: unknown input type (expected .txt, .jsonl, .ndjson or .json, optionally .gz or .zst, "
+                    "or .parquet; the type is read from the name: a plain-text file of another name, such as one "
+                    "without an extension, needs a link or copy named *.txt)", paths[i]);
             text_reader_close(r);
             return NULL;
         }

@@ -475,6 +475,13 @@ static void summary(Run *r, double seconds, uint64_t tokens_this_run, int resume
            r->stats.first_forced, r->stats.forced_splits ? ")" : "");
     if (seconds > 0)
         printf("  speed           %.1f s, %.3f M tokens/s with %d threads\n", seconds, (double)tokens_this_run / seconds / 1e6, r->opt.threads);
+    if (r->stats.invalid_docs) {   /* most often a file in another encoding (Latin-1, UTF-16): say so where it is seen */
+        fflush(stdout);
+        fprintf(stderr, "phaselab: warning: %llu of %llu documents had invalid UTF-8 (first at %s), replaced by U+FFFD: "
+                "the input is read as UTF-8; convert text in another encoding first (e.g. iconv -f LATIN1 -t UTF-8 FILE > "
+                "FILE.utf8.txt) and tokenize again into a new --out\n", (unsigned long long)r->stats.invalid_docs,
+                (unsigned long long)r->stats.docs, r->stats.first_invalid);
+    }
 }
 
 /* ---------------------------------------------------------------- state file */

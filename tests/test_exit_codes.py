@@ -86,7 +86,7 @@ CASES = [
      ["tiny.ini: data.train = ", "none_*.bin", "no file matches"], True),
     ("stage glob matches nothing", run_args("s", f"data.stages=3:{d}/later_*.bin"), 2, ["tiny.ini", "later_*.bin"], True),
     ("validation glob matches nothing", run_args("v", data_args=[DATA[0], f"data.val={d}/nov_*.bin"]), 2,
-     ["tiny.ini: data.val = ", "nov_*.bin"], True),
+     ["tiny.ini: data.val = ", "nov_*.bin", "val_*.bin only with --val-tokens N"], True),
     ("damaged shard (magic)", run_args("m", data_args=[f"data.train={d}/bad/magic.bin"]), 2, ["magic.bin", "PHLTOKv1"],
      True),
     ("truncated shard", run_args("t", data_args=[f"data.train={d}/bad/trunc.bin"]), 2, ["trunc.bin", "truncated"], True),
@@ -96,6 +96,12 @@ CASES = [
      2, ["bytesval", "bytes", "synthetic"], True),
     ("shard tokenizer.json missing", run_args("tj", data_args=[f"data.train={d}/sha/train_*.bin"]), 2,
      ["sha/train_000.bin", "data.tokenizer="], True),
+    # a tokenizer.json other than the shards' (the untrimmed one for trimmed shards): its own sha256 is
+    # named (it said "cannot be read or its sha256 is not ...")
+    ("data.tokenizer of another file", run_args("tw", data_args=[f"data.train={d}/sha/train_*.bin",
+                                                                f"data.tokenizer={d}/afile"]), 2,
+     ["afile: [data] tokenizer: its sha256 is 2d711642b726b04401627ca9fbac32f5c8530fb1903cc4db02258717921a4881, not abab"],
+     True),
     ("probe file missing", run_args("pm", f"eval.probe={d}/nope.probe"), 2, ["tiny.ini: eval.probe = ", "nope.probe"], True),
     ("run directory under a regular file", run_args("x")[:-2] + [f"run.dir={d}/afile", "run.name=x"], 2,
      ["afile/x", "Not a directory"], True),

@@ -134,6 +134,12 @@ int main(void) {
     rc = loss_stats_compute(sum, cnt, 10, K, 200, 7, &st, err);
     check(rc == 0 && isnan(st.p) && st.df1 == 0, "n <= K'-1 units: the test is undefined (NaN)", "p %g", rc ? 0 : st.p);
     loss_stats_free(&st);
+    /* one unit (./train --score of a text shorter than a window): no SE at all, not 0 (every
+     * replicate draws that unit, so the replicates' sd is 0: a claim of no uncertainty) */
+    rc = loss_stats_compute(sum, cnt, 1, K, 200, 7, &st, err);
+    check(rc == 0 && isfinite(st.overall) && isnan(st.overall_se) && isnan(st.se[2]),
+          "a single unit: the overall SE is NaN like the groups', not 0", "overall_se %g", rc ? 0 : st.overall_se);
+    loss_stats_free(&st);
     check(loss_stats_compute(sum, cnt, N, K, 1, 7, &st, err) != 0, "B < 2 is refused", "");
     return check_exit_code();
 }

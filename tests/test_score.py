@@ -137,6 +137,9 @@ open(short, "w").write(" ".join(map(str, ids[:7])) + "\n")
 rc, out = run(["--score", ck, "--input", short, "--ids", "--out", os.path.join(d, "o", "short.h5")])
 check(rc == 0 and "homogeneity across the phases: not testable with 1 window of 64 tokens" in out and "F(0, 0)" not in out,
       "one window: the homogeneity test is said to be not testable, no F(0, 0) = nan", out[-400:])
+# ... and the mean has no standard error (it printed '+- 0.0000': one window's bootstrap replicates are all that window)
+check(rc == 0 and "no standard error: 1 window" in out and "+- 0.0000" not in out,
+      "one window: the mean NLL has no standard error, not +- 0.0000", out[-400:])
 
 # ---- 3. text on a byte-tokenizer checkpoint
 text = "".join(f"In the beginning {i} the words were {'abc'[i % 3]} and {i * i % 17}.\n" for i in range(400))

@@ -163,6 +163,17 @@ check(rows.get("g_done_then_failed") == "failed" and rowline["g_done_then_failed
       and rows.get("h_failed_then_done") == "done", "status_latest_attempt_counts", r.stdout)
 check(r.returncode == 1 and r.stdout.strip().splitlines()[-1] ==
       "2 done; 3 failed; 2 pending; 1 running; 2 stopped; 1 unstarted", "status_counts", r.stdout + r.stderr)
+# one run's own directory (runs/kjv after ./train configs/kjv.ini): its row (it was "no runs here
+# (no run directory with log.txt ...)", exit 2, of a directory holding log.txt); a checkpoints
+# directory (each checkpoint has a config.ini) is no runs directory
+one = os.path.join(st, "f_stopped_between_rows")
+for n in (20, 28):
+    open(os.path.join(one, "checkpoints", f"step_{n:08d}", "config.ini"), "w").write("[train]\nsteps = 60\n")
+r = sweep("status", one + "/")
+check(r.returncode == 0 and r.stdout.splitlines()[1].split()[:3] == ["f_stopped_between_rows", "stopped", "28/60"]
+      and r.stdout.strip().splitlines()[-1] == "1 stopped", "status_of_one_run_directory", r.stdout + r.stderr)
+r = sweep("status", os.path.join(one, "checkpoints"))
+check(r.returncode == 2 and "no runs here" in r.stderr, "status_of_a_checkpoints_directory_is_no_runs", r.stdout + r.stderr)
 
 # tools/sweep slurm --submit records what sbatch did in sweep.json (a stand-in sbatch on PATH)
 fake = os.path.join(S, "fakebin")

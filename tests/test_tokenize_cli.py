@@ -226,6 +226,13 @@ def test_qwen(base):
 def test_errors(base):
     rc, _, se = run(["--tokenizer", "bytes", "--input", base + "/nothing-*.jsonl", "--out", base + "/e1"])
     check(rc == 2 and "no file matches" in se, "no matching input: exit 2 with a message", se)
+    # --help says what each option of the usage means (it printed the usage alone, on stderr)
+    rc, so, _ = run(["--help"])
+    opts = ["--tokenizer", "--input", "--out", "--val-tokens", "--txt-docs", "--field", "--shard-tokens", "--max-doc-bytes",
+            "--vocab-size", "--threads", "--quiet"]
+    described = {o for o in opts for line in so.splitlines() if line.startswith("  " + o + " ") and len(line.split()) > 3}
+    check(rc == 0 and described == set(opts) and "default 0: no val_*.bin" in so, "--help: every option described, on stdout",
+          f"{rc} missing {sorted(set(opts) - described)}")
     rc, _, se = run(["--tokenizer", "bytes", "--out", base + "/e1"])
     check(rc == 2 and "required" in se, "missing --input: usage error", se)
     rc, _, se = run(["--tokenizer", base + "/missing.json", "--input", "tests/*.py", "--out", base + "/e1"])
@@ -238,7 +245,26 @@ def test_errors(base):
     rc, _, se = run(["--tokenizer", "bytes", "--input", bad, "--out", base + "/e2", "--quiet"])
     check(rc == 1 and "corrupt.jsonl.gz" in se, "truncated gzip: exit 1 naming the file", se)
     rc, _, se = run(["--tokenizer", "bytes", "--input", "Makefile", "--out", base + "/e3", "--quiet"])
-    check(rc == 2 and "unknown input type" in se, "unknown file type rejected", se)
+    check(rc == 2 and "unknown input type" in se and "named *.txt" in se,
+          "unknown file type rejected, saying a plain-text file needs a *.txt name", se)
+    # a directory given as --input (or matched by a glob), even one named like a text file: exit 2
+    # naming it, with the glob to use (it was "read error", exit 1, or "unknown input type")
+    for d in ("corpus_dir", "corpus_dir.txt"):
+        os.makedirs(os.path.join(base, d), exist_ok=True)
+        rc, _, se = run(["--tokenizer", "bytes", "--input", os.path.join(base, d), "--out", base + "/e5", "--quiet"])
+        check(rc == 2 and f"{d}: is a directory" in se and f"'{base}/{d}/*.txt'" in se,
+              f"a directory as --input ({d}): exit 2, 'is a directory' and a glob to use", f"{rc} {se}")
+    # text in another encoding (Latin-1): tokenized with U+FFFD as documented, and a warning on stderr
+    # says what to do (it was only a count in the summary)
+    lat = os.path.join(base, "latin1.txt")
+    open(lat, "wb").write("Café crème brûlée\n\nnaïve résumé\n".encode("latin-1"))
+    rc, _, se = run(["--tokenizer", "bytes", "--input", lat, "--out", base + "/e7", "--quiet"])
+    check(rc == 0 and "warning: 2 of 2 documents had invalid UTF-8 (first at " + lat + ":1)" in se and "iconv" in se,
+          "a Latin-1 file: a warning naming the first file:line and how to convert it", f"{rc} {se}")
+    # a directory as --tokenizer: named as a directory (it was "cannot read")
+    rc, _, se = run(["--tokenizer", os.path.join(base, "corpus_dir"), "--input", "tests/*.py", "--out", base + "/e6"])
+    check(rc == 2 and "corpus_dir: cannot open: Is a directory" in se, "a directory as --tokenizer: exit 2, 'Is a directory'",
+          f"{rc} {se}")
     nul = os.path.join(base, "nul.jsonl")
     with open(nul, "w") as f:
         f.write('{"text": "ab\\u0000cd"}\n{"text": "ok"}\n{"text": "x\\\\u0000y"}\n')

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "data/shard.h"
@@ -97,10 +98,18 @@ int hf_export_prepare(const Config *cfg, char *err) {
     if (!is_sha256_hex(vocab.fingerprint)) return 0;   /* "bytes", "synthetic": no file to carry */
 
     if (cfg->data.tokenizer[0]) {
-        if (!tokenizer_matches(cfg->data.tokenizer, vocab.fingerprint))
-            return set_err(err, "%s: [data] tokenizer: cannot be read or its sha256 is not %s, the fingerprint of "
-                                "the shards %s (expected the tokenizer.json they were made with)",
-                           cfg->data.tokenizer, vocab.fingerprint, first);
+        char hex[65], why[ERR_LEN];
+        struct stat st;
+        if (stat(cfg->data.tokenizer, &st) == 0 && S_ISDIR(st.st_mode))
+            return set_err(err, "%s: [data] tokenizer: is a directory (expected the tokenizer.json file the shards %s "
+                                "were made with)", cfg->data.tokenizer, first);
+        if (sha256_file_hex(cfg->data.tokenizer, hex, why))   /* why: "phaselab: PATH: cannot open: ..." */
+            return set_err(err, "%s ([data] tokenizer; expected the tokenizer.json the shards %s were made with)",
+                           strncmp(why, "phaselab: ", 10) ? why : why + 10, first);
+        if (strcmp(hex, vocab.fingerprint))
+            return set_err(err, "%s: [data] tokenizer: its sha256 is %s, not %s, the fingerprint of the shards %s "
+                                "(expected the tokenizer.json they were made with: a trimmed vocabulary's is its "
+                                "OUT/tokenizer.json)", cfg->data.tokenizer, hex, vocab.fingerprint, first);
         snprintf(vocab.tokenizer_json, sizeof vocab.tokenizer_json, "%s", cfg->data.tokenizer);
         return 0;
     }

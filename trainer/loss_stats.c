@@ -112,13 +112,17 @@ int loss_stats_compute(const double *sum, const double *cnt, long n, int K, int 
     }
     /* point estimates */
     double all_s = 0, all_c = 0;
-    for (long u = 0; u < n; u++)
+    long units_any = 0;                               /* units with a token in any group */
+    for (long u = 0; u < n; u++) {
+        int any = 0;
         for (int k = 0; k < K; k++) {
             double c = cnt[(size_t)u * K + k];
             gsum[k] += sum[(size_t)u * K + k];
             gcnt[k] += c;
-            if (c > 0) units_with[k]++;
+            if (c > 0) units_with[k]++, any = 1;
         }
+        units_any += any;
+    }
     int Kt = 0;
     for (int k = 0; k < K; k++) {
         out->tokens[k] = gcnt[k];
@@ -169,7 +173,7 @@ int loss_stats_compute(const double *sum, const double *cnt, long n, int K, int 
             }
             double se = sqrt(v / (B - 1));
             if (j < Kt) out->se[k] = se;
-            else out->overall_se = se;
+            else out->overall_se = units_any >= 2 ? se : NAN;   /* one unit: every replicate is it, sd 0 */
         }
         /* Hotelling-type test on the contrasts against the last tested group */
         int q = Kt - 1;

@@ -23,7 +23,8 @@
  * The F calibration, not chi-square(q), because Sigma is estimated from n units: with n = 128
  * windows and q = 23 a chi-square(23) reference would reject a flat model 21% of the time at
  * the 5% level (tests/test_loss_stats.c measures the F version's rate: about 5%). Undefined (NaN, df 0) when K' < 2, n <= q, or Sigma is not positive definite.
- * The overall mean (all groups' tokens) gets the same bootstrap: overall, overall_se.
+ * The overall mean (all groups' tokens) gets the same bootstrap: overall, overall_se (NaN, like a
+ * group's, unless at least 2 units have tokens: one unit's replicates are all that unit, sd 0).
  * Deterministic: the same inputs, B and seed give the same bits on every machine. */
 #ifndef PHASELAB_LOSS_STATS_H
 #define PHASELAB_LOSS_STATS_H
