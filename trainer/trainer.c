@@ -216,6 +216,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->train.lr != then.train.lr || now->train.min_lr != then.train.min_lr ||
          now->train.warmup_steps != then.train.warmup_steps, "learning-rate schedule");
     NOTE(now->train.micro_batch != then.train.micro_batch, "train.micro_batch: sums change order, not bitwise identical");
+    NOTE(now->run.threads != then.run.threads, "run.threads: sums change order, not bitwise identical");
     NOTE(now->eval.every != then.eval.every || now->eval.val_tokens != then.eval.val_tokens, "eval settings");
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
