@@ -391,9 +391,12 @@ static int verify_file(const char *ckpt_dir, const char *state_path, const cJSON
         return set_err(err, "%s: files: entry '%s' is not %s (corrupt checkpoint)", state_path, f->string,
                        hashed ? "{\"bytes\": N, \"sha256\": HEX}" : "a byte count");
     long have = file_size(fp);
-    if (have < 0 || (uint64_t)have != want)
-        return set_err(err, "%s: %s %ld bytes, expected %llu (corrupt checkpoint); move %s away to resume from the "
-                       "previous checkpoint", fp, have < 0 ? "missing," : "size", have, (unsigned long long)want, ckpt_dir);
+    if (have < 0)
+        return set_err(err, "%s: missing (state.json lists it, %llu bytes; corrupt checkpoint); move %s away to resume "
+                       "from the previous checkpoint", fp, (unsigned long long)want, ckpt_dir);
+    if ((uint64_t)have != want)
+        return set_err(err, "%s: size %ld bytes, expected %llu (corrupt checkpoint); move %s away to resume from the "
+                       "previous checkpoint", fp, have, (unsigned long long)want, ckpt_dir);
     if (!hashed) return 0;
     char got[65];
     if (sha256_file_hex(fp, got, err)) return -1;
