@@ -3,7 +3,9 @@ with the LD_PRELOAD shim of tests/faultinject on that rank only (an MPMD launch:
 -x LD_PRELOAD=... ./train ... : -np 1 ./train ...`):
 - rank 0 hangs on its way out (a dead file system: the last write to metrics.h5, at its close,
   never returns) while rank 1 has finished: the job must end within a minute with the watchdog's
-  line (PHASELAB_COMM_TIMEOUT=5), not wait for ever in MPI_Finalize.
+  line (PHASELAB_COMM_TIMEOUT=5), not wait for ever in MPI_Finalize;
+- rank 1's disk is full when it writes its optimizer shard: the job fails with status 1 and
+  rank 0's error line (log.txt) names rank 1; no half checkpoint is left; the run resumes.
 Every mpirun runs under a timeout, so this test never hangs."""
 import os
 import shutil
@@ -36,8 +38,8 @@ def base(name, *more):
 
 def faulted(args, fault, rank=0, timeout=120):
     """A 2-rank job of ./train args whose rank `rank` runs under the shim with the FAULT_* settings
-    of `fault` (dict); PHASELAB_COMM_TIMEOUT=5 on both. (exit status or None on timeout, output, seconds)."""
-    shim = ["-x", f"LD_PRELOAD={SO}"] + [x for k, v in fault.items() for x in ("-x", f"{k}={v}")]
+    of `fault` (dict; {}: no shim); PHASELAB_COMM_TIMEOUT=5 on both. (exit status or None on timeout, output, seconds)."""
+    shim = ["-x", f"LD_PRELOAD={SO}"] + [x for k, v in fault.items() for x in ("-x", f"{k}={v}")] if fault else []
     ranks = [["-np", "1", "-x", "PHASELAB_COMM_TIMEOUT=5"] + (shim if r == rank else []) + [tu.TRAIN] + args
              for r in range(2)]
     cmd = MPI + ranks[0] + [":"] + ranks[1]
@@ -68,4 +70,19 @@ if last:
           out[-400:])
     check("phaselab: rank 1: collective finalize did not complete within 5 s" in out,
           "the watchdog says which rank waited and where (finalize)", out[-400:])
+
+# ---- rank 1's disk is full when it writes its optimizer shard of the step-4 checkpoint: the job
+# ends with status 1, rank 0's error (and log.txt) names rank 1, the rank says why, no half
+# checkpoint is left, and the same command resumes from the step-2 checkpoint
+args = base("full", "checkpoint.every=2")
+shard = f"{d}/runs/full/checkpoints/.tmp_step_00000004"
+rc, out, _ = faulted(args, {"FAULT_DIR": shard, "FAULT_AT": "1", "FAULT_MODE": "enospc"}, rank=1)
+log = open(f"{d}/runs/full/log.txt").read() if os.path.exists(f"{d}/runs/full/log.txt") else ""
+named = "phaselab: checkpoint step 4 failed on rank 1 (its error is on that rank's stderr); not saved"
+check(rc == 1 and named in log and "rank_00001.bin: cannot write the optimizer shard: No space left on device" in out,
+      "rank 1's disk full at its optimizer shard: status 1, log.txt names rank 1, rank 1 says why", f"status {rc}: {out[-500:]}")
+cks = sorted(os.listdir(f"{d}/runs/full/checkpoints"))
+check(cks == ["step_00000002"], "no half checkpoint is left", str(cks))
+rc, out, _ = faulted(args, {})
+check(rc == 0 and "resumed from" in out and "step_00000002" in out, "the same command resumes from step 2", out[-300:])
 finish()
