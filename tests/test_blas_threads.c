@@ -8,9 +8,12 @@
  * backward's per-thread weight-gradient rows are sized by its own team, not by the OpenMP
  * maximum that the BLAS sets: with the maximum set to 2 under a team of 8 (or 80) the former
  * sizing wrote past its buffer and dropped those threads' sums, so dw differed from the
- * serial sum computed here. */
+ * serial sum computed here.
+ * run.threads = 0 on a process bound to one core (the affinity mask, not the online cores) is
+ * one thread. */
 #include <math.h>
 #include <omp.h>
+#include <sched.h>
 #include <string.h>
 #include "kernels/kernels.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -71,6 +74,23 @@ int main(void) {
         snprintf(name, sizeof name, "rmsnorm backward on a %d-thread backend (OpenMP maximum 2): dw is the sum over all rows",
                  counts[k]);
         check(worst < 1e-4, name, "relative error %g", worst);
+    }
+    /* run.threads = 0 is every core the process may run on: bound to one core (taskset, mpirun's
+     * default binding of -np 2) it is one thread, not one per online core */
+    cpu_set_t all, one;
+    if (sched_getaffinity(0, sizeof all, &all) == 0 && CPU_COUNT(&all) >= 2) {
+        int first = 0;
+        while (!CPU_ISSET(first, &all)) first++;
+        CPU_ZERO(&one);
+        CPU_SET(first, &one);
+        sched_setaffinity(0, sizeof one, &one);
+        const Backend *b0 = backend_cpu(0);
+        b0->matmul_fwd(b0->ctx, (act_t *)out, (const act_t *)in, (const act_t *)w, 2, 2, 3, 0);
+        check(cpu_blas_thread_count() == 1, "a backend of run.threads = 0 bound to one core runs 1 thread",
+              "%s reports %d (%d CPUs online)", name, cpu_blas_thread_count(), CPU_COUNT(&all));
+        sched_setaffinity(0, sizeof all, &all);
+    } else {
+        check_skip("a backend of run.threads = 0 bound to one core runs 1 thread", "fewer than 2 CPUs to run on");
     }
     return check_failures ? 1 : 0;
 }

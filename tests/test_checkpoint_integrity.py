@@ -103,6 +103,15 @@ rc, out = train("flipo", "train.steps=12")
 line = err_line(out)
 check(rc != 0 and "rank_00000.bin" in line and "sha256" in line, "flipped optimizer byte is a checksum error", line)
 
+# a missing optimizer shard (a rank's file lost): named as missing, with the size state.json lists
+ck = fresh("losto", f"{base}/step_00000010")
+size = os.path.getsize(f"{ck}/optimizer/rank_00000.bin")
+os.remove(f"{ck}/optimizer/rank_00000.bin")
+rc, out = train("losto", "train.steps=12")
+line = err_line(out)
+check(rc == 1 and "rank_00000.bin: missing (state.json lists it, " + str(size) + " bytes" in line and "-1" not in line,
+      "a missing optimizer shard is named as missing (exit 1)", line)
+
 # an edited counter in state.json
 ck = fresh("edit", f"{base}/step_00000010")
 p = f"{ck}/state.json"

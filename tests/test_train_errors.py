@@ -99,6 +99,11 @@ check(rc == 3 and len(skipped) == 3, "3 non-finite steps in a row stop the run w
       f"status {rc}, {len(skipped)} skipped: {out[-400:]}")
 cks = sorted(os.listdir(f"{runs}/nan/checkpoints")) if os.path.isdir(f"{runs}/nan/checkpoints") else []
 check(len(cks) >= 1 and "intact" in out, "the last good checkpoint is kept", f"{cks}")
+rc, out = train("nan0", "train.lr=1e38", "train.min_lr=1e37", "train.warmup_steps=0", "train.grad_clip=0",
+                "checkpoint.every=100", "train.max_bad_steps=2")
+check(rc == 3 and "no checkpoint was written" in out and "checkpoint (step 0)" not in out
+      and not os.path.isdir(f"{runs}/nan0/checkpoints/step_00000000"),
+      "stopped before its first checkpoint: says there is none (not 'step 0 is intact')", err_line(out))
 
 # data.loss_targets = answers needs the synthetic corpus: a shard with another tokenizer
 # fingerprint (bytes 32-95) is refused at start-up, naming the glob and both fingerprints

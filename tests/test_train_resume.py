@@ -98,6 +98,10 @@ rc, out = tu.run(common + ["run.name=A", "train.steps=33", "eval.every=0", "trai
 stepA2, lossA2, _, _ = losses("A")
 check(rc == 0 and list(stepA2) == list(range(1, 34)) and lossA2[:30].tobytes() == lossA.tobytes(),
       "more steps with train.resume_schedule=stretch: the run continues from step 30", out[-300:])
+rc, out = tu.run(["--dry-run"] + common + ["run.name=A", "train.steps=33", "train.resume_schedule=stretch", "run.threads=2"])
+rc2, out2 = tu.run(["--dry-run"] + common + ["run.name=A", "train.steps=33", "train.resume_schedule=stretch"])
+check(rc == 0 and "run.threads: sums change order, not bitwise identical" in out and rc2 == 0 and "run.threads" not in out2,
+      "a resume with another run.threads says it is not bitwise identical (and only then)", (out + out2)[-400:])
 
 # --- D2: the rotation keeps a checkpoint that holds an analysis result (trainer/checkpoint.h)
 rc, out = tu.run(common + ["run.name=K", "train.steps=10", "eval.every=0"])

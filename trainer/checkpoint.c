@@ -365,16 +365,20 @@ int checkpoint_save(const char *run_dir, const TrainState *st, const Config *cfg
         if (!my_fail && fs_write_atomic(path, ini, strlen(ini), local_err)) my_fail = 1;
         free(ini);
     }
-    fail = my_fail;
-    comm_allreduce_max_int(comm, &fail, 1);          /* every part is on disk (or someone failed) */
-    if (!fail && comm->rank == 0 &&
+    /* every part is on disk, or 1 + the highest rank whose part failed: named in the other ranks'
+     * error (rank 0's goes to log.txt; the failing rank's own reason is on its stderr) */
+    int failed_rank = my_fail ? comm->rank + 1 : 0;
+    comm_allreduce_max_int(comm, &failed_rank, 1);
+    if (!failed_rank && comm->rank == 0 &&
         commit_checkpoint(run_dir, tmp, final, st, o, comm->world, code_version, keep, local_err))
         my_fail = 1;
-    if (comm->rank == 0 && (fail || my_fail)) fs_remove_tree(tmp);
+    if (comm->rank == 0 && (failed_rank || my_fail)) fs_remove_tree(tmp);
     fail = my_fail;
     comm_allreduce_max_int(comm, &fail, 1);
-    if (fail) return set_err(err, "%s", local_err[0] ? local_err : "checkpoint failed on another rank");
-    return 0;
+    if (!fail) return 0;
+    if (local_err[0]) return set_err(err, "%s", local_err);
+    return set_err(err, "checkpoint step %ld failed on rank %d (its error is on that rank's stderr); not saved", st->step,
+                   failed_rank ? failed_rank - 1 : 0);
 }
 
 /* One files[] entry: {"bytes", "sha256"} (or, in checkpoints written before checksums, a plain
@@ -391,9 +395,12 @@ static int verify_file(const char *ckpt_dir, const char *state_path, const cJSON
         return set_err(err, "%s: files: entry '%s' is not %s (corrupt checkpoint)", state_path, f->string,
                        hashed ? "{\"bytes\": N, \"sha256\": HEX}" : "a byte count");
     long have = file_size(fp);
-    if (have < 0 || (uint64_t)have != want)
-        return set_err(err, "%s: %s %ld bytes, expected %llu (corrupt checkpoint); move %s away to resume from the "
-                       "previous checkpoint", fp, have < 0 ? "missing," : "size", have, (unsigned long long)want, ckpt_dir);
+    if (have < 0)
+        return set_err(err, "%s: missing (state.json lists it, %llu bytes; corrupt checkpoint); move %s away to resume "
+                       "from the previous checkpoint", fp, (unsigned long long)want, ckpt_dir);
+    if ((uint64_t)have != want)
+        return set_err(err, "%s: size %ld bytes, expected %llu (corrupt checkpoint); move %s away to resume from the "
+                       "previous checkpoint", fp, have, (unsigned long long)want, ckpt_dir);
     if (!hashed) return 0;
     char got[65];
     if (sha256_file_hex(fp, got, err)) return -1;

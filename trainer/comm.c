@@ -29,7 +29,8 @@
  *   - otherwise (a lower thread level, where MPI_Abort from this thread is not allowed): _exit(1)
  *     of this rank; the launcher (mpirun; srun with --kill-on-bad-exit) ends the others, or their
  *     own watchdogs do when their collectives time out.
- * alarm(30) ends the process should MPI_Abort itself hang.
+ * alarm(30) ends the process should MPI_Abort itself hang. comm_finalize meets the other ranks in
+ * a watched barrier ("finalize") before MPI_Finalize, so a rank that hangs on its way out ends the job too.
  * Default timeout 300 s; PHASELAB_COMM_TIMEOUT overrides (0 disables).
  *
  * Step control (comm_step_control): one MPI_Allreduce of 4 doubles with a user op (sums and maxima).
@@ -426,6 +427,14 @@ int comm_attach_backend(Comm *c, const Backend *be, char *err) {
 void comm_finalize(Comm *c) {
     CommImpl *m = c->impl;
     if (!m) { c->using_mpi = 0; return; }
+    /* The ranks meet under the watchdog before MPI_Finalize, which no watchdog covers: a rank
+     * stuck on its way out (rank 0 closing metrics.h5 on a dead file system) would otherwise
+     * leave the others waiting in MPI_Finalize, and the job, for ever. */
+    if (active(c)) {
+        op_begin(c, "finalize");
+        mpi_check(m, MPI_Barrier(m->comm), "finalize");
+        op_end(c);
+    }
     watchdog_stop(m);
     if (m->have_device_comm) m->be->collectives->destroy(m->be->ctx);
     m->have_device_comm = 0;

@@ -186,7 +186,7 @@ static const char *const device_words[] = {"auto", "cpu", "cuda", NULL};
     X(run, dir, T_STR, "runs", 0, 0, 0, NULL, "directory that holds the run directories")          \
     X(run, device, T_WORD, "auto", 0, 0, 0, device_words,                                          \
       "backend: auto (cuda when a GPU is present, else cpu) | cpu | cuda")                         \
-    X(run, threads, T_INT, "0", 0, NOHI, 0, NULL, "CPU threads (>= 0; 0 = all cores; more than the BLAS runs, 64 for OpenBLAS, are capped with one line)")             \
+    X(run, threads, T_INT, "0", 0, NOHI, 0, NULL, "CPU threads (>= 0; 0 = every core the process may run on, its CPU affinity; more than the BLAS runs, 64 for OpenBLAS, are capped with one line)")             \
     X(run, log_every, T_LONG, "10", 1, NOHI, 0, NULL, "steps between log lines and training metrics (>= 1)") \
     X(run, deterministic, T_BOOL, "false", 0, 0, 0, NULL,                                           \
       "bitwise reruns on the GPU: the custom attention backward instead of cuDNN's, NCCL NVLS off (CPU: always)")

@@ -58,7 +58,7 @@ typedef struct {
     char name[256];
     char dir[1024];
     char device[16];         /* auto | cpu | cuda */
-    int threads;             /* 0 = all cores */
+    int threads;             /* 0 = every core of the CPU affinity mask */
     long log_every;
     int deterministic;       /* bitwise reruns requested (Backend.set_deterministic) */
 } RunConfig;

@@ -216,6 +216,7 @@ static int check_resume_config(const Config *now, const char *ckpt_dir, const Tr
     NOTE(now->train.lr != then.train.lr || now->train.min_lr != then.train.min_lr ||
          now->train.warmup_steps != then.train.warmup_steps, "learning-rate schedule");
     NOTE(now->train.micro_batch != then.train.micro_batch, "train.micro_batch: sums change order, not bitwise identical");
+    NOTE(now->run.threads != then.run.threads, "run.threads: sums change order, not bitwise identical");
     NOTE(now->eval.every != then.eval.every || now->eval.val_tokens != then.eval.val_tokens, "eval settings");
     NOTE(now->checkpoint.every != then.checkpoint.every || now->checkpoint.keep != then.checkpoint.keep, "checkpoint settings");
     NOTE(now->run.log_every != then.run.log_every, "run.log_every");
@@ -743,8 +744,12 @@ int train_main(Config *cfg, Comm *comm, const char *code_version) {
             log_printf("step %ld: non-finite %s (loss %g, grad norm %g): update skipped (%d in a row, %ld in total)\n",
                   tr.st.step, isfinite(loss) ? "gradient norm" : "loss", loss, gnorm, consecutive_bad, tr.st.skipped_steps);
             if (consecutive_bad >= cfg->train.max_bad_steps) {
-                log_error("%d non-finite steps in a row (train.max_bad_steps = %d): stopping; the last checkpoint "
-                          "(step %ld) is intact", consecutive_bad, cfg->train.max_bad_steps, last_ckpt);
+                if (last_ckpt > 0)
+                    log_error("%d non-finite steps in a row (train.max_bad_steps = %d): stopping; the last checkpoint "
+                              "(step %ld) is intact", consecutive_bad, cfg->train.max_bad_steps, last_ckpt);
+                else   /* a new run that stopped before its first checkpoint: there is none to name */
+                    log_error("%d non-finite steps in a row (train.max_bad_steps = %d): stopping; no checkpoint was "
+                              "written (the run stopped before its first)", consecutive_bad, cfg->train.max_bad_steps);
                 exit_code = 3;
                 break;
             }

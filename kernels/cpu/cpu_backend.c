@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <unistd.h>
 #include "common/log.h"
 #include "kernels/cpu/cpu_internal.h"
@@ -45,9 +46,15 @@ void cpu_upload_act(BackendCtx *ctx, act_t *dst, const float *src, size_t n) { c
 void cpu_download_act(BackendCtx *ctx, float *dst, const act_t *src, size_t n) { cpu_copy(ctx, dst, src, n * sizeof(float)); }
 void cpu_cast_params(BackendCtx *ctx, act_t *dst, const float *src, size_t n) { cpu_copy(ctx, dst, src, n * sizeof(float)); }
 
-/* threads <= 0: every online core (at least 1) */
+/* threads <= 0: every core this process may run on, its CPU affinity mask (taskset, mpirun's
+ * --bind-to, a Slurm task's cpuset), at least 1; the online cores where the mask cannot be read.
+ * Not the online cores alone: a rank bound to one core (mpirun -np 2 binds each rank to a core)
+ * would run one thread per core of the node on it. */
 static int resolve_threads(int threads) {
-    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) {
+        cpu_set_t set;
+        threads = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    }
     return threads < 1 ? 1 : threads;
 }
 
@@ -94,7 +101,7 @@ const Backend *backend_cpu(int threads) {
     c->requested = threads;
     const int cap = cpu_blas_max_threads(threads);
     if (cap < threads)
-        log_printf("cpu: %d threads asked for (run.threads, 0 = every core), but %s runs at most %d: using %d threads\n",
+        log_printf("cpu: %d threads asked for (run.threads, 0 = every core it may run on), but %s runs at most %d: using %d threads\n",
                    threads, cpu_blas_name(), cap, cap);
     threads = cap;
     c->ctx.threads = threads;

@@ -7,11 +7,13 @@
  *                                (a disk that stays full)
  *                   enospc-once  only the N-th fails
  *                   kill         SIGKILL at the N-th, before it runs
+ *                   hang         the N-th never returns (a dead file system): the process
+ *                                sleeps until it is killed
  *   FAULT_DIR=DIR   count only calls on files at or under DIR (a file descriptor's path is read
  *                   from /proc/self/fd, a rename counts when either name is under DIR); unset:
  *                   every call (stdout and stderr too)
  *   FAULT_LOG=FILE  one line per counted call appended to FILE: "N CALL PATH[ -> PATH] ACTION"
- *                   (ACTION: ok, enospc or kill), so a first run without FAULT_AT counts them
+ *                   (ACTION: ok, enospc, kill or hang), so a first run without FAULT_AT counts them
  * Each process counts from 1 (a child inherits the variables and counts its own calls). Writes
  * through stdio reach the kernel by glibc's internal write, which no preload can see: the code
  * under test writes files with write() (common/fsutil.c). */
@@ -31,7 +33,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-typedef enum { MODE_COUNT, MODE_ENOSPC, MODE_ENOSPC_ONCE, MODE_KILL } Mode;
+typedef enum { MODE_COUNT, MODE_ENOSPC, MODE_ENOSPC_ONCE, MODE_KILL, MODE_HANG } Mode;
 
 static struct {
     int ready;
@@ -49,7 +51,7 @@ static void init(void) {
     F.write = (ssize_t (*)(int, const void *, size_t))dlsym(RTLD_NEXT, "write");
     const char *at = getenv("FAULT_AT"), *mode = getenv("FAULT_MODE"), *dir = getenv("FAULT_DIR"), *log = getenv("FAULT_LOG");
     F.at = at ? strtol(at, NULL, 10) : 0;
-    F.mode = !mode || !F.at ? MODE_COUNT : !strcmp(mode, "kill") ? MODE_KILL
+    F.mode = !mode || !F.at ? MODE_COUNT : !strcmp(mode, "kill") ? MODE_KILL : !strcmp(mode, "hang") ? MODE_HANG
            : !strcmp(mode, "enospc-once") ? MODE_ENOSPC_ONCE : MODE_ENOSPC;
     if (dir && *dir && realpath(dir, F.dir)) F.dir_len = strlen(F.dir);
     else if (dir && *dir) snprintf(F.dir, sizeof F.dir, "%s", dir), F.dir_len = strlen(F.dir);
@@ -88,13 +90,13 @@ static void abs_path(int dirfd, const char *path, char out[ABS_MAX]) {
 }
 
 /* Counts a call on path (and path2, a rename's target) when under FAULT_DIR; returns 0 to run
- * it, -1 to fail it with ENOSPC (kill never returns). */
+ * it, -1 to fail it with ENOSPC (kill and hang never return). */
 static int fault(const char *call, const char *path, const char *path2) {
     if (!under_dir(path) && !(path2 && under_dir(path2))) return 0;
     long n = __atomic_add_fetch(&F.count, 1, __ATOMIC_SEQ_CST);
     const char *action = "ok";
     if (F.mode != MODE_COUNT && (n == F.at || (F.mode == MODE_ENOSPC && n > F.at)))
-        action = F.mode == MODE_KILL ? "kill" : "enospc";
+        action = F.mode == MODE_KILL ? "kill" : F.mode == MODE_HANG ? "hang" : "enospc";
     if (F.log[0]) {
         char line[2 * ABS_MAX + 128];
         int len = snprintf(line, sizeof line, "%ld %s %s%s%s %s\n", n, call, path, path2 ? " -> " : "", path2 ? path2 : "", action);
@@ -105,6 +107,7 @@ static int fault(const char *call, const char *path, const char *path2) {
         }
     }
     if (!strcmp(action, "kill")) kill(getpid(), SIGKILL);
+    if (!strcmp(action, "hang")) for (;;) pause();   /* signal handlers run; the call never returns */
     if (!strcmp(action, "enospc")) { errno = ENOSPC; return -1; }
     return 0;
 }
