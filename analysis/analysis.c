@@ -202,7 +202,7 @@ static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, co
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
-    pr->fold = probe_phase_fold(&c->cfg.model);
+    probe_result_set_fold(pr, &c->cfg.model);
     probe_result_finalize(pr);
     return 0;
 }
@@ -989,7 +989,7 @@ static int run_knockout(Ctx *c) {
         if (grid == GRID_STAGGERED)
             printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g = floor(g*%d/%d))\n%8s",
                    probe_protocol_name(p), S, S, G, "L:H");
-        else printf("%s: relative change by phase t_K mod %d\n%8s", probe_protocol_name(p), S, "L:H");
+        else printf("%s: relative change by phase t_K mod %d%s\n%8s", probe_protocol_name(p), S, probe_fold_note(mc), "L:H");
         for (int s = 0; s < S; s++) printf(" %7d", s);
         printf("   mean acc\n");
         for (int l = 0; l < L; l++)

@@ -12,7 +12,9 @@ probe at step 10):
   prompts per protocol, accuracies are correct / total of /probe's counts, and plain --eval --probe
   of the checkpoint stores the same counts in analysis.h5 (chunk_total) with the boundary
   statistics as a subgroup of the evaluation (the same numbers as the run's last /boundaries row);
-- a grid model writes neither group."""
+- every fold by position mod S of a learned model (probe test, validation loss, knockout, --score,
+  the run's log) says that it is the position, not a grid phase;
+- a grid model writes neither group, and its folds carry no such note."""
 import os
 import sys
 
@@ -104,7 +106,26 @@ check(np.array_equal(np.isnan(acc), np.isnan(want_acc)) and np.allclose(acc[~np.
 check(gb and np.array_equal(gb["chunk_length_hist"], b["chunk_length_hist"][-1]) and np.allclose(gb["boundary_rate"], b["boundary_rate"][-1]),
       "--eval stores the boundary statistics of its validation (= the run's last /boundaries row)", f"{sorted(gb)}")
 
+# A learned model has no grid: every fold by position mod S says so (probe_fold_note), never silently
+# labelled as a phase: the probe's test, the validation loss, the knockout, --score and the run's log.
+NOTE = "position only: learned boundaries have no grid"
+probe_line = [x for x in out.splitlines() if "phase-effect test: across residues" in x]
+val_line = [x for x in out.splitlines() if x.startswith("by phase t mod")]
+check(probe_line and all(f"by phase t_K mod {S} ({NOTE}" in x for x in probe_line) and val_line and NOTE in val_line[0],
+      "--eval --probe of a learned model: the t mod S folds say they are the position, not a grid phase", out[-900:])
+log = open(f"{d}/runs/bd/log.txt").read()
+check(f"across phases t mod {S} ({NOTE}" in log, "the run's log: the validation fold by t mod S says it is the position", log[-600:])
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "0:0", "--out", f"{d}/ko.h5"])
+check(rc == 0 and f"relative change by phase t_K mod {S} ({NOTE}" in out,
+      "--knockout of a learned model: the fold by t_K mod S says it is the position", out[-600:])
+rc, out = tu.run(["--score", ck, "--input", sorted(os.path.join(data, n) for n in os.listdir(data) if n.startswith("val_"))[0],
+                  "--out", f"{d}/score.h5"])
+check(rc == 0 and NOTE in out, "--score of a learned model: the fold by t mod S says it is the position", out[-600:])
+
 rc, out = tu.run([tu.TINY, "run.name=grid", f"model.window={W}", f"model.stride={S}"] + common)
+rc2, out2 = tu.run(["--eval", f"{d}/runs/grid/checkpoints/step_00000010", "--probe", probe, "--out", f"{d}/grid.h5"])
+check(rc2 == 0 and f"by phase t_K mod {S} chi2" in out2 and NOTE not in out2,
+      "a grid model's folds carry no such note", out2[-600:])
 with h5py.File(f"{d}/runs/grid/metrics.h5", "r") as f:
     names = set(f.keys())
 check(rc == 0 and "boundaries" not in names and "probe_chunk" not in names, "a grid model writes neither /boundaries nor /probe_chunk",
