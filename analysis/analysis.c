@@ -409,6 +409,8 @@ static void store_chunk_phases(AnalysisH5 *h, const ChunkPhaseCounts *c) {
         ah5_data(h, "chunk_correct", cor, 3, (int[]){2, L, K}, ax, "prompts scored correct, by chunk phase of the key", NULL);
         ah5_data(h, "chunk_total", tot, 3, (int[]){2, L, K}, ax, "prompts, by chunk phase of the key (not balanced)", NULL);
         ah5_data(h, "chunk_acc", c->acc, 3, (int[]){2, L, K}, ax, "top-1 accuracy by chunk phase of the key", "%");
+        ah5_data(h, "chunk_acc_lo", c->lo, 3, (int[]){2, L, K}, ax, "95% Wilson interval of chunk_acc, lower bound", "%");
+        ah5_data(h, "chunk_acc_hi", c->hi, 3, (int[]){2, L, K}, ax, "95% Wilson interval of chunk_acc, upper bound", "%");
         ah5_data(h, "chunk_test", test, 3, (int[]){2, L, 3}, ax_t,
                  "homogeneity across chunk phases 0..W-1 per protocol and layer: chi2, df, p (docs/spec.md §3.7)", NULL);
         ah5_attr_long(h, "chunk_window", c->window);

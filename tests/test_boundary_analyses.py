@@ -10,7 +10,8 @@ probe at step 10):
 - the gate profile of a learned layer (the mean weight of each slot of the entries) sums to W;
 - /probe_chunk (trainer/chunk_phase.h): each layer's prompts by chunk phase sum to the probe's
   prompts per protocol, accuracies are correct / total of /probe's counts, and plain --eval --probe
-  of the checkpoint stores the same counts in analysis.h5 (chunk_total) with the boundary
+  of the checkpoint prints and stores the same counts in analysis.h5 (chunk_total) with each bin's
+  95% Wilson interval (chunk_acc_lo, chunk_acc_hi) with the boundary
   statistics as a subgroup of the evaluation (the same numbers as the run's last /boundaries row);
 - every fold by position mod S of a learned model (probe test, validation loss, knockout, --score,
   the run's log) says that it is the position, not a grid phase;
@@ -103,6 +104,28 @@ with np.errstate(invalid="ignore", divide="ignore"):
     want_acc = np.where(tot > 0, 100 * cor / tot, np.nan)
 check(np.array_equal(np.isnan(acc), np.isnan(want_acc)) and np.allclose(acc[~np.isnan(acc)], want_acc[~np.isnan(want_acc)]),
       "--eval: chunk accuracy = 100 correct / total, NaN where no prompt", f"{acc}")
+with h5py.File(f"{ck}/analysis.h5", "r") as f:
+    g = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    lo = np.asarray(g["chunk_acc_lo"][()]) if "chunk_acc_lo" in g else None
+    hi = np.asarray(g["chunk_acc_hi"][()]) if "chunk_acc_hi" in g else None
+
+
+def wilson(k, n, z=1.959963984540054):      # docs/spec.md §3.6, in percent
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ph = k / n
+        c = (ph + z * z / (2 * n)) / (1 + z * z / n)
+        h = z * np.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return np.where(n > 0, 100 * np.maximum(0, c - h), np.nan), np.where(n > 0, 100 * np.minimum(1, c + h), np.nan)
+
+
+wlo, whi = wilson(cor, tot)
+check(lo is not None and hi is not None and np.allclose(lo, wlo, equal_nan=True) and np.allclose(hi, whi, equal_nan=True),
+      "--eval stores each chunk phase's 95% Wilson interval (chunk_acc_lo, chunk_acc_hi)", f"{lo} vs {wlo}")
+rows = [x for x in out.splitlines() if x.startswith("  prefix padding       layer  0:")]
+want = " ".join(f"{k}: {acc[0, 0, k]:.1f} [{wlo[0, 0, k]:.1f}, {whi[0, 0, k]:.1f}] ({int(tot[0, 0, k])})"
+                for k in range(W) if tot[0, 0, k] > 0)
+check(len(rows) == 1 and want in rows[0], "--eval prints each chunk phase's accuracy with its Wilson interval and n",
+      f"{rows} vs {want}")
 check(gb and np.array_equal(gb["chunk_length_hist"], b["chunk_length_hist"][-1]) and np.allclose(gb["boundary_rate"], b["boundary_rate"][-1]),
       "--eval stores the boundary statistics of its validation (= the run's last /boundaries row)", f"{sorted(gb)}")
 

@@ -25,6 +25,7 @@ end to end on a window,csa,hca stack trained 10 steps (configs/test/tiny_stack.i
 - tools/report shows the kind folds, the kinds knocked out and the indexer table."""
 import math
 import os
+import re
 import struct
 import sys
 
@@ -103,6 +104,8 @@ def one_line_error(args, want, name):
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--out", H5])
 check(rc == 0 and "by the csa layers' phase" in out and "by the hca layers' phase" in out,
       "--eval --probe prints each compressed kind's fold", out[-800:])
+check(len(re.findall(r"worst phase \d+ \([\d.]+%, 95% Wilson interval \[[\d.]+, [\d.]+\], n = \d+\)", out)) == 4,
+      "--eval --probe: each kind's worst phase with its Wilson interval and n (2 kinds x 2 protocols)", out[-800:])
 g, a = last("probe")
 check(str(a.get("kinds")) == "csa,hca", "probe group: kinds csa,hca (the window layer has no grid)", f"{a.get('kinds')}")
 for kind in ("csa", "hca"):
