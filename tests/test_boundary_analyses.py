@@ -15,7 +15,9 @@ probe at step 10):
   statistics as a subgroup of the evaluation (the same numbers as the run's last /boundaries row);
 - every fold by position mod S of a learned model (probe test, validation loss, knockout, --score,
   the run's log) says that it is the position, not a grid phase;
-- a grid model writes neither group, and its folds carry no such note."""
+- a grid model writes neither group, and its folds carry no such note;
+- tools/report marks a learned run's fold by t_K mod S as the position and reports its probe by
+  chunk phase per layer (worst bin with its Wilson interval and n)."""
 import os
 import sys
 
@@ -153,4 +155,20 @@ with h5py.File(f"{d}/runs/grid/metrics.h5", "r") as f:
     names = set(f.keys())
 check(rc == 0 and "boundaries" not in names and "probe_chunk" not in names, "a grid model writes neither /boundaries nor /probe_chunk",
       f"{sorted(names)}")
+
+# tools/report: a learned run's fold by t_K mod S is marked as the position, and its own phase, the chunk
+# phase of /probe_chunk, is reported per layer and protocol with the worst bin's Wilson interval and n
+r = tu.subprocess.run([sys.executable, os.path.join(tu.ROOT, "tools", "report"), f"{d}/runs", "--out", f"{d}/report"],
+                      capture_output=True, text=True)
+md = open(f"{d}/report/report.md").read() if r.returncode == 0 else r.stderr
+run_rows = {x.split(" | ")[0][2:]: x for x in md.splitlines() if x.startswith(("| bd | compressed |", "| grid | compressed |"))}
+check(r.returncode == 0 and "| position: " in run_rows.get("bd", "") and "position:" not in run_rows.get("grid", "x"),
+      "report: the learned run's fold column is marked as the position, the grid run's is not", f"{run_rows}")
+acc0, tot0 = pc["acc_pp"][-1][0], pc["total_pp"][-1][0]
+pooled = [k for k in range(W) if tot0[k] > 0]
+w = min(pooled, key=lambda k: (acc0[k], k))
+wl, wh = wilson(np.array(round(acc0[w] * tot0[w] / 100)), np.array(tot0[w]))
+want = f"| bd | 0 | pp | {int(tot0.sum())} | {w} | {acc0[w]:.1f} [{float(wl):.1f}, {float(wh):.1f}] ({int(tot0[w])}) |"
+check("## Learned chunk boundaries: the probe by chunk phase" in md and want in md and "| grid | 0 |" not in md,
+      "report: the learned run's probe by chunk phase (worst bin, Wilson interval, n), not the grid run's", f"{want}\n{md[-1500:]}")
 finish()
