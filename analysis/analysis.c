@@ -1028,6 +1028,10 @@ static int run_knockout(Ctx *c) {
         for (size_t x = 0; x < (size_t)L * G; x++) heads += kmask[(size_t)i * L * G + x];
         printf("\nkind %s knocked out whole (%d KV heads at once): relative change by the kind's phase (t_K - (%d)) mod %d\n",
                layer_kind_names[kinds[i]], heads, kO[i], kS[i]);
+        if (P % kS[i])     /* (the same rule as the per-head note above and --eval's "no fold") */
+            printf("  note: the probe's %d residues are not a multiple of %d: the relative change by the kind's phase is "
+                   "not defined (kind_%s_rel_change_phase is NaN; the mean change is); for it, build the probe with "
+                   "tools/make-probe --residues a multiple of %d\n", P, kS[i], layer_kind_names[kinds[i]], kS[i]);
         for (int p = 0; p < 2; p++) {
             if (!clean.present[p]) continue;
             printf("  %-3s mean acc %6.1f (rel %6.1f%%) |", probe_protocol_name(p), kmacc[i * 2 + p], krelm[i * 2 + p]);
