@@ -988,9 +988,12 @@ static int run_knockout(Ctx *c) {
             }
             printf("\n");
         }
-        if (grid == GRID_STAGGERED)
-            printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g = floor(g*%d/%d))\n%8s",
-                   probe_protocol_name(p), S, S, G, "L:H");
+        if (grid == GRID_STAGGERED) {   /* the offsets the fold used (dims_grid_offset: floor(g S_g / G) per head's own stride) */
+            printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g =",
+                   probe_protocol_name(p), S);
+            for (int h = 0; h < G; h++) printf("%s %d", h ? "," : "", (int)offd[h]);
+            printf(")\n%8s", "L:H");
+        }
         else printf("%s: relative change by phase t_K mod %d%s\n%8s", probe_protocol_name(p), S, probe_fold_note(mc), "L:H");
         for (int s = 0; s < S; s++) printf(" %7d", s);
         printf("   mean acc\n");
