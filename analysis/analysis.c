@@ -202,7 +202,7 @@ static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, co
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
-    pr->fold = probe_phase_fold(&c->cfg.model);
+    probe_result_set_fold(pr, &c->cfg.model);
     probe_result_finalize(pr);
     return 0;
 }
@@ -409,6 +409,8 @@ static void store_chunk_phases(AnalysisH5 *h, const ChunkPhaseCounts *c) {
         ah5_data(h, "chunk_correct", cor, 3, (int[]){2, L, K}, ax, "prompts scored correct, by chunk phase of the key", NULL);
         ah5_data(h, "chunk_total", tot, 3, (int[]){2, L, K}, ax, "prompts, by chunk phase of the key (not balanced)", NULL);
         ah5_data(h, "chunk_acc", c->acc, 3, (int[]){2, L, K}, ax, "top-1 accuracy by chunk phase of the key", "%");
+        ah5_data(h, "chunk_acc_lo", c->lo, 3, (int[]){2, L, K}, ax, "95% Wilson interval of chunk_acc, lower bound", "%");
+        ah5_data(h, "chunk_acc_hi", c->hi, 3, (int[]){2, L, K}, ax, "95% Wilson interval of chunk_acc, upper bound", "%");
         ah5_data(h, "chunk_test", test, 3, (int[]){2, L, 3}, ax_t,
                  "homogeneity across chunk phases 0..W-1 per protocol and layer: chi2, df, p (docs/spec.md §3.7)", NULL);
         ah5_attr_long(h, "chunk_window", c->window);
@@ -986,10 +988,13 @@ static int run_knockout(Ctx *c) {
             }
             printf("\n");
         }
-        if (grid == GRID_STAGGERED)
-            printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g = floor(g*%d/%d))\n%8s",
-                   probe_protocol_name(p), S, S, G, "L:H");
-        else printf("%s: relative change by phase t_K mod %d\n%8s", probe_protocol_name(p), S, "L:H");
+        if (grid == GRID_STAGGERED) {   /* the offsets the fold used (dims_grid_offset: floor(g S_g / G) per head's own stride) */
+            printf("%s: relative change by the KV head's own phase (t_K - o_g) mod %d (grid = staggered, o_g =",
+                   probe_protocol_name(p), S);
+            for (int h = 0; h < G; h++) printf("%s %d", h ? "," : "", (int)offd[h]);
+            printf(")\n%8s", "L:H");
+        }
+        else printf("%s: relative change by phase t_K mod %d%s\n%8s", probe_protocol_name(p), S, probe_fold_note(mc), "L:H");
         for (int s = 0; s < S; s++) printf(" %7d", s);
         printf("   mean acc\n");
         for (int l = 0; l < L; l++)
@@ -1026,6 +1031,10 @@ static int run_knockout(Ctx *c) {
         for (size_t x = 0; x < (size_t)L * G; x++) heads += kmask[(size_t)i * L * G + x];
         printf("\nkind %s knocked out whole (%d KV heads at once): relative change by the kind's phase (t_K - (%d)) mod %d\n",
                layer_kind_names[kinds[i]], heads, kO[i], kS[i]);
+        if (P % kS[i])     /* (the same rule as the per-head note above and --eval's "no fold") */
+            printf("  note: the probe's %d residues are not a multiple of %d: the relative change by the kind's phase is "
+                   "not defined (kind_%s_rel_change_phase is NaN; the mean change is); for it, build the probe with "
+                   "tools/make-probe --residues a multiple of %d\n", P, kS[i], layer_kind_names[kinds[i]], kS[i]);
         for (int p = 0; p < 2; p++) {
             if (!clean.present[p]) continue;
             printf("  %-3s mean acc %6.1f (rel %6.1f%%) |", probe_protocol_name(p), kmacc[i * 2 + p], krelm[i * 2 + p]);

@@ -316,7 +316,7 @@ int cmd_score(int argc, char **argv) {
     else
         printf("mean NLL %.4f +- %.4f nats/token (bootstrap SE over %ld windows), perplexity %.2f", mean, se, n_win, exp(mean));
     if (in.text_bytes) printf(", %.4f bits/byte", mean * N / log(2.0) / (double)in.text_bytes);
-    printf("\nby phase t mod %d (t: the predicting position in its window):\n", P);
+    printf("\nby phase t mod %d (t: the predicting position in its window)%s:\n", P, probe_fold_note(&cfg->model));
     printf("  phase   tokens       nll       se\n");
     Csv cp = {0}, ct = {0};
     csv_printf(&cp, "phase,tokens,nll,se\n");

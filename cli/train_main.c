@@ -191,7 +191,7 @@ static void print_test(const LossStats *st, const char *what) {
         printf("  %s: F = %.4g on (%d, %d) df, p = %.3g\n", what, st->F, st->df1, st->df2, st->p);
 }
 
-static void print_val_stats(const EvalResult *r) {
+static void print_val_stats(const EvalResult *r, const ModelConfig *mc) {
     char se[64];
     if (isnan(r->by_residue.overall_se)) snprintf(se, sizeof se, "no standard error (it needs 2 windows or more)");
     else snprintf(se, sizeof se, "standard error %.4f", r->by_residue.overall_se);
@@ -200,7 +200,7 @@ static void print_val_stats(const EvalResult *r) {
            r->loss, r->windows, r->tokens, se, r->by_residue.B, (unsigned long long)r->by_residue.seed);
     printf("by residue t mod %d:\n", r->residues);
     print_loss_rows(&r->by_residue, "r");
-    printf("by phase t mod %d:\n", r->phases);
+    printf("by phase t mod %d%s:\n", r->phases, probe_fold_note(mc));
     print_loss_rows(&r->by_phase, "phase");
     printf("homogeneity of the loss (Hotelling T^2 on the bootstrap covariance of the contrasts, F test):\n");
     print_test(&r->by_residue, "across residues");
@@ -307,7 +307,7 @@ static int cmd_eval(int argc, char **argv) {
             eval_result_free(&r);
             goto done;
         }
-        print_val_stats(&r);
+        print_val_stats(&r, &cfg->model);
         if (ps) {
             vr = r;                                      /* stored with the probe's group, below */
             have_vr = 1;
@@ -333,7 +333,7 @@ static int cmd_eval(int argc, char **argv) {
             goto done;
         }
         if (chunked) chunk_phase_finalize(chunked);
-        pr.fold = probe_phase_fold(&cfg->model);
+        probe_result_set_fold(&pr, &cfg->model);
         probe_result_finalize(&pr);
         const char *layout = probe_set_layout(ps) == PROBE_LAYOUT_NEEDLE ? "needle" : "lookup";
         if (decode) printf("%s probe %s through incremental decoding (KV cache, %.0f tokens/s):\n", layout, probe_file, tps);

@@ -10,9 +10,14 @@ probe at step 10):
 - the gate profile of a learned layer (the mean weight of each slot of the entries) sums to W;
 - /probe_chunk (trainer/chunk_phase.h): each layer's prompts by chunk phase sum to the probe's
   prompts per protocol, accuracies are correct / total of /probe's counts, and plain --eval --probe
-  of the checkpoint stores the same counts in analysis.h5 (chunk_total) with the boundary
+  of the checkpoint prints and stores the same counts in analysis.h5 (chunk_total) with each bin's
+  95% Wilson interval (chunk_acc_lo, chunk_acc_hi) with the boundary
   statistics as a subgroup of the evaluation (the same numbers as the run's last /boundaries row);
-- a grid model writes neither group."""
+- every fold by position mod S of a learned model (probe test, validation loss, knockout, --score,
+  the run's log) says that it is the position, not a grid phase;
+- a grid model writes neither group, and its folds carry no such note;
+- tools/report marks a learned run's fold by t_K mod S as the position and reports its probe by
+  chunk phase per layer (worst bin with its Wilson interval and n)."""
 import os
 import sys
 
@@ -101,12 +106,69 @@ with np.errstate(invalid="ignore", divide="ignore"):
     want_acc = np.where(tot > 0, 100 * cor / tot, np.nan)
 check(np.array_equal(np.isnan(acc), np.isnan(want_acc)) and np.allclose(acc[~np.isnan(acc)], want_acc[~np.isnan(want_acc)]),
       "--eval: chunk accuracy = 100 correct / total, NaN where no prompt", f"{acc}")
+with h5py.File(f"{ck}/analysis.h5", "r") as f:
+    g = f[sorted(k for k in f if k.startswith("probe_"))[-1]]
+    lo = np.asarray(g["chunk_acc_lo"][()]) if "chunk_acc_lo" in g else None
+    hi = np.asarray(g["chunk_acc_hi"][()]) if "chunk_acc_hi" in g else None
+
+
+def wilson(k, n, z=1.959963984540054):      # docs/spec.md §3.6, in percent
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ph = k / n
+        c = (ph + z * z / (2 * n)) / (1 + z * z / n)
+        h = z * np.sqrt(ph * (1 - ph) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return np.where(n > 0, 100 * np.maximum(0, c - h), np.nan), np.where(n > 0, 100 * np.minimum(1, c + h), np.nan)
+
+
+wlo, whi = wilson(cor, tot)
+check(lo is not None and hi is not None and np.allclose(lo, wlo, equal_nan=True) and np.allclose(hi, whi, equal_nan=True),
+      "--eval stores each chunk phase's 95% Wilson interval (chunk_acc_lo, chunk_acc_hi)", f"{lo} vs {wlo}")
+rows = [x for x in out.splitlines() if x.startswith("  prefix padding       layer  0:")]
+want = " ".join(f"{k}: {acc[0, 0, k]:.1f} [{wlo[0, 0, k]:.1f}, {whi[0, 0, k]:.1f}] ({int(tot[0, 0, k])})"
+                for k in range(W) if tot[0, 0, k] > 0)
+check(len(rows) == 1 and want in rows[0], "--eval prints each chunk phase's accuracy with its Wilson interval and n",
+      f"{rows} vs {want}")
 check(gb and np.array_equal(gb["chunk_length_hist"], b["chunk_length_hist"][-1]) and np.allclose(gb["boundary_rate"], b["boundary_rate"][-1]),
       "--eval stores the boundary statistics of its validation (= the run's last /boundaries row)", f"{sorted(gb)}")
 
+# A learned model has no grid: every fold by position mod S says so (probe_fold_note), never silently
+# labelled as a phase: the probe's test, the validation loss, the knockout, --score and the run's log.
+NOTE = "position only: learned boundaries have no grid"
+probe_line = [x for x in out.splitlines() if "phase-effect test: across residues" in x]
+val_line = [x for x in out.splitlines() if x.startswith("by phase t mod")]
+check(probe_line and all(f"by phase t_K mod {S} ({NOTE}" in x for x in probe_line) and val_line and NOTE in val_line[0],
+      "--eval --probe of a learned model: the t mod S folds say they are the position, not a grid phase", out[-900:])
+log = open(f"{d}/runs/bd/log.txt").read()
+check(f"across phases t mod {S} ({NOTE}" in log, "the run's log: the validation fold by t mod S says it is the position", log[-600:])
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "0:0", "--out", f"{d}/ko.h5"])
+check(rc == 0 and f"relative change by phase t_K mod {S} ({NOTE}" in out,
+      "--knockout of a learned model: the fold by t_K mod S says it is the position", out[-600:])
+rc, out = tu.run(["--score", ck, "--input", sorted(os.path.join(data, n) for n in os.listdir(data) if n.startswith("val_"))[0],
+                  "--out", f"{d}/score.h5"])
+check(rc == 0 and NOTE in out, "--score of a learned model: the fold by t mod S says it is the position", out[-600:])
+
 rc, out = tu.run([tu.TINY, "run.name=grid", f"model.window={W}", f"model.stride={S}"] + common)
+rc2, out2 = tu.run(["--eval", f"{d}/runs/grid/checkpoints/step_00000010", "--probe", probe, "--out", f"{d}/grid.h5"])
+check(rc2 == 0 and f"by phase t_K mod {S} chi2" in out2 and NOTE not in out2,
+      "a grid model's folds carry no such note", out2[-600:])
 with h5py.File(f"{d}/runs/grid/metrics.h5", "r") as f:
     names = set(f.keys())
 check(rc == 0 and "boundaries" not in names and "probe_chunk" not in names, "a grid model writes neither /boundaries nor /probe_chunk",
       f"{sorted(names)}")
+
+# tools/report: a learned run's fold by t_K mod S is marked as the position, and its own phase, the chunk
+# phase of /probe_chunk, is reported per layer and protocol with the worst bin's Wilson interval and n
+r = tu.subprocess.run([sys.executable, os.path.join(tu.ROOT, "tools", "report"), f"{d}/runs", "--out", f"{d}/report"],
+                      capture_output=True, text=True)
+md = open(f"{d}/report/report.md").read() if r.returncode == 0 else r.stderr
+run_rows = {x.split(" | ")[0][2:]: x for x in md.splitlines() if x.startswith(("| bd | compressed |", "| grid | compressed |"))}
+check(r.returncode == 0 and "| position: " in run_rows.get("bd", "") and "position:" not in run_rows.get("grid", "x"),
+      "report: the learned run's fold column is marked as the position, the grid run's is not", f"{run_rows}")
+acc0, tot0 = pc["acc_pp"][-1][0], pc["total_pp"][-1][0]
+pooled = [k for k in range(W) if tot0[k] > 0]
+w = min(pooled, key=lambda k: (acc0[k], k))
+wl, wh = wilson(np.array(round(acc0[w] * tot0[w] / 100)), np.array(tot0[w]))
+want = f"| bd | 0 | pp | {int(tot0.sum())} | {w} | {acc0[w]:.1f} [{float(wl):.1f}, {float(wh):.1f}] ({int(tot0[w])}) |"
+check("## Learned chunk boundaries: the probe by chunk phase" in md and want in md and "| grid | 0 |" not in md,
+      "report: the learned run's probe by chunk phase (worst bin, Wilson interval, n), not the grid run's", f"{want}\n{md[-1500:]}")
 finish()

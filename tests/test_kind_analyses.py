@@ -25,6 +25,7 @@ end to end on a window,csa,hca stack trained 10 steps (configs/test/tiny_stack.i
 - tools/report shows the kind folds, the kinds knocked out and the indexer table."""
 import math
 import os
+import re
 import struct
 import sys
 
@@ -103,6 +104,8 @@ def one_line_error(args, want, name):
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--out", H5])
 check(rc == 0 and "by the csa layers' phase" in out and "by the hca layers' phase" in out,
       "--eval --probe prints each compressed kind's fold", out[-800:])
+check(len(re.findall(r"worst phase \d+ \([\d.]+%, 95% Wilson interval \[[\d.]+, [\d.]+\], n = \d+\)", out)) == 4,
+      "--eval --probe: each kind's worst phase with its Wilson interval and n (2 kinds x 2 protocols)", out[-800:])
 g, a = last("probe")
 check(str(a.get("kinds")) == "csa,hca", "probe group: kinds csa,hca (the window layer has no grid)", f"{a.get('kinds')}")
 for kind in ("csa", "hca"):
@@ -155,6 +158,15 @@ check(str(a.get("kinds")) == "window,csa,hca" and list(g["layer_kind"]) == [2, 3
       "knockout all: every kind knocked out whole, and each layer's kind", f"{a.get('kinds')} {g.get('layer_kind')}")
 check(np.array_equal(g["kind_acc"][1], kcsa, equal_nan=True), "knockout all: its csa row equals --knockout csa:all", "")
 check(np.isfinite(g["rel_change_mean"]).any() or np.isfinite(g["acc"]).any(), "knockout all: the per-head sweep is kept", "")
+# a probe whose residues the hca stride 16 does not divide: that kind's fold is undefined, and says so
+probe12, calib12 = f"{d}/probe12.bin", f"{d}/probe12.calib.bin"
+for path, seed in ((probe12, 5), (calib12, 6)):
+    r = tu.subprocess.run([sys.executable, os.path.join(ROOT, "tools", "make-probe"), "--synthetic", "--out", path, "--seed", str(seed),
+                           "--per-residue", "2", "--residues", "12", "--max-len", "64", "--quiet"], capture_output=True, text=True)
+    check(r.returncode == 0, f"make-probe {os.path.basename(path)}", r.stderr[-300:])
+rc, out = tu.run(["--eval", ck, "--probe", probe12, "--calib", calib12, "--knockout", "hca:all", "--out", f"{d}/ko12.h5"])
+check(rc == 0 and "the probe's 12 residues are not a multiple of 16" in out and "not a multiple of 4" not in out,
+      "--knockout hca:all with P = 12: the hca fold (S 16) says it is undefined", out[-600:])
 one_line_error(["--knockout", "full:all"], "no full layer", "--knockout full:all on a stack without full layers: exit 2, one line")
 one_line_error(["--knockout", "csa:9"], "KV head 0..1", "--knockout csa:9: exit 2 naming the KV heads")
 one_line_error(["--knockout", "swa:all"], "KIND:all", "--knockout swa:all: exit 2 with the syntax")

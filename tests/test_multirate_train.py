@@ -72,6 +72,13 @@ check(rc1 == 0 and rc2 == 0 and accuracy(out1) and accuracy(out1) == accuracy(ou
 check("by phase t_K mod 4" in out1, "the probe's phase fold is lcm(4, 2) = 4 (docs/spec.md §6.4)", out1[-300:])
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "all", "--out", f"{d}/ko.h5"] + P16)
 check(rc == 0, "--knockout all runs on a multi-rate model", out[-300:])
+# staggered multi-rate grids: head g starts at floor(g S_g / G) of its own stride (4,2 on 2 heads: 0, 1), and the
+# knockout's per-head fold says the offsets it used (not floor(g * lcm / G): 0, 2)
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "0:1", "--out", f"{d}/ko_stag.h5", "model.grid=staggered"] + P16)
+with h5py.File(f"{d}/ko_stag.h5", "r") as f:
+    offs = [int(x) for x in f[sorted(f.keys())[-1]]["grid_offset"][()]] if rc == 0 else None
+check(rc == 0 and offs == [0, 1] and "(grid = staggered, o_g = 0, 1)" in out,
+      "--knockout on staggered multi-rate grids names the offsets it folded by (0, 1)", f"{offs} {out[-400:]}")
 
 ids = f"{d}/prompt.txt"
 with open(ids, "w") as f:

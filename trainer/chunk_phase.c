@@ -51,17 +51,18 @@ void chunk_phase_finalize(ChunkPhaseCounts *c) {
 }
 
 void chunk_phase_print(FILE *f, const ChunkPhaseCounts *c, const char *const *names) {
-    fprintf(f, "by chunk phase of the key (learned boundaries; slot W-1-(e-t_K), W = %d; u: unpooled): accuracy %% (n)\n",
-            c->window);
+    fprintf(f, "by chunk phase of the key (learned boundaries; slot W-1-(e-t_K), W = %d; u: unpooled): accuracy %% "
+            "[95%% Wilson interval] (n)\n", c->window);
     for (int p = 0; p < c->protocols; p++)
         for (int l = 0; l < c->layers; l++) {
             fprintf(f, "  %-20s layer %2d:", names[p], l);
             for (int k = 0; k <= c->window; k++) {
                 const long i = chunk_phase_index(c, p, l, k);
                 if (!c->total[i]) continue;
-                if (k < c->window) fprintf(f, " %d: %.1f (%ld)", k, c->acc[i], c->total[i]);
-                else fprintf(f, " u: %.1f (%ld)", c->acc[i], c->total[i]);
+                if (k < c->window) fprintf(f, " %d: %.1f [%.1f, %.1f] (%ld)", k, c->acc[i], c->lo[i], c->hi[i], c->total[i]);
+                else fprintf(f, " u: %.1f [%.1f, %.1f] (%ld)", c->acc[i], c->lo[i], c->hi[i], c->total[i]);
             }
-            fprintf(f, " | homogeneity p = %.3g\n", c->test[(long)p * c->layers + l].p);
+            const ChiSquare *t = &c->test[(long)p * c->layers + l];
+            fprintf(f, " | homogeneity p = %.3g%s\n", t->p, t->permutations ? " (permutation p: an expected count < 5)" : "");
         }
 }

@@ -43,8 +43,8 @@ void chunk_phase_add(ChunkPhaseCounts *c, int protocol, int layer, const unsigne
 /* Accuracies, intervals and tests from the counts. */
 void chunk_phase_finalize(ChunkPhaseCounts *c);
 
-/* A table of the finalised counts: per protocol and layer, accuracy and n of every bin, and the
- * homogeneity p; names[p] names protocol p. */
+/* A table of the finalised counts: per protocol and layer, accuracy, 95% Wilson interval and n of
+ * every bin, and the homogeneity p (marked when it is a permutation p); names[p] names protocol p. */
 void chunk_phase_print(FILE *f, const ChunkPhaseCounts *c, const char *const *names);
 
 /* Index of (protocol, layer, bin) in the [P_n, L, W + 1] arrays. */

@@ -75,7 +75,10 @@ void probe_print_kind_folds(FILE *f, const KindFold *kf, int n) {
                 fprintf(f, " %d:%.1f(%ld)", s, a, x->total[p][s]);
             }
             const ChiSquare *t = &x->test[p];
-            fprintf(f, "\n  %-3s worst phase %d (%.1f%%); phase test chi2 %.2f (df %d) p %.3g%s\n", probe_protocol_name(p), worst, wa,
+            double lo = NAN, hi = NAN;
+            if (worst >= 0) probe_wilson(x->correct[p][worst], x->total[p][worst], PROBE_Z95, &lo, &hi);
+            fprintf(f, "\n  %-3s worst phase %d (%.1f%%, 95%% Wilson interval [%.1f, %.1f], n = %ld); phase test chi2 %.2f (df %d) "
+                    "p %.3g%s\n", probe_protocol_name(p), worst, wa, 100 * lo, 100 * hi, worst >= 0 ? x->total[p][worst] : 0L,
                     t->chi2, t->df, t->p, t->permutations ? " (permutation p: an expected count < 5)" : "");
         }
     }

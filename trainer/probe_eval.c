@@ -99,6 +99,19 @@ int probe_phase_fold(const ModelConfig *mc) {
     return fold ? (int)fold : 8;
 }
 
+const char *probe_fold_note(const ModelConfig *mc) {
+    if (mc->attention != ATTN_COMPRESSED || mc->layer_attention[0]) return "";
+    if (mc->boundaries == BOUNDARIES_LEARNED)
+        return " (position only: learned boundaries have no grid; their phase is the chunk phase)";
+    if (mc->grid == GRID_STAGGERED) return " (KV head 0's grid; head g's phase is (t - o_g) mod S)";
+    return "";
+}
+
+void probe_result_set_fold(ProbeResult *res, const ModelConfig *mc) {
+    res->fold = probe_phase_fold(mc);
+    res->fold_note = probe_fold_note(mc);
+}
+
 const double *probe_result_acc(const ProbeResult *res, int protocol) {
     if (protocol < 0 || protocol >= PROBE_N_PROTOCOLS || !res->present[protocol]) return NULL;
     return res->acc[protocol];
@@ -274,8 +287,8 @@ void probe_print_table(FILE *f, const ProbeResult *res) {
         const ChiSquare *a = &res->test_residue[p], *b = &res->test_phase[p];
         char chance[256];
         int at_chance = probe_not_retrieving(res, p, chance, sizeof chance);
-        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d chi2 %.2f (df %d) p %.3g  -> %s\n",
-                probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, b->chi2, b->df, b->p,
+        fprintf(f, "%s phase-effect test: across residues chi2 %.2f (df %d) p %.3g | by phase t_K mod %d%s chi2 %.2f (df %d) p %.3g  -> %s\n",
+                probe_protocol_name(p), a->chi2, a->df, a->p, res->fold, res->fold_note ? res->fold_note : "", b->chi2, b->df, b->p,
                 at_chance ? chance : (b->p < 0.05 || a->p < 0.05) ? "not flat (p < 0.05)" : "homogeneity not rejected");
         if (a->permutations || b->permutations)
             fprintf(f, "%s phase-effect test: smallest expected count %.2g < %g (%s%s%s): p from %d permuted tables "

@@ -36,6 +36,7 @@ typedef struct {
      * the counts across the P residues, and folded by phase r mod fold (fold = S, or 8 for
      * full attention; set fold before finalizing; 0 or fold not dividing P: NaN) */
     int fold;
+    const char *fold_note;   /* what the fold is on this model (probe_fold_note; NULL: nothing to add) */
     ChiSquare test_residue[PROBE_N_PROTOCOLS], test_phase[PROBE_N_PROTOCOLS];
     /* candidate values a prompt offers (probe_set_candidates; chance accuracy 1 / candidates),
      * set by the evaluations; 0 = unknown */
@@ -88,6 +89,17 @@ const double *probe_result_acc(const ProbeResult *res, int protocol);
 
 /* The phase period to fold by: S for compressed attention, 8 for full attention. */
 int probe_phase_fold(const ModelConfig *mc);
+
+/* What "phase t mod S" (the fold of probe_phase_fold) is on mc, to print after it, so that no
+ * table folds by position mod S without saying what that means: "" on an aligned grid (the
+ * phase itself); for grid = staggered " (KV head 0's grid; head g's phase is (t - o_g) mod S)";
+ * for learned chunk boundaries (docs/spec.md §6.5), which have no grid, " (position only:
+ * learned boundaries have no grid; their phase is the chunk phase)". One rule for every
+ * printed fold: the probe table, the validation loss, the knockout, --score and the run's log. */
+const char *probe_fold_note(const ModelConfig *mc);
+
+/* res->fold = probe_phase_fold(mc), res->fold_note = probe_fold_note(mc) (set before finalizing). */
+void probe_result_set_fold(ProbeResult *res, const ModelConfig *mc);
 
 /* Whether protocol p retrieves at all: its pooled accuracy K / N over every residue with its 95%
  * Wilson interval [lo, hi]; a protocol whose lower bound does not exceed chance 1 / candidates

@@ -409,9 +409,9 @@ static int run_evaluation(Trainer *tr, char *err) {
         log_printf("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
               tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, clock_seconds() - t0);
         log_printf("eval step %ld | val loss homogeneity (n = %ld windows): across residues F = %.3g (%d, %d), p = %.3g; "
-                   "across phases t mod %d F = %.3g (%d, %d), p = %.3g\n",
+                   "across phases t mod %d%s F = %.3g (%d, %d), p = %.3g\n",
                    tr->st.step, r.by_residue.units, r.by_residue.F, r.by_residue.df1, r.by_residue.df2, r.by_residue.p,
-                   r.phases, r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p);
+                   r.phases, probe_fold_note(&tr->cfg->model), r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p);
         for (int l = 0; r.has_boundaries && l < r.bounds.n_layers; l++) {   /* docs/spec.md §6.5 */
             const BoundaryStats *b = &r.bounds;
             log_printf("eval step %ld | boundaries layer %d: rate %.4f (target %.4f), mean chunk %.2f tokens, forced %.1f%%, "
@@ -456,7 +456,7 @@ static int run_evaluation(Trainer *tr, char *err) {
         comm_allreduce_sum_host(tr->comm, sums, 2 * n);
         for (int i = 0; i < n; i++) { correct[i] = (long)sums[i]; total[i] = (long)sums[n + i]; }
         free(sums);
-        pr.fold = probe_phase_fold(&tr->cfg->model);
+        probe_result_set_fold(&pr, &tr->cfg->model);
         probe_result_finalize(&pr);
         log_printf("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
               "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
