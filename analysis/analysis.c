@@ -40,6 +40,7 @@
 
 #include "data/probe.h"
 #include "kernels/kernels.h"
+#include "trainer/probe_bootstrap.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
 #include "common/interrupt.h"
@@ -195,10 +196,12 @@ static int load_model(Ctx *c) {
     return 0;
 }
 
-static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr) {
+/* hits: NULL, or [prompts of ps]: each prompt's outcome (1 right), for the bootstrap intervals */
+static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr,
+                      unsigned char *hits) {
     char err[ERR_LEN];
     fflush(stdout);
-    if (probe_evaluate_ex(c->m, ps, c->T, c->micro, 0, 1, fn, ctx, label, pr, err)) {
+    if (probe_evaluate_hits(c->m, ps, c->T, c->micro, fn, ctx, label, hits, pr, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
@@ -543,7 +546,12 @@ static int run_gate_cycle(Ctx *c) {
     } else {
         printf("gate cycling: W = S = %d, layers %s, probe %s (%d prompts)\n", S, layers_text, probe_path, probe_set_count(c->ps));
     }
-    if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean)) return 1;
+    /* each delta's prompt outcomes [nd, prompts]: the mean's bootstrap interval (trainer/probe_bootstrap.h) */
+    const int n_prompts = probe_set_count(c->ps);
+    unsigned char *hits = malloc((size_t)nd * (n_prompts ? n_prompts : 1)), *clean_hits = malloc(n_prompts ? n_prompts : 1);
+    double *mean_ci = malloc(sizeof(double) * nd * 2 * 3);   /* [nd, 2, {mean, lo, hi}] */
+    if (!hits || !clean_hits || !mean_ci) { fprintf(stderr, "phaselab: --gate-cycle: out of memory\n"); return 1; }
+    if (eval_probe(c, c->ps, NULL, NULL, "gate cycle: clean (delta 0)", &clean, clean_hits)) return 1;
     clean.fold = S;                      /* the phase test on the fold the curves use (a stack: S*, not the model's lcm) */
     probe_result_finalize(&clean);
     for (int p = 0; p < 2; p++) {
@@ -560,6 +568,7 @@ static int run_gate_cycle(Ctx *c) {
         int d = deltas[k];
         if (d == 0) {                    /* delta W (also = 0 mod S) runs the whole path: the identity check below */
             res[k] = clean;
+            memcpy(hits + (size_t)k * n_prompts, clean_hits, (size_t)n_prompts);
             if (have_val) { vmean[k] = vclean_mean; memcpy(vloss + (size_t)k * VP, vclean, sizeof(double) * VP); }
             continue;
         }
@@ -569,7 +578,7 @@ static int run_gate_cycle(Ctx *c) {
         model_params_updated(c->m);
         char label[64];
         snprintf(label, sizeof label, "gate cycle: delta %d (%d/%d)", d, k + 1, nd);
-        if (eval_probe(c, c->ps, NULL, NULL, label, &res[k])) return 1;
+        if (eval_probe(c, c->ps, NULL, NULL, label, &res[k], hits + (size_t)k * n_prompts)) return 1;
         res[k].fold = S;
         probe_result_finalize(&res[k]);
         if (have_val) eval_val(c, val, &vmean[k], vloss + (size_t)k * VP);
@@ -601,19 +610,26 @@ static int run_gate_cycle(Ctx *c) {
             double md = 0;
             for (int s = 0; s < S; s++) if (isfinite(mp[s]) && isfinite(pp[s]) && fabs(mp[s] - pp[s]) > md) md = fabs(mp[s] - pp[s]);
             maxdev[k * 2 + p] = md;
+            double *ci = mean_ci + (k * 2 + p) * 3;
+            ci[0] = res[k].mean[p];
+            probe_mean_ci(c->ps, p, hits + (size_t)k * n_prompts, &ci[1], &ci[2]);
         }
     }
+    printf("mean: the unweighted mean of the residues' accuracies, 95%% interval: stratified bootstrap over the prompts "
+           "(B = %d; pp %d, ip %d prompts)\n", PROBE_BOOT_B, probe_set_count_protocol(c->ps, 0), probe_set_count_protocol(c->ps, 1));
     for (int k = 0; k < nd; k++) {
         printf("\ndelta %d: accuracy %% folded by phase t_K mod %d, measured A_%d(phi) and predicted A_0((phi - %d) mod %d)\n",
                deltas[k], S, deltas[k], deltas[k], S);
         printf("%-16s", "phase");
         for (int s = 0; s < S; s++) printf(" %6d", s);
-        printf(" | corr  max|dev|  mean  phase-test p\n");
+        printf(" | corr  max|dev|  mean [95%% interval]  phase-test p\n");
         for (int p = 0; p < 2; p++) {
             if (!res[k].present[p]) continue;
             printf("%-3s measured    ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", measp[(k * 2 + p) * S + s]);
-            printf(" | %5.2f  %7.1f  %5.1f  %.3g%s\n", corr[k * 2 + p], maxdev[k * 2 + p], res[k].mean[p], ptest[k * 2 + p],
+            const double *ci = mean_ci + (k * 2 + p) * 3;
+            printf(" | %5.2f  %7.1f  %5.1f [%5.1f, %5.1f]  %.3g%s\n", corr[k * 2 + p], maxdev[k * 2 + p], ci[0], ci[1], ci[2],
+                   ptest[k * 2 + p],
                    res[k].test_phase[p].permutations ? " (permutation p: an expected count < 5)" : "");
             printf("%-3s predicted   ", probe_protocol_name(p));
             for (int s = 0; s < S; s++) printf(" %6.1f", predp[(k * 2 + p) * S + s]);
@@ -668,6 +684,12 @@ static int run_gate_cycle(Ctx *c) {
     ah5_data(h, "predicted_phase", predp, 3, (int[]){nd, 2, S}, ax_s, "predicted accuracy folded by phase", "%");
     ah5_data(h, "correlation", corr, 2, (int[]){nd, 2}, ax_2, "Pearson correlation of measured and predicted phase curves", NULL);
     ah5_data(h, "p_phase", ptest, 2, (int[]){nd, 2}, ax_2, "phase-effect test p-value (folded by phase) of the cycled model", NULL);
+    {
+        const char *ax_c[] = {"delta", "protocol", "estimate"};
+        ah5_data(h, "mean_acc", mean_ci, 3, (int[]){nd, 2, 3}, ax_c,
+                 "mean accuracy over residues of the cycled model: estimate, 95% interval low, high (stratified bootstrap "
+                 "over the prompts, B = 2000)", "%");
+    }
     if (have_val) {
         for (int i = 0; i < VP; i++) vr[i] = i;
         ah5_axis_long(h, "val_residue", vr, VP, "residue t mod P of the predicting position");
@@ -688,6 +710,7 @@ static int run_gate_cycle(Ctx *c) {
     }
     free(vloss), free(vmean), free(vclean), free(a0), free(dl), free(deltas), free(mask), free(val_glob), free(probe_path);
     free(meas), free(pred), free(measp), free(predp), free(corr), free(ptest), free(maxdev), free(res), free(orig), free(work);
+    free(hits), free(clean_hits), free(mean_ci);
     return 0;
 }
 
@@ -832,6 +855,10 @@ static int run_knockout(Ctx *c) {
     int ko_ready = 0;
     double *acc = NULL, *rel = NULL, *relp = NULL, *relm = NULL, *meanacc = NULL, *offd = NULL, *phase_of = NULL,
            *cacc = NULL;
+    /* the 95% intervals of relm [L, G, 2] and krelm [nk, 2] (paired bootstrap over the prompts,
+     * trainer/probe_bootstrap.h) from each prompt's outcome, clean and knocked out */
+    double *relm_lo = NULL, *relm_hi = NULL, *krelm_lo = NULL, *krelm_hi = NULL;
+    unsigned char *clean_hits = NULL, *ko_hits = NULL;
     int *map = NULL;
     long *lay = NULL, *kvh = NULL;
     double *ph = NULL, *clean_phase = NULL;
@@ -866,7 +893,7 @@ static int run_knockout(Ctx *c) {
     printf("knockout: probe %s (%d prompts), calibration %s (%d prompts)\n", probe_path, probe_set_count(c->ps),
            c->a.calib ? calib : "(default, another seed)", probe_set_count(cal));
     ko.mode = KO_RECORD;
-    if (eval_probe(c, cal, knockout_before_batch, &ko, "knockout: calibration means", &tmp_res)) goto done;
+    if (eval_probe(c, cal, knockout_before_batch, &ko, "knockout: calibration means", &tmp_res, NULL)) goto done;
     int need[PROBE_N_PROTOCOLS];
     for (int p = 0; p < 2; p++) need[p] = probe_set_count_protocol(c->ps, p) > 0;
     if (knockout_finish_means(&ko, need, err)) { rc = usage_error("%s", err); goto done; }
@@ -874,26 +901,30 @@ static int run_knockout(Ctx *c) {
     probe_set_free(cal);
     cal = NULL;
     ko.mode = KO_OFF;
-    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean)) goto done;
+    const int n_prompts = probe_set_count(c->ps);
+    clean_hits = malloc(n_prompts ? n_prompts : 1), ko_hits = malloc(n_prompts ? n_prompts : 1);
+    if (!clean_hits || !ko_hits) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean, clean_hits)) goto done;
 
     int P = clean.residues, S = probe_phase_fold(mc);
     int n_ko = all ? L * G : type == KO_TARGET_HEAD ? 1 : 0;
     size_t cells = (size_t)L * G;
     acc = malloc(sizeof(double) * cells * 2 * P), rel = malloc(sizeof(double) * cells * 2 * P);
     relp = malloc(sizeof(double) * cells * 2 * S), relm = malloc(sizeof(double) * cells * 2);
+    relm_lo = malloc(sizeof(double) * cells * 2), relm_hi = malloc(sizeof(double) * cells * 2);
     meanacc = malloc(sizeof(double) * cells * 2);
     map = malloc(sizeof(int) * G * P);
     offd = malloc(sizeof(double) * G), phase_of = malloc(sizeof(double) * G * P);
     cacc = malloc(sizeof(double) * 2 * P);
     ph = malloc(sizeof(double) * S), clean_phase = malloc(sizeof(double) * S);          /* [S] each */
     lay = malloc(sizeof(long) * L), kvh = malloc(sizeof(long) * G);                       /* [L], [G] */
-    if (!acc || !rel || !relp || !relm || !meanacc || !map || !offd || !phase_of || !cacc || !ph || !clean_phase || !lay || !kvh) {
+    if (!acc || !rel || !relp || !relm || !relm_lo || !relm_hi || !meanacc || !map || !offd || !phase_of || !cacc || !ph || !clean_phase || !lay || !kvh) {
         fprintf(stderr, "phaselab: --knockout: out of memory for the %d x %d result tables\n", L, G);
         goto done;
     }
     for (size_t i = 0; i < cells * 2 * P; i++) acc[i] = rel[i] = NAN;
     for (size_t i = 0; i < cells * 2 * S; i++) relp[i] = NAN;
-    for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = NAN;
+    for (size_t i = 0; i < cells * 2; i++) relm[i] = meanacc[i] = relm_lo[i] = relm_hi[i] = NAN;
     /* per KV head: its grid offset o_g and the map residue -> phase (t_K - o_g) mod S (docs/spec.md §2b,
      * head_phase_map; S | P); the knocked-out head's own map folds both the clean and the knockout
      * counts, and is stored as phase_of_residue */
@@ -911,7 +942,7 @@ static int run_knockout(Ctx *c) {
         char label[64];
         snprintf(label, sizeof label, "knockout %d:%d (%d/%d)", l, h, k + 1, n_ko);
         ProbeResult r;
-        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r)) goto done;
+        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r, ko_hits)) goto done;
         size_t cell = (size_t)l * G + h;
         for (int p = 0; p < 2; p++) {
             fold_acc(&r, p, S, map + (size_t)h * P, ph);
@@ -923,6 +954,7 @@ static int run_knockout(Ctx *c) {
             for (int s = 0; s < S; s++) relp[(cell * 2 + p) * S + s] = rel_change(ph[s], clean_phase[s]);
             relm[cell * 2 + p] = rel_change(r.mean[p], clean.mean[p]);
             meanacc[cell * 2 + p] = r.mean[p];
+            probe_rel_change_ci(c->ps, p, clean_hits, ko_hits, &relm_lo[cell * 2 + p], &relm_hi[cell * 2 + p]);
         }
     }
     /* each kind knocked out whole: every chosen KV head of every layer of the kind at once, folded by
@@ -931,7 +963,8 @@ static int run_knockout(Ctx *c) {
     if (nk) {
         kacc = malloc(sizeof(double) * nk * 2 * P), krel = malloc(sizeof(double) * nk * 2 * P);
         krelm = malloc(sizeof(double) * nk * 2), kmacc = malloc(sizeof(double) * nk * 2);
-        if (!kacc || !krel || !krelm || !kmacc) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+        krelm_lo = malloc(sizeof(double) * nk * 2), krelm_hi = malloc(sizeof(double) * nk * 2);
+        if (!kacc || !krel || !krelm || !kmacc || !krelm_lo || !krelm_hi) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
     }
     for (int i = 0; i < nk; i++) {
         kind_fold_geometry(mc, kinds[i], c->T, &kS[i], &kO[i], NULL);    /* a kind of the schedule: never -1 */
@@ -944,7 +977,7 @@ static int run_knockout(Ctx *c) {
         char label[80];
         snprintf(label, sizeof label, "knockout %s (kind %d/%d)", layer_kind_names[kinds[i]], i + 1, nk);
         ProbeResult r;
-        int bad = eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r);
+        int bad = eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r, ko_hits);
         ko.targets = NULL;
         if (bad) { free(kmap), free(kph); goto done; }
         for (int p = 0; p < 2; p++) {
@@ -957,11 +990,13 @@ static int run_knockout(Ctx *c) {
             }
             krelm[i * 2 + p] = rel_change(r.mean[p], clean.mean[p]);
             kmacc[i * 2 + p] = r.mean[p];
+            probe_rel_change_ci(c->ps, p, clean_hits, ko_hits, &krelm_lo[i * 2 + p], &krelm_hi[i * 2 + p]);
         }
         free(kmap), free(kph);
     }
 
-    printf("\nclean: pp mean %.1f%%  ip mean %.1f%%\n", clean.mean[0], clean.mean[1]);
+    printf("\nclean: pp mean %.1f%%  ip mean %.1f%% (n = %d pp and %d ip prompts, %d residues)\n", clean.mean[0], clean.mean[1],
+           probe_set_count_protocol(c->ps, 0), probe_set_count_protocol(c->ps, 1), P);
     for (int p = 0; p < 2; p++) {
         char chance[256];
         if (probe_not_retrieving(&clean, p, chance, sizeof chance))
@@ -974,17 +1009,19 @@ static int run_knockout(Ctx *c) {
                "--residues a multiple of %d\n", P, S, S);
     for (int p = 0; p < 2 && n_ko; p++) {
         if (!clean.present[p]) continue;
-        printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head\n",
-               probe_protocol_name(p));
+        printf("\n%s: relative accuracy change %% 100 (A_ko - A_clean) / A_clean of the mean over residues, layer x KV head,\n"
+               "[95%% interval: paired bootstrap over the %d prompts, stratified by residue, B = %d]\n",
+               probe_protocol_name(p), probe_set_count_protocol(c->ps, p), PROBE_BOOT_B);
         printf("%8s", "layer");
-        for (int h = 0; h < G; h++) printf("   kv %-3d", h);
+        for (int h = 0; h < G; h++) printf("  kv %-18d", h);
         printf("\n");
         for (int l = 0; l < L; l++) {
             printf("%8d", l);
             for (int h = 0; h < G; h++) {   /* "-": not knocked out (nan: knocked out, A_clean = 0) */
                 const size_t cell = (size_t)l * G + h;
-                if (isfinite(meanacc[cell * 2 + p])) printf(" %8.1f", relm[cell * 2 + p]);
-                else printf(" %8s", "-");
+                if (isfinite(meanacc[cell * 2 + p]))
+                    printf(" %6.1f [%6.1f, %6.1f]", relm[cell * 2 + p], relm_lo[cell * 2 + p], relm_hi[cell * 2 + p]);
+                else printf(" %22s", "-");
             }
             printf("\n");
         }
@@ -1037,7 +1074,8 @@ static int run_knockout(Ctx *c) {
                    "tools/make-probe --residues a multiple of %d\n", P, kS[i], layer_kind_names[kinds[i]], kS[i]);
         for (int p = 0; p < 2; p++) {
             if (!clean.present[p]) continue;
-            printf("  %-3s mean acc %6.1f (rel %6.1f%%) |", probe_protocol_name(p), kmacc[i * 2 + p], krelm[i * 2 + p]);
+            printf("  %-3s mean acc %6.1f (rel %6.1f%% [%.1f, %.1f]) |", probe_protocol_name(p), kmacc[i * 2 + p], krelm[i * 2 + p],
+                   krelm_lo[i * 2 + p], krelm_hi[i * 2 + p]);
             for (int s = 0; s < kS[i]; s++) printf(" %d:%.1f", s, krelp[i][p * kS[i] + s]);
             printf("\n");
         }
@@ -1070,6 +1108,9 @@ static int run_knockout(Ctx *c) {
     ah5_data(hf, "phase_of_residue", phase_of, 2, (int[]){G, P}, ax_gr,
              "the phase (r - o_g) mod S that residue r has on KV head g's grid (the fold of rel_change_phase)", NULL);
     ah5_data(hf, "rel_change_mean", relm, 3, (int[]){L, G, 2}, ax_m, "relative change of the mean accuracy over residues", "%");
+    ah5_data(hf, "rel_change_mean_lo", relm_lo, 3, (int[]){L, G, 2}, ax_m,
+             "95% interval low of rel_change_mean: paired bootstrap over the prompts, stratified by residue (B = 2000)", "%");
+    ah5_data(hf, "rel_change_mean_hi", relm_hi, 3, (int[]){L, G, 2}, ax_m, "95% interval high of rel_change_mean", "%");
     if (mc->layer_attention[0]) {
         double *lk = malloc(sizeof(double) * L);
         if (lk) {
@@ -1092,6 +1133,9 @@ static int run_knockout(Ctx *c) {
         ah5_data(hf, "kind_acc", kacc, 3, (int[]){nk, 2, P}, ax_k, "accuracy with the kind knocked out", "%");
         ah5_data(hf, "kind_rel_change", krel, 3, (int[]){nk, 2, P}, ax_k, "relative accuracy change by residue, the kind knocked out", "%");
         ah5_data(hf, "kind_rel_change_mean", krelm, 2, (int[]){nk, 2}, ax_k2, "relative change of the mean accuracy, the kind knocked out", "%");
+        ah5_data(hf, "kind_rel_change_mean_lo", krelm_lo, 2, (int[]){nk, 2}, ax_k2,
+                 "95% interval low of kind_rel_change_mean (paired bootstrap over the prompts, B = 2000)", "%");
+        ah5_data(hf, "kind_rel_change_mean_hi", krelm_hi, 2, (int[]){nk, 2}, ax_k2, "95% interval high of kind_rel_change_mean", "%");
         ah5_data(hf, "kind_acc_mean", kmacc, 2, (int[]){nk, 2}, ax_k2, "mean accuracy over residues, the kind knocked out", "%");
         for (int i = 0; i < nk; i++) {
             const char *nm = layer_kind_names[kinds[i]];
@@ -1122,6 +1166,7 @@ done:
     free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
     free(ph), free(clean_phase), free(lay), free(kvh), free(calib), free(probe_path);
     free(kacc), free(krel), free(krelm), free(kmacc), free(kmask);
+    free(relm_lo), free(relm_hi), free(krelm_lo), free(krelm_hi), free(clean_hits), free(ko_hits);
     for (int i = 0; i < N_KINDS; i++) free(krelp[i]);
     return rc;
 }

@@ -192,16 +192,40 @@ rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "all", "--calib"
 check(rc == 0, "--knockout all --calib runs", out[-300:])
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "1:0", "--out", ko_h5])
 check(rc == 0 and "calibration: building" in out, "--knockout with the default calibration set (make-probe, another seed)", out[-300:])
-check(re.search(r"^ +0 +- +-$", out, re.M) and re.search(r"^ +1 +(\S+) +-$", out, re.M)
-      and re.search(r"^ +1 +(\S+) +-$", out, re.M).group(1) != "-",
-      "--knockout 1:0: the heads not knocked out print '-', the knocked-out one its value", out[-600:])
+cell = re.search(r"^ +1 +(\S+) \[ *(\S+), *(\S+)\] +-$", out, re.M)
+check(re.search(r"^ +0 +- +-$", out, re.M) and cell and cell.group(1) != "-",
+      "--knockout 1:0: the heads not knocked out print '-', the knocked-out one its value and 95% interval", out[-600:])
+check("paired bootstrap over the" in out and re.search(r"clean: pp mean \S+  ip mean \S+ \(n = \d+ pp and \d+ ip prompts", out),
+      "--knockout: the table says its n and how its interval is made", out[-900:])
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "--out", ko_h5])
 if os.path.exists(ko_h5):
     with h5py.File(ko_h5, "r") as f:
         groups = sorted(f.keys())
         shape = f["knockout_000/rel_change"].shape if "knockout_000" in f else None
         default = f.attrs.get("default")
+        rm = np.asarray(f["knockout_000/rel_change_mean"]) if "knockout_000" in f else None
+        rlo = np.asarray(f["knockout_000/rel_change_mean_lo"]) if "knockout_000/rel_change_mean_lo" in f else None
+        rhi = np.asarray(f["knockout_000/rel_change_mean_hi"]) if "knockout_000/rel_change_mean_hi" in f else None
+        gm = np.asarray(f["gate_cycle_000/mean_acc"]) if "gate_cycle_000/mean_acc" in f else None
+        gacc = np.asarray(f["gate_cycle_000/acc"]) if "gate_cycle_000/acc" in f else None
     check(groups == ["gate_cycle_000", "knockout_000", "knockout_001"], "appending keeps every earlier analysis", f"{groups}")
+    # every knocked-out cell's relative change has a 95% interval around it (paired bootstrap over the prompts)
+    # (this tiny model scores 0: its changes are NaN, and so must their intervals be; the interval's math and
+    # the prompt outcomes it reads are checked in test_probe_bootstrap and test_knockout)
+    ok = rlo is not None and rhi is not None and rlo.shape == rm.shape == rhi.shape
+    if ok:
+        both = np.isfinite(rm) & np.isfinite(rlo) & np.isfinite(rhi)
+        ok = (np.all(np.isnan(rlo[np.isnan(rm)])) and np.all(np.isnan(rhi[np.isnan(rm)]))
+              and np.all((rlo[both] <= rm[both] + 1e-9) & (rm[both] <= rhi[both] + 1e-9)))
+    check(ok, "knockout: rel_change_mean_lo/hi [L, G, 2]: NaN where the change is, around it elsewhere", f"{rlo} {rm} {rhi}")
+    # the gate cycle's mean is the mean over residues of its stored accuracies, inside its interval
+    ok = gm is not None and gm.shape == (1, 2, 3)
+    if ok:
+        want = np.nanmean(gacc, axis=2)                       # [nd, 2]
+        pres = np.isfinite(want)
+        ok = (np.allclose(gm[..., 0][pres], want[pres], atol=1e-9)
+              and np.all((gm[..., 1][pres] <= gm[..., 0][pres] + 1e-9) & (gm[..., 0][pres] <= gm[..., 2][pres] + 1e-9)))
+    check(ok, "gate cycle: mean_acc [delta, protocol, (mean, lo, hi)] is the residues' mean with its 95% interval", f"{gm}")
     check(shape == (2, 2, 2, 24), "knockout map [L, G, 2, P]", f"{shape}")
     check(default in (b"gate_cycle_000", "gate_cycle_000"), "root default is the newest group", f"{default}")
 else:

@@ -23,6 +23,7 @@
 #include "common/errors.h"
 #include "model/model.h"
 #include "tests/check.h"
+#include "trainer/probe_bootstrap.h"
 #include "analysis/interventions.h"
 #include "trainer/probe_eval.h"
 
@@ -160,6 +161,24 @@ int main(void) {
           "pp %g ip %g, expected 61.5 69.5", pp_mean, ip_mean);
     check(ko.mean[(0 * LAYERS + 0) * Hd + 0] == 0.5f, "mean of a constant head is that constant", "%g", ko.mean[0]);
 
+    /* each prompt's outcome (probe_evaluate_hits) and the paired interval of the relative change
+     * (trainer/probe_bootstrap.h): clean all right, knocked out all wrong: exactly [-100, -100] */
+    const int n_pe = probe_set_count(pe);
+    unsigned char *clean_hits = malloc((size_t)n_pe), *ko_hits = malloc((size_t)n_pe);
+    ko.mode = KO_OFF;
+    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, clean_hits, &r, err);
+    ko.mode = KO_REPLACE, ko.layer = 0, ko.kv_head = 1;
+    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, ko_hits, &r, err);
+    int all1 = 1, all0 = 1;
+    for (int i = 0; i < n_pe; i++) all1 &= clean_hits[i] == 1, all0 &= ko_hits[i] == 0;
+    double lo, hi;
+    probe_rel_change_ci(pe, 0, clean_hits, ko_hits, &lo, &hi);
+    check(all1 && all0 && lo == -100 && hi == -100, "knockout 0:1: every prompt's outcome recorded, the change's interval [-100, -100]",
+          "clean all right %d, knocked out all wrong %d, [%g, %g]", all1, all0, lo, hi);
+    probe_rel_change_ci(pe, 0, clean_hits, clean_hits, &lo, &hi);
+    check(lo == 0 && hi == 0, "the clean model against itself: [0, 0]", "[%g, %g]", lo, hi);
+    free(clean_hits), free(ko_hits);
+
     ko.mode = KO_REPLACE, ko.layer = 0, ko.kv_head = 1;
     probe_evaluate_ex(&m, pe, LEN, 3, 0, 1, knockout_before_batch, &ko, NULL, &r, err);
     check(acc_all(&r) == 0.0, "knocking out the answer-carrying KV head 0:1 drops accuracy to 0 (below chance 25%)", "%.1f%%", acc_all(&r));
@@ -220,6 +239,14 @@ int main(void) {
         long c = 0, t = 0;
         for (int i = 0; i < P; i++) c += r.correct[0][i], t += r.total[0][i];
         check(t == 8 && c == 5, "needle: a prompt scores only when every value token is right", "%ld/%ld, expected 5/8", c, t);
+        unsigned char hits[8];
+        memset(hits, 7, sizeof hits);
+        probe_evaluate_hits(&plain, pn, NLEN, 4, NULL, NULL, NULL, hits, &r, err);
+        char got[9];
+        for (int i = 0; i < 8; i++) got[i] = hits[i] == 1 ? '1' : hits[i] == 0 ? '0' : '?';
+        got[8] = 0;
+        check(!strcmp(got, "10111010"), "needle: each prompt's outcome lands at its own index (prompts 1, 5, 7 wrong)",
+              "%s, expected 10111010", got);
         probe_set_free(pn);
     }
     probe_set_free(pe), probe_set_free(pa), probe_set_free(pb);

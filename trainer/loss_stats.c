@@ -8,6 +8,7 @@
  * I_x(a, b) = 1 - I_{1-x}(b, a) otherwise. */
 #include "trainer/loss_stats.h"
 #include "common/errors.h"
+#include "common/splitmix.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -60,12 +61,6 @@ double f_sf(double x, double d1, double d2) {
     return beta_inc(0.5 * d2, 0.5 * d1, d2 / (d2 + d1 * x));
 }
 
-static uint64_t splitmix64(uint64_t *state) {
-    uint64_t z = (*state += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
 
 /* Cholesky factor of the SPD matrix a [q, q] in place (lower triangle); -1 when not positive definite. */
 static int cholesky(double *a, int q) {

@@ -138,7 +138,7 @@ static int by_length(const void *a_, const void *b_) {    /* length, then index:
  * the forward that scored it. */
 static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                                ProbeBatchFn before_batch, void *ctx, const char *progress, int pad_to_T,
-                               ChunkPhaseCounts *chunk, ProbeResult *res, char *err) {
+                               ChunkPhaseCounts *chunk, unsigned char *hits, ProbeResult *res, char *err) {
     int P = probe_set_residues(ps);
     if (P > PROBE_MAX_RESIDUES) return set_err(err, "%s: %d residues, at most %d supported", probe_set_path(ps), P, PROBE_MAX_RESIDUES);
     if (probe_set_max_length(ps) > T)
@@ -163,9 +163,10 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
     int *proto = malloc((size_t)micro_batch * sizeof *proto);               /* [B] */
     int *resid = malloc((size_t)micro_batch * sizeof *resid);               /* [B] */
     int *tkey = malloc((size_t)micro_batch * sizeof *tkey);                 /* [B] t_K */
+    int *pidx = malloc((size_t)micro_batch * sizeof *pidx);                 /* [B] the row's prompt index */
     PromptRef *order = malloc((size_t)(mine ? mine : 1) * sizeof *order);   /* this rank's prompts */
-    if (!tokens || !positions || !answers || !argmax || !proto || !resid || !tkey || !order) {
-        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(order);
+    if (!tokens || !positions || !answers || !argmax || !proto || !resid || !tkey || !pidx || !order) {
+        free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(pidx), free(order);
         return set_err(err, "probe_evaluate: out of memory for %d x %d tokens", micro_batch, T);
     }
     /* Each batch runs at the length L of its prompts (the model is causal: the logits at the
@@ -194,6 +195,7 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
             proto[b] = pr.protocol;
             resid[b] = pr.residue;
             tkey[b] = pr.t_key;
+            pidx[b] = order[k].index;
             b++;
         }
         /* no room for another prompt, the next prompt has another length, or this rank's last */
@@ -219,6 +221,7 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
                 for (int x = 0; x < nv; x++) right &= argmax[j + x] == answers[j + x];
                 res->total[proto[j]][resid[j]]++;
                 res->correct[proto[j]][resid[j]] += right;
+                if (hits) hits[pidx[j]] = (unsigned char)right;
                 for (int l = 0; chunk && l < chunk->layers; l++)
                     chunk_phase_add(chunk, proto[j], l, model_boundary_flags(m, l) + (size_t)j * L, L, tkey[j], right);
             }
@@ -226,7 +229,7 @@ static int probe_evaluate_rows(struct Model *m, const ProbeSet *ps, int T, int m
         }
     }
     if (model_set_seq_len(m, T_model, rc ? NULL : err)) rc = -1;     /* validation keeps the model's T */
-    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(order);
+    free(tokens), free(positions), free(answers), free(argmax), free(proto), free(resid), free(tkey), free(pidx), free(order);
     if (rc) return rc;
     probe_result_finalize(res);
     return 0;
@@ -237,12 +240,17 @@ int probe_evaluate_chunked(struct Model *m, const ProbeSet *ps, int T, int micro
     if (chunk && (!model_has_boundaries(m) || chunk->protocols != PROBE_N_PROTOCOLS))
         return set_err(err, "probe_evaluate_chunked: chunk-phase counts need a model with learned chunk boundaries "
                             "and %d protocols", PROBE_N_PROTOCOLS);
-    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, 0, chunk, res, err);
+    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, NULL, NULL, NULL, 0, chunk, NULL, res, err);
 }
 
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err) {
-    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, before_batch, ctx, progress, 0, NULL, res, err);
+    return probe_evaluate_rows(m, ps, T, micro_batch, rank, world, before_batch, ctx, progress, 0, NULL, NULL, res, err);
+}
+
+int probe_evaluate_hits(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeBatchFn before_batch, void *ctx,
+                        const char *progress, unsigned char *hits, ProbeResult *res, char *err) {
+    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, before_batch, ctx, progress, 0, NULL, hits, res, err);
 }
 
 int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
@@ -250,7 +258,7 @@ int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, 
 }
 
 int probe_evaluate_padded(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {
-    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, NULL, NULL, NULL, 1, NULL, res, err);
+    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, NULL, NULL, NULL, 1, NULL, NULL, res, err);
 }
 
 void probe_print_table(FILE *f, const ProbeResult *res) {

@@ -80,6 +80,12 @@ typedef void (*ProbeBatchFn)(void *ctx, const int *protocol, int B);
 int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batch, int rank, int world,
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
 
+/* probe_evaluate_ex in one process that also writes each prompt's outcome: hits [prompts] (caller's
+ * array), hits[i] = 1 when prompt i was right, 0 otherwise (the interventions' bootstrap intervals,
+ * trainer/probe_bootstrap.h). */
+int probe_evaluate_hits(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeBatchFn before_batch, void *ctx,
+                        const char *progress, unsigned char *hits, ProbeResult *res, char *err);
+
 /* Tests and benchmarks only: probe_evaluate with every prompt padded to T with token 0 (the
  * evaluation before prompts ran at their own length), to compare against. */
 int probe_evaluate_padded(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err);
