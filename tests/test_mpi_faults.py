@@ -85,4 +85,17 @@ cks = sorted(os.listdir(f"{d}/runs/full/checkpoints"))
 check(cks == ["step_00000002"], "no half checkpoint is left", str(cks))
 rc, out, _ = faulted(args, {})
 check(rc == 0 and "resumed from" in out and "step_00000002" in out, "the same command resumes from step 2", out[-300:])
+
+# each rank hashes its own optimizer shard and rank 0 gathers the digests (trainer/checkpoint.c
+# ShardDigest): state.json's entry of every shard is that file's own size and sha256
+import hashlib  # noqa: E402
+import json  # noqa: E402
+last = sorted(x for x in os.listdir(f"{d}/runs/full/checkpoints") if x.startswith("step_"))[-1]
+ck = f"{d}/runs/full/checkpoints/{last}"
+files = json.load(open(f"{ck}/state.json"))["files"]
+got = {r: files.get(f"optimizer/rank_{r:05d}.bin") for r in range(2)}
+want = {r: {"bytes": os.path.getsize(f"{ck}/optimizer/rank_{r:05d}.bin"),
+            "sha256": hashlib.sha256(open(f"{ck}/optimizer/rank_{r:05d}.bin", "rb").read()).hexdigest()} for r in range(2)}
+check(got == want and want[0]["sha256"] != want[1]["sha256"],
+      "state.json: each rank's shard digest (hashed on its rank, gathered) is that file's own", f"{got} vs {want}")
 finish()

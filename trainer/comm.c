@@ -532,6 +532,17 @@ void comm_bcast_host(Comm *c, void *buf, size_t bytes) {
     op_end(c);
 }
 
+void comm_gather_host(Comm *c, const void *send, size_t bytes, void *recv) {
+    if (!active(c)) {
+        if (bytes && recv != send) memcpy(recv, send, bytes);
+        return;
+    }
+    CommImpl *m = c->impl;
+    op_begin(c, "gather_host");
+    mpi_check(m, MPI_Gather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, 0, m->comm), "gather_host");
+    op_end(c);
+}
+
 /* ---- backend-memory collectives ---- */
 
 static int use_device_comm(const Comm *c) { return ((const CommImpl *)c->impl)->have_device_comm; }

@@ -55,6 +55,9 @@ void comm_allreduce_max_int(Comm *c, int *x, int n);
 void comm_step_control(Comm *c, StepControl *s);
 /* Broadcast of bytes in host memory from rank 0. */
 void comm_bcast_host(Comm *c, void *buf, size_t bytes);
+/* Gather of `bytes` (small: one MPI_Gather) from every rank to rank 0's recv [world * bytes], rank r's
+ * at r * bytes (recv is not touched on other ranks; a world of one copies send). */
+void comm_gather_host(Comm *c, const void *send, size_t bytes, void *recv);
 /* Backend memory: send [world * shard] -> recv [shard] = sum over ranks of this rank's shard. */
 void comm_reduce_scatter_sum(Comm *c, const float *send, float *recv, size_t shard);
 /* Backend memory: in-place all-gather: buf [world * shard], this rank's shard at rank*shard. */
