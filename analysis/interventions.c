@@ -20,6 +20,10 @@ static int gate_cycle_layer_check(const ModelConfig *lc, int k, int l, int mixed
     if (lc->boundaries == BOUNDARIES_LEARNED)   /* docs/spec.md §6.5: no grid phase to cycle */
         return set_err(err, "%s: the checkpoint has model.boundaries = learned (content-defined chunks, docs/spec.md §6.5): "
                        "there is no window grid whose phase gate cycling could shift", flag);
+    if (lc->head_strides[0])   /* docs/spec.md §6.4: a stride per KV head, one W: W = S cannot hold for every head */
+        return set_err(err, "%s: the checkpoint has multi-rate strides (model.head_strides = %s, docs/spec.md §6.4): "
+                       "gate cycling needs W = S, which one window W cannot meet for strides that differ; fold the "
+                       "probe by each head's own phase with --eval --probe instead", flag, lc->head_strides);
     if (lc->gate == GATE_UNIFORM) {
         if (mixed) return set_err(err, "%s: layer %d (%s) has uniform gates (no gate maps or biases to cycle)", flag, l, kind);
         return set_err(err, "%s: the checkpoint has uniform gates (no gate maps or biases to cycle); needs gate = scalar or vector", flag);

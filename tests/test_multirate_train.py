@@ -73,6 +73,11 @@ check("by phase t_K mod 4" in out1, "the probe's phase fold is lcm(4, 2) = 4 (do
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "all", "--out", f"{d}/ko.h5"] + P16)
 check(rc == 0, "--knockout all runs on a multi-rate model", out[-300:])
 # staggered multi-rate grids: head g starts at floor(g S_g / G) of its own stride (4,2 on 2 heads: 0, 1), and the
+# gate cycling needs W = S, which no single W meets for differing strides: refused naming head_strides
+rc, out = tu.run(["--eval", ck, "--probe", probe, "--gate-cycle", "1", "--out", f"{d}/gc.h5"] + P16)
+check(rc == 2 and "model.head_strides" in out and not os.path.exists(f"{d}/gc.h5"),
+      "--gate-cycle on a multi-rate model: refused (exit 2) naming model.head_strides, nothing written", out[-300:])
+
 # knockout's per-head fold says the offsets it used (not floor(g * lcm / G): 0, 2)
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "0:1", "--out", f"{d}/ko_stag.h5", "model.grid=staggered"] + P16)
 with h5py.File(f"{d}/ko_stag.h5", "r") as f:
