@@ -19,6 +19,7 @@ probe at step 10):
 - tools/report marks a learned run's fold by t_K mod S as the position and reports its probe by
   chunk phase per layer (worst bin with its Wilson interval and n)."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -45,6 +46,27 @@ common = [f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.
 rc, out = tu.run([tu.TINY, "run.name=bd", f"model.window={W}", f"model.stride={S}", "model.boundaries=learned"] + common)
 check(rc == 0 and "done: 10 steps" in out and "eval step 10 | boundaries layer 0: rate" in out,
       "a learned-boundary run trains 10 steps and logs its boundaries", out[-800:])
+
+
+def wilson(k, n, z=1.959963984540054):
+    p = k / n
+    c, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return 100 * (c - h), 100 * (c + h)
+
+
+# the run log states the worst residue's and the worst chunk slot's 95% Wilson interval and n
+lines = []
+for pat in (r"probe step 10 \| prefix padding: mean [\d.]+% worst ([\d.]+)% \[([\d.]+), ([\d.]+)\] \(r=\d+, n = (\d+)\)",
+            r"chunk phase, layer 0 \(prefix padding\): worst slot \d+ ([\d.]+)% \[([\d.]+), ([\d.]+)\] \(n = (\d+)\)"):
+    m = re.search(pat, out)
+    ok = m is not None
+    if ok:
+        a, lo, hi, n = float(m.group(1)), float(m.group(2)), float(m.group(3)), int(m.group(4))
+        wlo, whi = wilson(round(a * n / 100), n)
+        ok = abs(lo - wlo) < 0.06 and abs(hi - whi) < 0.06
+    lines.append(ok)
+check(all(lines), "the run log's probe lines give the worst residue's and the worst chunk slot's Wilson interval and n",
+      f"{lines}: " + "\n".join(x for x in out.splitlines() if "probe step 10" in x))
 
 
 def read_tokens(path):

@@ -345,10 +345,13 @@ static int probe_log_kind_folds(Trainer *tr, const ProbeResult *pr, int T, char 
             if (f->total[0][x] && (worst < 0 || (double)f->correct[0][x] / f->total[0][x] <
                                                     (double)f->correct[0][worst] / f->total[0][worst]))
                 worst = x;
-        if (worst >= 0)
-            log_printf("probe step %ld | %s layers' phase (t_K - (%d)) mod %d (prefix padding): worst phase %d %.1f%% (n = %ld), "
-                       "phase test p = %.3g\n", tr->st.step, f->name, f->o, f->S, worst,
-                       100.0 * f->correct[0][worst] / f->total[0][worst], f->total[0][worst], f->test[0].p);
+        if (worst >= 0) {
+            double lo, hi;
+            probe_wilson(f->correct[0][worst], f->total[0][worst], PROBE_Z95, &lo, &hi);
+            log_printf("probe step %ld | %s layers' phase (t_K - (%d)) mod %d (prefix padding): worst phase %d %.1f%% "
+                       "[%.1f, %.1f] (n = %ld), phase test p = %.3g\n", tr->st.step, f->name, f->o, f->S, worst,
+                       100.0 * f->correct[0][worst] / f->total[0][worst], 100 * lo, 100 * hi, f->total[0][worst], f->test[0].p);
+        }
         rows[nr++] = (struct KindFoldRow){f->kind, f->S, {f->correct[0], f->correct[1]}, {f->total[0], f->total[1]},
                                           {f->test[0].p, f->test[1].p}};
     }
@@ -383,9 +386,11 @@ static int probe_log_chunk_phases(Trainer *tr, ChunkPhaseCounts *c, char *err) {
             continue;
         }
         const long w = chunk_phase_index(c, 0, l, worst);
-        log_printf("probe step %ld | chunk phase, layer %d (prefix padding): worst slot %d %.1f%% (n = %ld), unpooled %.1f%% "
-                   "(n = %ld), homogeneity p = %.3g\n",
-                   tr->st.step, l, worst, c->acc[w], c->total[w], c->acc[u], c->total[u], c->test[l].p);
+        double lo, hi;
+        probe_wilson(c->correct[w], c->total[w], PROBE_Z95, &lo, &hi);
+        log_printf("probe step %ld | chunk phase, layer %d (prefix padding): worst slot %d %.1f%% [%.1f, %.1f] (n = %ld), "
+                   "unpooled %.1f%% (n = %ld), homogeneity p = %.3g\n",
+                   tr->st.step, l, worst, c->acc[w], 100 * lo, 100 * hi, c->total[w], c->acc[u], c->total[u], c->test[l].p);
     }
     return tr->metrics ? metrics_log_probe_chunk(tr->metrics, tr->st.step, c, err) : 0;
 }
@@ -458,9 +463,18 @@ static int run_evaluation(Trainer *tr, char *err) {
         free(sums);
         probe_result_set_fold(&pr, &tr->cfg->model);
         probe_result_finalize(&pr);
-        log_printf("probe step %ld | prefix padding: mean %.1f%% worst %.1f%% gap %.1f pts | in-sequence padding: mean %.1f%% "
-              "worst %.1f%% gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], pr.worst[0], pr.gap[0], pr.mean[1],
-              pr.worst[1], pr.gap[1], clock_seconds() - t0);
+        /* the worst residue with its 95% Wilson interval and n (spec §3.6) */
+        char worst_txt[2][96];
+        for (int p = 0; p < 2; p++) {
+            const int r = pr.worst_residue[p];
+            if (r < 0) snprintf(worst_txt[p], sizeof worst_txt[p], "worst -");
+            else
+                snprintf(worst_txt[p], sizeof worst_txt[p], "worst %.1f%% [%.1f, %.1f] (r=%d, n = %ld)", pr.worst[p],
+                         pr.lo[p][r], pr.hi[p][r], r, pr.total[p][r]);
+        }
+        log_printf("probe step %ld | prefix padding: mean %.1f%% %s gap %.1f pts | in-sequence padding: mean %.1f%% "
+              "%s gap %.1f pts | %.1fs\n", tr->st.step, pr.mean[0], worst_txt[0], pr.gap[0], pr.mean[1],
+              worst_txt[1], pr.gap[1], clock_seconds() - t0);
         if (probe_log_kind_folds(tr, &pr, T, err)) return -1;
         if (tr->metrics &&
             metrics_log_probe_tested(tr->metrics, tr->st.step, probe_result_acc(&pr, 0), probe_result_acc(&pr, 1),
