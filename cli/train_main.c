@@ -187,8 +187,11 @@ static void print_loss_rows(const LossStats *st, const char *label) {
 static void print_test(const LossStats *st, const char *what) {
     if (isnan(st->p))
         printf("  %s: undefined (%d groups with tokens in 2 or more windows, n = %ld windows)\n", what, st->tested, st->units);
-    else
-        printf("  %s: F = %.4g on (%d, %d) df, p = %.3g\n", what, st->F, st->df1, st->df2, st->p);
+    else {
+        char note[160];
+        loss_stats_power_note(st, note, sizeof note);
+        printf("  %s: F = %.4g on (%d, %d) df, p = %.3g%s\n", what, st->F, st->df1, st->df2, st->p, note);
+    }
 }
 
 static void print_val_stats(const EvalResult *r, const ModelConfig *mc) {

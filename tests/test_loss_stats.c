@@ -14,6 +14,7 @@
 #include "common/errors.h"
 
 #include <math.h>
+#include <string.h>
 #include <stdint.h>
 
 static uint64_t rng_state = 12345;
@@ -141,5 +142,16 @@ int main(void) {
           "a single unit: the overall SE is NaN like the groups', not 0", "overall_se %g", rc ? 0 : st.overall_se);
     loss_stats_free(&st);
     check(loss_stats_compute(sum, cnt, N, K, 1, 7, &st, err) != 0, "B < 2 is refused", "");
+    /* the power note: few denominator df (n - q < LOSS_STATS_FEW_DF) are said, enough are not, an undefined test is not */
+    {
+        LossStats few = {.p = 0.3, .df1 = 3, .df2 = 5, .units = 8}, many = {.p = 0.3, .df1 = 3, .df2 = 40, .units = 43},
+                  undef = {.p = NAN, .df1 = 0, .df2 = 0, .units = 1};
+        char a[200], b[200], c[200];
+        loss_stats_power_note(&few, a, sizeof a);
+        loss_stats_power_note(&many, b, sizeof b);
+        loss_stats_power_note(&undef, c, sizeof c);
+        check(strstr(a, "5 df") && strstr(a, "little power") && !b[0] && !c[0],
+              "power note: said for 5 df beyond 3 contrasts, not for 40, not for an undefined test", "'%s' '%s' '%s'", a, b, c);
+    }
     return check_exit_code();
 }

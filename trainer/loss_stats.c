@@ -11,6 +11,7 @@
 #include "common/splitmix.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -219,4 +220,11 @@ int loss_stats_compute(const double *sum, const double *cnt, long n, int K, int 
                             "for %d replicates", redrawn, attempts, B);
     }
     return 0;
+}
+
+void loss_stats_power_note(const LossStats *s, char *out, size_t len) {
+    if (len) out[0] = 0;
+    if (isnan(s->p) || s->df2 >= LOSS_STATS_FEW_DF) return;
+    snprintf(out, len, " (only %d df beyond the %d contrasts: %ld windows; the test has little power, more validation "
+             "windows sharpen it)", s->df2, s->df1, s->units);
 }

@@ -28,6 +28,7 @@
  * Deterministic: the same inputs, B and seed give the same bits on every machine. */
 #ifndef PHASELAB_LOSS_STATS_H
 #define PHASELAB_LOSS_STATS_H
+#include <stddef.h>
 #include <stdint.h>
 
 #define LOSS_STATS_B 1000                        /* replicates used by ./train and --eval */
@@ -54,6 +55,11 @@ typedef struct {
 int loss_stats_compute(const double *sum, const double *cnt, long n, int K, int B, uint64_t seed, LossStats *out,
                        char *err);
 void loss_stats_free(LossStats *s);
+/* LOSS_STATS_FEW_DF: below this many denominator degrees of freedom (n - q: windows beyond the
+ * contrasts) the F test is valid but has little power; loss_stats_power_note writes a note saying
+ * so into out (empty otherwise, and for an undefined test). */
+#define LOSS_STATS_FEW_DF 10
+void loss_stats_power_note(const LossStats *s, char *out, size_t len);
 
 /* Upper tail of the F distribution with (d1, d2) degrees of freedom: I_{d2/(d2 + d1 x)}(d2/2, d1/2),
  * the regularized incomplete beta function (continued fraction, modified Lentz). NaN on bad input. */

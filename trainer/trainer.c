@@ -413,10 +413,13 @@ static int run_evaluation(Trainer *tr, char *err) {
         }
         log_printf("eval step %ld | val loss %.4f over %ld windows | by residue t mod %d: best %.4f (r=%d), worst %.4f (r=%d) | %.1fs\n",
               tr->st.step, r.loss, r.windows, r.residues, best, best_r, worst, worst_r, clock_seconds() - t0);
-        log_printf("eval step %ld | val loss homogeneity (n = %ld windows): across residues F = %.3g (%d, %d), p = %.3g; "
-                   "across phases t mod %d%s F = %.3g (%d, %d), p = %.3g\n",
-                   tr->st.step, r.by_residue.units, r.by_residue.F, r.by_residue.df1, r.by_residue.df2, r.by_residue.p,
-                   r.phases, probe_fold_note(&tr->cfg->model), r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p);
+        char note_r[160], note_p[160];
+        loss_stats_power_note(&r.by_residue, note_r, sizeof note_r);
+        loss_stats_power_note(&r.by_phase, note_p, sizeof note_p);
+        log_printf("eval step %ld | val loss homogeneity (n = %ld windows): across residues F = %.3g (%d, %d), p = %.3g%s; "
+                   "across phases t mod %d%s F = %.3g (%d, %d), p = %.3g%s\n",
+                   tr->st.step, r.by_residue.units, r.by_residue.F, r.by_residue.df1, r.by_residue.df2, r.by_residue.p, note_r,
+                   r.phases, probe_fold_note(&tr->cfg->model), r.by_phase.F, r.by_phase.df1, r.by_phase.df2, r.by_phase.p, note_p);
         for (int l = 0; r.has_boundaries && l < r.bounds.n_layers; l++) {   /* docs/spec.md §6.5 */
             const BoundaryStats *b = &r.bounds;
             log_printf("eval step %ld | boundaries layer %d: rate %.4f (target %.4f), mean chunk %.2f tokens, forced %.1f%%, "
