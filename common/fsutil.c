@@ -184,6 +184,17 @@ int fs_exists(const char *path) {
     return stat(path, &st) == 0;
 }
 
+int fs_lock_dir_held(const char *dir, int fd, char *err) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/lock", dir);
+    struct stat held, now;
+    if (fstat(fd, &held)) return set_err(err, "%s: cannot stat the held run lock: %s", path, strerror(errno));
+    if (stat(path, &now) || now.st_dev != held.st_dev || now.st_ino != held.st_ino)
+        return set_err(err, "%s: the run directory was removed or replaced while this run was running (its lock is not "
+                       "the file this run holds); nothing more is written there: the run stops here", path);
+    return 0;
+}
+
 int fs_lock_dir(const char *dir, int *fd_out, char *err) {
     char path[4200];
     snprintf(path, sizeof path, "%s/lock", dir);

@@ -41,4 +41,8 @@ int fs_exists(const char *path);
  * writes this pid into it. Returns 0, -2 when another live process holds it (err names its
  * pid, as read from the file), -1 on other errors. */
 int fs_lock_dir(const char *dir, int *fd_out, char *err);
+/* 0 when DIR/lock is still the file fd (from fs_lock_dir) locks: the same device and inode; -1 with
+ * err when the directory or its lock was removed or replaced since (a user's rm -r of a running
+ * run: writing on would recreate a stub directory beside the lost one). */
+int fs_lock_dir_held(const char *dir, int fd, char *err);
 #endif

@@ -123,4 +123,23 @@ check(rc == 2 and "loss_targets" in err_line(out) and "answers" in err_line(out)
       err_line(out))
 rc, out = train("lt3", "data.loss_targets=answers", "train.steps=3", "eval.every=3")
 check(rc == 0 and "val loss" in out, "loss_targets = answers trains on the synthetic corpus", out[-300:])
+# the run directory removed while the run runs (a user's rm -r): the run stops at its next evaluation with
+# one line saying so, exit 1, and does not recreate a stub directory (it recreated checkpoints/ and wrote on)
+import subprocess  # noqa: E402
+import time  # noqa: E402
+gone = f"{runs}/gone"
+p = subprocess.Popen([tu.TRAIN, tu.TINY, f"data.train={data}/train_*.bin", f"data.val={data}/val_*.bin", f"run.dir={runs}",
+                      "run.name=gone", "train.steps=100000", "eval.every=50", "checkpoint.every=100000"],
+                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+t0 = time.time()
+while not os.path.exists(f"{gone}/metrics.h5") and time.time() - t0 < 60:
+    time.sleep(0.05)
+shutil.rmtree(gone, ignore_errors=True)
+try:
+    out = p.communicate(timeout=120)[0]
+except subprocess.TimeoutExpired:
+    p.kill()
+    out = p.communicate()[0] + "\n(still running after 120 s)"
+check(p.returncode == 1 and "was removed or replaced while this run was running" in err_line(out) and not os.path.exists(gone),
+      "run directory removed during the run: exit 1, said, not recreated", f"{p.returncode} {err_line(out)} exists={os.path.exists(gone)}")
 finish()

@@ -395,7 +395,19 @@ static int probe_log_chunk_phases(Trainer *tr, ChunkPhaseCounts *c, char *err) {
     return tr->metrics ? metrics_log_probe_chunk(tr->metrics, tr->st.step, c, err) : 0;
 }
 
+/* Rank 0 holds the run's lock: the run directory must still be the one it locked before anything
+ * more is written into it (a checkpoint, an evaluation's metrics row); every rank learns the answer.
+ * Returns 0 or -1 with err. */
+static int run_dir_still_ours(Trainer *tr, char *err) {
+    char local[ERR_LEN] = "";
+    int gone = tr->comm->rank == 0 && tr->lock_fd >= 0 && fs_lock_dir_held(tr->run_dir, tr->lock_fd, local);
+    comm_allreduce_max_int(tr->comm, &gone, 1);
+    if (!gone) return 0;
+    return set_err(err, "%s", local[0] ? local : "the run directory was removed or replaced while the run was running (rank 0's error)");
+}
+
 static int run_evaluation(Trainer *tr, char *err) {
+    if (run_dir_still_ours(tr, err)) return -1;
     Config *cfg = tr->cfg;
     int T = cfg->data.seq_len;
     if (model_set_seq_len(tr->model, T, err)) return -1;   /* a short stage trains below T */
@@ -491,6 +503,7 @@ static int run_evaluation(Trainer *tr, char *err) {
 }
 
 static int save_checkpoint(Trainer *tr, char *err) {
+    if (run_dir_still_ours(tr, err)) return -1;
     double t0 = clock_seconds();
     train_data_fingerprint(tr->data, tr->st.step, tr->st.data_fingerprint);   /* the data read so far */
     if (checkpoint_save(tr->run_dir, &tr->st, tr->cfg, tr->model, &tr->opt, tr->comm, tr->code_version,
