@@ -71,8 +71,9 @@
  *     before 5.7-6.4 ms a layer (the 1024-item blocks)  ->  after 2.3 ms (53120 items / 132 SMs)
  * i.e. ~160-180 -> ~65 ms over 28 layers of a micro-batch of 8. The remaining time is the
  * per-SM rate, not the schedule: 31% of the items are raw tiles of which 1/8 of the pairs are
- * visible (window 16 of 64 keys x 2 query tiles), and the kernel runs one block of 4 warps per
- * SM at 255 registers. At G=8 (2 heads per KV head) the split changes little (2.75 -> 2.4 ms);
+ * visible (window 16 of 64 keys x 2 query tiles), and the kernel ran one block of 4 warps per
+ * SM at 255 registers (two blocks since 2026-12-05: DkvLayout; the live 16-query blocks skip the
+ * invisible pairs' products, not their Q / dO tile loads). At G=8 (2 heads per KV head) the split changes little (2.75 -> 2.4 ms);
  * the full-attention controls (custom backward when deterministic) stay unsplit (L = 260 > the
  * largest tile's 128 items: 4096 blocks already balance).
  * Full causal attention without a sink (the full-attention controls) goes to cuDNN's fused
