@@ -345,12 +345,6 @@ struct FwdLayout {
 /* column i (0..31) of lane (rr, hf) of a 64-column tile: every column once per lane pair */
 __device__ __forceinline__ int att_col(int rr, int hf, int i) { return (2 * i + hf + (rr >= 8 ? 2 : 0)) & 63; }
 
-/* 1 when v is nonzero in some lane of the warp (every lane calls it) */
-__device__ __forceinline__ int warp_any_lane(int v) {
-    #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v |= __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* the OR of v over the warp's lanes (every lane calls it) */
 __device__ __forceinline__ unsigned warp_or(unsigned v) {
@@ -465,7 +459,7 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_FWD_MIN_BLOCKS) attn_fwd_kern
         const float m_new = move ? mx : m;
         const float corr = move && l > 0.0f ? __expf(m - m_new) : 1.0f;
         __syncwarp();                               /* S is in registers: Sw is free */
-        if (warp_any_lane(corr != 1.0f)) warp_scale_o<DP>(oacc, Sw, rr, hf, corr, NULL, d, false);
+        if (warp_or(corr != 1.0f)) warp_scale_o<DP>(oacc, Sw, rr, hf, corr, NULL, d, false);
         m = m_new;
         float psum = 0.0f;
         #pragma unroll
@@ -571,9 +565,11 @@ __global__ void __launch_bounds__(ATT_THREADS, 2) attn_bwd_dq_kernel(AttnShape s
         warp_mm_nt<DP, L::LDB>(Ss + warp * 16 * LDS_F, Qs + warp * 16 * L::LDB, Ks, live);
         warp_mm_nt<DP, L::LDB>(dPs + warp * 16 * LDS_F, dOs + warp * 16 * L::LDB, Vs, live);
         __syncwarp();
+        /* (columns of blocks outside `live` are never read: neither computed nor written) */
         #pragma unroll 8
         for (int cc = 0; cc < 32; cc++) {
             int col = hf * 32 + cc, key = k0 + col;
+            if (!(live >> (col >> 4) & 1u)) continue;
             bool vis = tvalid && (comp ? key < nv && att_sel(s, b, t, key) : (key >= lo && key <= t));
             float ds = 0.0f;
             if (vis) {
@@ -784,8 +780,9 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_DKV_MIN_BLOCKS) attn_bwd_dkv_
             warp_mm_nt_half<DP, L::LDB>(Sw, Ks + warp * 16 * L::LDB, Qs, half, live);
             warp_mm_nt_half<DP, L::LDB>(Sw + 32, Vs + warp * 16 * L::LDB, dOs, half, live);
             __syncwarp();
+            /* this lane's 16 columns are block 2 half + hf: outside `live` they are never read */
             #pragma unroll 8
-            for (int cc = 0; cc < 16; cc++) {
+            for (int cc = 0; cc < 16 && (live >> (2 * half + hf) & 1u); cc++) {
                 const int c = hf * 16 + cc, col = 32 * half + c, tq = qt + col;
                 bool vis = kvalid && (comp ? key < nv_s[col] && att_sel(s, b, tq, key) : (key >= lo_s[col] && key <= tq));
                 float pv = 0.0f, ds = 0.0f;

@@ -128,7 +128,7 @@ template <typename E>
 __global__ void copy_2d_kernel(E *dst, int ld_dst, const E *src, int ld_src, int rows, int cols) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= cols) return;
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) dst[(size_t)r * ld_dst + c] = src[(size_t)r * ld_src + c];
+    for (long long r = blockIdx.y; r < rows; r += gridDim.y) dst[(size_t)r * ld_dst + c] = src[(size_t)r * ld_src + c];
 }
 template <typename E>
 static void copy_2d_launch(BackendCtx *ctx, E *dst, int ld_dst, const E *src, int ld_src, int rows, int cols) {

@@ -31,25 +31,28 @@ __device__ __forceinline__ void rope_pair(float &x1, float &x2, float c, float s
     x1 = y1;
     x2 = y2;
 }
+struct alignas(8) bf16x4 { __nv_bfloat162 lo, hi; };   /* 4 bf16: one 8-byte access */
 __global__ void rope4_kernel(bf16 *x, const float *cos_sin, int nh, int d, int r, int period, int mult, float sgn,
                              int total4) {
     const int half = r / 2, q4 = half / 4;
-    for (int idx = blockIdx.x * blockDim.x + threadIdx.x; idx < total4; idx += gridDim.x * blockDim.x) {
+    /* (the counter is 64-bit: a grid-stride step past INT_MAX - stride must not wrap; the index math is
+     * 32-bit, total4 < INT_MAX) */
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total4; e += (long long)gridDim.x * blockDim.x) {
+        const int idx = (int)e;
         const int i = (idx % q4) * 4, rh = idx / q4, k = rh / nh, pos = (k % period) * mult;
         const float4 *cs = (const float4 *)(cos_sin + ((size_t)pos * half + i) * 2);   /* c0 s0 c1 s1, c2 s2 c3 s3 */
         const float4 cs01 = cs[0], cs23 = cs[1];
         bf16 *v = x + (size_t)rh * d + (d - r);
-        uint2 u1 = *(const uint2 *)(v + i), u2 = *(const uint2 *)(v + i + half);
-        float2 a01 = __bfloat1622float2(*(__nv_bfloat162 *)&u1.x), a23 = __bfloat1622float2(*(__nv_bfloat162 *)&u1.y);
-        float2 b01 = __bfloat1622float2(*(__nv_bfloat162 *)&u2.x), b23 = __bfloat1622float2(*(__nv_bfloat162 *)&u2.y);
+        bf16x4 *p1 = (bf16x4 *)(v + i), *p2 = (bf16x4 *)(v + i + half);
+        const bf16x4 u1 = *p1, u2 = *p2;
+        float2 a01 = __bfloat1622float2(u1.lo), a23 = __bfloat1622float2(u1.hi);
+        float2 b01 = __bfloat1622float2(u2.lo), b23 = __bfloat1622float2(u2.hi);
         rope_pair(a01.x, b01.x, cs01.x, sgn * cs01.y);
         rope_pair(a01.y, b01.y, cs01.z, sgn * cs01.w);
         rope_pair(a23.x, b23.x, cs23.x, sgn * cs23.y);
         rope_pair(a23.y, b23.y, cs23.z, sgn * cs23.w);
-        __nv_bfloat162 o1[2] = {__floats2bfloat162_rn(a01.x, a01.y), __floats2bfloat162_rn(a23.x, a23.y)};
-        __nv_bfloat162 o2[2] = {__floats2bfloat162_rn(b01.x, b01.y), __floats2bfloat162_rn(b23.x, b23.y)};
-        *(uint2 *)(v + i) = *(const uint2 *)o1;
-        *(uint2 *)(v + i + half) = *(const uint2 *)o2;
+        *p1 = bf16x4{__floats2bfloat162_rn(a01.x, a01.y), __floats2bfloat162_rn(a23.x, a23.y)};
+        *p2 = bf16x4{__floats2bfloat162_rn(b01.x, b01.y), __floats2bfloat162_rn(b23.x, b23.y)};
     }
 }
 
