@@ -1,4 +1,4 @@
-/* Filler sweep (docs/spec.md §4, the FP8-completion flip): for a prompt, two candidate next
+/* Filler sweep (docs/spec.md §4.4, the FP8-completion flip): for a prompt, two candidate next
  * tokens a and b and a filler token f, prepend L fillers for L = L0 .. L1 and measure
  * P(a), P(b) (full-vocabulary softmax at the prompt's last token) and P(a) - P(b) per L, then
  * the periodogram of P(a) - P(b) over L and its peak period.

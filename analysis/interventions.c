@@ -31,7 +31,7 @@ static int gate_cycle_layer_check(const ModelConfig *lc, int k, int l, int mixed
     if (lc->window != lc->stride && !(mixed && lc->compressor == COMPRESSOR_DEEPSEEK && lc->window == 2 * lc->stride)) {
         if (mixed) return set_err(err, "%s: layer %d (%s): window W = %d, stride S = %d; gate cycling needs W = S or the deepseek maps with W = 2S (docs/spec.md §4.1)",
                                   flag, l, kind, lc->window, lc->stride);
-        return set_err(err, "%s: window W = %d differs from stride S = %d; gate cycling needs W = S (docs/spec.md §4)", flag,
+        return set_err(err, "%s: window W = %d differs from stride S = %d; gate cycling needs W = S (docs/spec.md §4.1)", flag,
                        lc->window, lc->stride);
     }
     return 0;

@@ -16,6 +16,7 @@
  *           [--max-filler F] [--short-min A] [--short-max B] [--long-records N] [--long-fraction X] [--ordered-fraction X] [--row-tokens L]
  *   ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]   CPU training-step benchmark (--profile: the
  *                                                       per-op time table of each case, kernels/backend_profile.h)
+ *   ./train --version                                   the code version and the build's features
  *   ./train --help                                      every config key with its default */
 #include <errno.h>
 #include <limits.h>
@@ -90,6 +91,7 @@ static void usage(FILE *f) {
             "       ./train --bench [--threads N] [--steps N] [--profile] [--case all|demo|vocab|probe]\n"
             "                                                         CPU training-step benchmark (--profile: each\n"
             "                                                         case's per-op time table after its timed steps)\n"
+            "       ./train --version                                 the code version and the build's BLAS, CUDA, cuDNN, NCCL\n"
             "       ./train --help                                    this text and every config key\n");
 }
 

@@ -1,6 +1,6 @@
 /* JSONL documents: the text of one line of a .jsonl corpus, the string field FIELD of the
  * line's JSON object (./tokenize --field, default "text"). The rules of ./tokenize's bad-line
- * accounting (data/tokenize_main.c) live here so that they can be tested and fuzzed alone:
+ * accounting (data/tokenize_pipeline.c) live here so that they can be tested and fuzzed alone:
  *   - a line of only spaces, tabs, CR and LF is blank (an empty document);
  *   - a line holding the escape \u0000 is bad (cJSON hands strings over NUL-terminated, so
  *     the document would be cut short silently);

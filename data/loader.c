@@ -1,5 +1,5 @@
 /* Datasets of token shards cut into windows: the stateless training loader (shuffled by a
- * keyed Feistel permutation per epoch) and the validation set of docs/spec.md §3.
+ * keyed Feistel permutation per epoch) and the validation set of docs/spec.md §3.2.
  * The window arithmetic and the guarantees are described in data/loader.h.
  *
  * A Dataset is the sorted list of shards of a glob, each memory-mapped (descriptor closed),

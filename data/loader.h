@@ -1,5 +1,5 @@
 /* Datasets of token shards, cut into windows of T+1 tokens: the stateless training loader and
- * the validation set of docs/spec.md §3.
+ * the validation set of docs/spec.md §3.2.
  *
  * Windows. In a shard of n tokens, window k covers tokens [kT, kT+T] (inputs kT..kT+T-1,
  * targets kT+1..kT+T) for k = 0, 1, ... while kT + T < n, i.e. floor((n-1)/T) windows

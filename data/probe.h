@@ -1,4 +1,4 @@
-/* Lookup-probe sets (docs/spec.md §3): the prompts of the controlled retrieval probe, built by
+/* Lookup-probe sets (docs/spec.md §3.5): the prompts of the controlled retrieval probe, built by
  * tools/make-probe and read here.
  *
  * A prompt: 64 records "key value" (one token each, distinct keys), 8 demonstration records
@@ -40,7 +40,7 @@
  *     20-23   u32 index of the target record in the list (0..records-1)
  *     24-31   u64 offset of the prompt's first token in the token array, in tokens
  *   Tokens: n_tokens u32.
- * Needle layout (docs/spec.md §4, DeepSeek's position-matched needle): a haystack of records of
+ * Needle layout (docs/spec.md §4.3, DeepSeek's position-matched needle): a haystack of records of
  * nk key tokens then nv value tokens, then the target record's nk key tokens again ending at the
  * query position q, then its first nv - 1 value tokens (teacher forced). length = q + nv;
  * t_K = the position of the target record's first key token; tokens[t_K .. t_K+nk-1] equal

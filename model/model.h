@@ -88,11 +88,11 @@ double model_step_loss_sum(Model *m);
  * sequence b (host arrays: tokens [B, T], positions [B], out [B]). */
 void model_argmax_at(Model *m, const int32_t *tokens, int B, const int *positions, int32_t *out);
 
-/* Analysis hook (causal interventions, trainer/knockout.c): while set, every forward pass of
- * model_argmax_at calls hook(ctx, layer, z, B, H, d) after each layer's attention and before
- * W_o, with z [B, H*d] a host fp32 copy of the attention outputs at the requested positions
- * (row b = position positions[b] of sequence b; head a at z[b*H*d + a*d ..]). The hook may
- * change z; the rows are written back before W_o. hook = NULL removes it. */
+/* Analysis hook (causal interventions: the KV-head knockout of analysis/analysis.c): while set,
+ * every forward pass of model_argmax_at calls hook(ctx, layer, z, B, H, d) after each layer's
+ * attention and before W_o, with z [B, H*d] a host fp32 copy of the attention outputs at the
+ * requested positions (row b = position positions[b] of sequence b; head a at z[b*H*d + a*d ..]).
+ * The hook may change z; the rows are written back before W_o. hook = NULL removes it. */
 typedef void (*ModelAttnHook)(void *ctx, int layer, float *z, int B, int H, int d);
 void model_set_attn_hook(Model *m, ModelAttnHook hook, void *ctx);
 

@@ -1,4 +1,4 @@
-/* Gate statistics (docs/spec.md §3) against their definition on hand-set gate parameters:
+/* Gate statistics (docs/spec.md §3.4) against their definition on hand-set gate parameters:
  * zero gate maps and biases give uniform weights (effective number W, flat profile 1); a large
  * bias on one offset gives one-hot weights (effective number 1, profile W at that offset);
  * mixed windows separate the static number exp(H(E[alpha])) from the per-window E[exp(H(alpha))].

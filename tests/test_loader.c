@@ -4,7 +4,7 @@
  * example (file-name order, windows of T+1 tokens sharing a boundary token, files of <= T
  * tokens giving none), every window exactly once per epoch, determinism, different orders for
  * different seeds and epochs, the permutation being a bijection for many sizes (and 2^22 + 15),
- * docs/spec.md §3 validation windows, vocabulary errors with file and offset, fingerprints,
+ * docs/spec.md §3.2 validation windows, vocabulary errors with file and offset, fingerprints,
  * and 2000 shards opened under a limit of 64 file descriptors. */
 #include "data/loader.h"
 #include "common/errors.h"
@@ -214,7 +214,7 @@ static void test_permutation(void) {
 static void test_validation_set(void) {
     char err[ERR_LEN] = "";
     ValSet *V = NULL;
-    /* docs/spec.md §3 by hand for the small example, T = 4, first 4 windows: d_10 tokens
+    /* docs/spec.md §3.2 by hand for the small example, T = 4, first 4 windows: d_10 tokens
      * 0..4 and 4..8, then d_2 tokens 0..4 and 4..8 (d_1 has 4 tokens: no window). */
     static const int32_t want[4][5] = {
         {10000, 10001, 10002, 10003, 10004},
@@ -226,7 +226,7 @@ static void test_validation_set(void) {
     int ok = rc == 0 && val_set_n_windows(V) == 4;
     int32_t w[5];
     for (long k = 0; ok && k < 4; k++) ok = val_set_window(V, k, w, err) == 0 && memcmp(w, want[k], sizeof w) == 0;
-    check(ok, "val: first 4 windows match docs/spec.md §3 by hand", "rc %d \"%s\"", rc, err);
+    check(ok, "val: first 4 windows match docs/spec.md §3.2 by hand", "rc %d \"%s\"", rc, err);
     if (rc == 0) {
         rc = val_set_window(V, 4, w, err);
         check(rc != 0 && strstr(err, "window 4"), "val: window past the set rejected", "\"%s\"", err);

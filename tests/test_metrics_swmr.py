@@ -159,7 +159,7 @@ def main():
                 "val": {"step", "loss", "loss_by_residue"},
                 "probe": {"step", "acc_pp", "acc_ip", "mean_pp", "worst_pp", "best_pp", "gap_pp",
                           "mean_ip", "worst_ip", "best_ip", "gap_ip",
-                          # phase-effect test (docs/spec.md §3)
+                          # phase-effect test (docs/spec.md §3.7)
                           "chi2_pp", "p_pp", "chi2_phase_pp", "p_phase_pp",
                           "chi2_ip", "p_ip", "chi2_phase_ip", "p_phase_ip"},
                 "gates": {"step", "eff_static", "eff_window", "profile"}}

@@ -273,7 +273,7 @@ static void build_schema(Metrics *m) {
     add_column(t, "best_ip", KIND_FLOAT64, "probe accuracy, best residue, in-sequence padding", "%");
     add_column(t, "gap_ip", KIND_FLOAT64, "probe accuracy gap best - worst, in-sequence padding",
                "percentage points");
-    /* phase-effect test (docs/spec.md §3): Pearson chi-square of homogeneity and p-value */
+    /* phase-effect test (docs/spec.md §3.7): Pearson chi-square of homogeneity and p-value */
     add_column(t, "chi2_pp", KIND_FLOAT64, "phase-effect chi-square across residues (df P-1), prefix padding", NULL);
     add_column(t, "p_pp", KIND_FLOAT64, "phase-effect p-value across residues, prefix padding", NULL);
     add_column(t, "chi2_phase_pp", KIND_FLOAT64, "phase-effect chi-square folded by phase t_K mod S (df S-1; KV head 0's grid, o_0 = 0), prefix padding", NULL);

@@ -19,7 +19,7 @@
  *   /probe/{step [n], acc_pp [n,P], acc_ip [n,P],
  *           mean_pp, worst_pp, best_pp, gap_pp, mean_ip, worst_ip, best_ip, gap_ip,
  *           chi2_pp, p_pp, chi2_phase_pp, p_phase_pp, chi2_ip, p_ip, chi2_phase_ip, p_phase_ip}  [n]
- *          (chi2/p: the phase-effect test of docs/spec.md §3, across residues and folded by phase)
+ *          (chi2/p: the phase-effect test of docs/spec.md §3.7, across residues and folded by phase)
  *   /gates/{step [n], eff_static [n,L,G,2], eff_window [n,L,G,2], profile [n,L,G,2,W]}
  *          (only when the model has compressed attention)
  *   /probe_chunk/{step [n], acc_pp [n,L,W+1], total_pp [n,L,W+1], p_pp [n,L], acc_ip, total_ip, p_ip}

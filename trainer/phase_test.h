@@ -1,4 +1,4 @@
-/* Phase-effect test (docs/spec.md §3, end): Pearson's chi-square test of homogeneity of the
+/* Phase-effect test (docs/spec.md §3.7): Pearson's chi-square test of homogeneity of the
  * correct / incorrect counts of K groups (the P residue groups of a probe, or the same counts
  * folded by phase t_K mod S), and its p-value.
  *

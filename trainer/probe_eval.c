@@ -1,7 +1,7 @@
 /* Lookup-probe evaluation: batches the prompts of a probe set (data/probe.h) through
  * model_argmax_at, each batch at the length of its prompts (model_set_seq_len; never padded to
  * the model's T), and turns the per-(protocol, residue) counts into accuracies with 95%
- * Wilson intervals and the mean / worst / best / gap summary of docs/spec.md §3. */
+ * Wilson intervals and the mean / worst / best / gap summary of docs/spec.md §3.6. */
 #include "model/layer_kinds.h"
 #include "trainer/probe_eval.h"
 #include "common/clock.h"

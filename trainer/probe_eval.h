@@ -1,4 +1,4 @@
-/* Lookup-probe evaluation (docs/spec.md §3): runs every prompt of a probe set through the
+/* Lookup-probe evaluation (docs/spec.md §3.5): runs every prompt of a probe set through the
  * model (model_argmax_at at the query position, full-vocabulary top-1) and reports, per
  * protocol (pp, ip) and residue r = t_K mod P, correct/total, the accuracy A(r) in percent
  * and its 95% Wilson interval, and over the residues the mean, worst = min A(r), best and
@@ -32,7 +32,7 @@ typedef struct {
      * gap = best - worst in percentage points; worst/best_residue -1 when none */
     double mean[PROBE_N_PROTOCOLS], worst[PROBE_N_PROTOCOLS], best[PROBE_N_PROTOCOLS], gap[PROBE_N_PROTOCOLS];
     int worst_residue[PROBE_N_PROTOCOLS], best_residue[PROBE_N_PROTOCOLS];
-    /* phase-effect test (docs/spec.md §3, trainer/phase_test.h): chi-square homogeneity of
+    /* phase-effect test (docs/spec.md §3.7, trainer/phase_test.h): chi-square homogeneity of
      * the counts across the P residues, and folded by phase r mod fold (fold = S, or 8 for
      * full attention; set fold before finalizing; 0 or fold not dividing P: NaN) */
     int fold;

@@ -62,7 +62,7 @@
  *   dS  = (matmul(dO, V^T) - D) * P * scale
  *   dK  = matmul(reshape(dS) = dS^T as bf16, Q)                (GQA: reduce_add as for dV)
  *   dQ  = matmul(dS, reshape(K^T) = K)                         (written straight to dQ, bf16)
- * Checked without a GPU (tools/cudnn_attn_check.cu --offline, cuDNN 9.19 with device properties of
+ * Checked without a GPU (tests/gpu/cudnn_graph_check.cu --offline, cuDNN 9.19 with device properties of
  * sm_80 / sm_90 / sm_100 and the driver stub): every descriptor finalizes, and heuristics mode A
  * offers the fused flash-attention engines for both graphs (forward: engines 1, 2 (sm_90), 3
  * (sm_100); backward: engine 6 (sm_90), 7), which pass their support checks and get as far as

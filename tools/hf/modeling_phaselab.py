@@ -278,7 +278,7 @@ class _Holder(nn.Module):
 
 
 class PhaselabIndexer(nn.Module):
-    """The lightning indexer of a csa layer (docs/spec.md §5.4, model/indexer.c), inference only:
+    """The lightning indexer of a csa layer (docs/spec.md §5.4, kernels/indexer.c), inference only:
         q^I_t = a_t W_iq^T [HI, dI],   w_t = a_t W_iw^T / sqrt(dI HI) [HI]
         k^I_j = RMSNorm(E^I_j; w_ik), E^I the layer's windows (W, S, maps, o_base) pooled with
                 G = 1, c = d = dI, vector gates, a per-offset bias, no post-norm
