@@ -1,7 +1,8 @@
 """tools/demo-run (make run's job) run twice on a short run (DEMO_RUNS: its data and run in a scratch
 directory; 20 steps): both runs exit 0 and print the same probe summary, and the final checkpoint's
 analysis.h5 holds exactly one probe group: the rerun says the evaluation is stored already and
-stores nothing new (it appended a duplicate /probe_001 before)."""
+stores nothing new (it appended a duplicate /probe_001 before); a misspelt override stops it before
+any data is made."""
 import os
 import shutil
 import subprocess
@@ -32,4 +33,10 @@ check(groups == ["probe_000"], "the final checkpoint's analysis.h5 holds one pro
 check("stored already, as /probe_000" in runs[1].stdout and "stored already" not in runs[0].stdout
       and not [l for l in runs[1].stdout.splitlines() if l.startswith("stored /") and l.endswith(h5)],
       "the rerun says the evaluation is stored already and stores nothing", runs[1].stdout[-500:])
+# a misspelt override stops before the corpus and the probe are made (./train --summary first)
+S2 = S + "_typo"
+shutil.rmtree(S2, ignore_errors=True)
+r = subprocess.run([args[0], "model.strid=4"], capture_output=True, text=True, env=dict(env, DEMO_RUNS=S2), timeout=120)
+check(r.returncode == 2 and "model.strid: unknown key" in r.stderr and not os.path.exists(S2),
+      "demo-run with a misspelt override: exit 2 naming the key, nothing made", f"{r.returncode} {r.stderr[-300:]}")
 finish()
