@@ -464,9 +464,11 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_FWD_MIN_BLOCKS) attn_fwd_kern
         float psum = 0.0f;
         #pragma unroll
         for (int i = 0; i < 32; i++) {
+            const int c = att_col(rr, hf, i);
+            if (!(live >> (c >> 4) & 1u)) continue;   /* a dead block's P is never read (its sv is -inf) */
             const float pv = m == -INFINITY ? 0.0f : __expf(sv[i] - m);
             psum += pv;
-            Pw[rr * LDP_B + att_col(rr, hf, i)] = tobf(pv);
+            Pw[rr * LDP_B + c] = tobf(pv);
         }
         psum += __shfl_xor_sync(0xffffffffu, psum, 1);
         l = l * corr + psum;
@@ -780,10 +782,13 @@ __global__ void __launch_bounds__(ATT_THREADS, ATT_DKV_MIN_BLOCKS) attn_bwd_dkv_
             warp_mm_nt_half<DP, L::LDB>(Sw, Ks + warp * 16 * L::LDB, Qs, half, live);
             warp_mm_nt_half<DP, L::LDB>(Sw + 32, Vs + warp * 16 * L::LDB, dOs, half, live);
             __syncwarp();
-            /* this lane's 16 columns are block 2 half + hf: outside `live` they are never read */
+            /* this lane's 16 columns are block 2 half + hf: outside `live` they are never read. Lane
+             * (row r, hf) starts at column (lane / 8) of its 16 (a rotation): the 32 lanes' fp32 reads
+             * of a step hit 32 distinct banks of the row stride 68 (without it 4 lanes a bank), the
+             * bf16 stores 2 a word-bank (4) */
             #pragma unroll 8
             for (int cc = 0; cc < 16 && (live >> (2 * half + hf) & 1u); cc++) {
-                const int c = hf * 16 + cc, col = 32 * half + c, tq = qt + col;
+                const int c = hf * 16 + ((cc + (lane >> 3)) & 15), col = 32 * half + c, tq = qt + col;
                 bool vis = kvalid && (comp ? key < nv_s[col] && att_sel(s, b, tq, key) : (key >= lo_s[col] && key <= tq));
                 float pv = 0.0f, ds = 0.0f;
                 if (vis) {
