@@ -41,6 +41,7 @@
 #include "data/probe.h"
 #include "kernels/kernels.h"
 #include "trainer/probe_bootstrap.h"
+#include "trainer/chunk_phase.h"
 #include "trainer/run_config.h"
 #include "common/errors.h"
 #include "common/interrupt.h"
@@ -196,18 +197,24 @@ static int load_model(Ctx *c) {
     return 0;
 }
 
-/* hits: NULL, or [prompts of ps]: each prompt's outcome (1 right), for the bootstrap intervals */
-static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr,
-                      unsigned char *hits) {
+/* hits: NULL, or [prompts of ps]: each prompt's outcome (1 right), for the bootstrap intervals;
+ * chunk: NULL, or chunk-phase counts to fill (learned boundaries) */
+static int eval_probe_chunked(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr,
+                              ChunkPhaseCounts *chunk, unsigned char *hits) {
     char err[ERR_LEN];
     fflush(stdout);
-    if (probe_evaluate_hits(c->m, ps, c->T, c->micro, fn, ctx, label, hits, pr, err)) {
+    if (probe_evaluate_hits(c->m, ps, c->T, c->micro, fn, ctx, label, chunk, hits, pr, err)) {
         fprintf(stderr, "phaselab: %s\n", err);
         return 1;
     }
     probe_result_set_fold(pr, &c->cfg.model);
     probe_result_finalize(pr);
     return 0;
+}
+
+static int eval_probe(Ctx *c, const ProbeSet *ps, ProbeBatchFn fn, void *ctx, const char *label, ProbeResult *pr,
+                      unsigned char *hits) {
+    return eval_probe_chunked(c, ps, fn, ctx, label, pr, NULL, hits);
 }
 
 /* Validation loss by residue of the current weights into out [P] (and *mean); 0 when done, 1
@@ -859,6 +866,13 @@ static int run_knockout(Ctx *c) {
      * trainer/probe_bootstrap.h) from each prompt's outcome, clean and knocked out */
     double *relm_lo = NULL, *relm_hi = NULL, *krelm_lo = NULL, *krelm_hi = NULL;
     unsigned char *clean_hits = NULL, *ko_hits = NULL;
+    /* learned chunk boundaries (docs/spec.md §6.5: no grid phase): the probe by chunk phase, clean
+     * and per knockout, and the relative change by the knocked-out layer's chunk slot of t_K,
+     * relc [L, G, 2, W + 1] (bin W: unpooled); the slot of a prompt in layer l is the same with and
+     * without a head of layer l knocked out (layer l's boundaries come from its input) */
+    const int learned = mc->attention == ATTN_COMPRESSED && mc->boundaries == BOUNDARIES_LEARNED;
+    ChunkPhaseCounts clean_chunk = {0}, ko_chunk = {0};
+    double *relc = NULL;
     int *map = NULL;
     long *lay = NULL, *kvh = NULL;
     double *ph = NULL, *clean_phase = NULL;
@@ -904,7 +918,17 @@ static int run_knockout(Ctx *c) {
     const int n_prompts = probe_set_count(c->ps);
     clean_hits = malloc(n_prompts ? n_prompts : 1), ko_hits = malloc(n_prompts ? n_prompts : 1);
     if (!clean_hits || !ko_hits) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
-    if (eval_probe(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean, clean_hits)) goto done;
+    if (learned) {
+        if (chunk_phase_init(&clean_chunk, PROBE_N_PROTOCOLS, L, mc->window) ||
+            chunk_phase_init(&ko_chunk, PROBE_N_PROTOCOLS, L, mc->window)) {
+            fprintf(stderr, "phaselab: --knockout: out of memory for the chunk-phase counts\n");
+            goto done;
+        }
+    }
+    if (eval_probe_chunked(c, c->ps, knockout_before_batch, &ko, "knockout: clean", &clean, learned ? &clean_chunk : NULL,
+                           clean_hits))
+        goto done;
+    if (learned) chunk_phase_finalize(&clean_chunk);
 
     int P = clean.residues, S = probe_phase_fold(mc);
     int n_ko = all ? L * G : type == KO_TARGET_HEAD ? 1 : 0;
@@ -912,6 +936,10 @@ static int run_knockout(Ctx *c) {
     acc = malloc(sizeof(double) * cells * 2 * P), rel = malloc(sizeof(double) * cells * 2 * P);
     relp = malloc(sizeof(double) * cells * 2 * S), relm = malloc(sizeof(double) * cells * 2);
     relm_lo = malloc(sizeof(double) * cells * 2), relm_hi = malloc(sizeof(double) * cells * 2);
+    const int KB = mc->window + 1;                        /* chunk bins: slots 0..W-1, W unpooled */
+    relc = learned ? malloc(sizeof(double) * cells * 2 * KB) : NULL;
+    if (learned && !relc) { fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+    for (size_t i = 0; learned && i < cells * 2 * KB; i++) relc[i] = NAN;
     meanacc = malloc(sizeof(double) * cells * 2);
     map = malloc(sizeof(int) * G * P);
     offd = malloc(sizeof(double) * G), phase_of = malloc(sizeof(double) * G * P);
@@ -942,7 +970,22 @@ static int run_knockout(Ctx *c) {
         char label[64];
         snprintf(label, sizeof label, "knockout %d:%d (%d/%d)", l, h, k + 1, n_ko);
         ProbeResult r;
-        if (eval_probe(c, c->ps, knockout_before_batch, &ko, label, &r, ko_hits)) goto done;
+        if (learned) {                   /* fresh counts for this knockout */
+            chunk_phase_free(&ko_chunk);
+            if (chunk_phase_init(&ko_chunk, PROBE_N_PROTOCOLS, L, mc->window)) {
+                fprintf(stderr, "phaselab: --knockout: out of memory for the chunk-phase counts\n");
+                goto done;
+            }
+        }
+        if (eval_probe_chunked(c, c->ps, knockout_before_batch, &ko, label, &r, learned ? &ko_chunk : NULL, ko_hits)) goto done;
+        if (learned) {
+            chunk_phase_finalize(&ko_chunk);
+            for (int p = 0; p < 2; p++)
+                for (int kb = 0; kb < KB; kb++) {
+                    const long x = chunk_phase_index(&clean_chunk, p, l, kb);
+                    relc[(((size_t)l * G + h) * 2 + p) * KB + kb] = rel_change(ko_chunk.acc[x], clean_chunk.acc[x]);
+                }
+        }
         size_t cell = (size_t)l * G + h;
         for (int p = 0; p < 2; p++) {
             fold_acc(&r, p, S, map + (size_t)h * P, ph);
@@ -1063,6 +1106,29 @@ static int run_knockout(Ctx *c) {
             printf("\n");
         }
     }
+    for (int p = 0; p < 2 && learned && n_ko; p++) {   /* learned boundaries: by the knocked-out layer's chunk slot */
+        if (!clean.present[p]) continue;
+        printf("\n%s: relative change by the knocked-out layer's chunk slot of t_K (learned boundaries, docs/spec.md §6.5: "
+               "slot W - 1 = %d ends the chunk, %d = unpooled); n: the prompts in the slot\n%8s",
+               probe_protocol_name(p), KB - 2, KB - 1, "L:H");
+        for (int kb = 0; kb < KB; kb++) printf(" %7d", kb);
+        printf("\n");
+        for (int l = 0; l < L; l++) {
+            int any = 0;
+            for (int h = 0; h < G; h++) any |= isfinite(meanacc[((size_t)l * G + h) * 2 + p]);
+            if (!any) continue;
+            printf("%6d:n ", l);
+            for (int kb = 0; kb < KB; kb++) printf(" %7ld", clean_chunk.total[chunk_phase_index(&clean_chunk, p, l, kb)]);
+            printf("\n");
+            for (int h = 0; h < G; h++) {
+                const size_t cell = (size_t)l * G + h;
+                if (!isfinite(meanacc[cell * 2 + p])) continue;
+                printf("%6d:%-2d", l, h);
+                for (int kb = 0; kb < KB; kb++) printf(" %7.1f", relc[(cell * 2 + p) * KB + kb]);
+                printf("\n");
+            }
+        }
+    }
     for (int i = 0; i < nk; i++) {
         int heads = 0;
         for (size_t x = 0; x < (size_t)L * G; x++) heads += kmask[(size_t)i * L * G + x];
@@ -1111,6 +1177,22 @@ static int run_knockout(Ctx *c) {
     ah5_data(hf, "rel_change_mean_lo", relm_lo, 3, (int[]){L, G, 2}, ax_m,
              "95% interval low of rel_change_mean: paired bootstrap over the prompts, stratified by residue (B = 2000)", "%");
     ah5_data(hf, "rel_change_mean_hi", relm_hi, 3, (int[]){L, G, 2}, ax_m, "95% interval high of rel_change_mean", "%");
+    if (learned) {      /* by the knocked-out layer's chunk slot (docs/spec.md §6.5) */
+        long *slots = malloc(sizeof(long) * KB);
+        double *cn = malloc(sizeof(double) * (size_t)L * 2 * KB);
+        if (!slots || !cn) { free(slots), free(cn); fprintf(stderr, "phaselab: --knockout: out of memory\n"); goto done; }
+        for (int kb = 0; kb < KB; kb++) slots[kb] = kb;
+        for (int l = 0; l < L; l++)
+            for (int p = 0; p < 2; p++)
+                for (int kb = 0; kb < KB; kb++)
+                    cn[((size_t)l * 2 + p) * KB + kb] = (double)clean_chunk.total[chunk_phase_index(&clean_chunk, p, l, kb)];
+        ah5_axis_long(hf, "chunk_slot", slots, KB, "slot of t_K in its chunk of the layer (W - 1: the chunk's last token; W: unpooled)");
+        const char *ax_ch[] = {"layer", "kv_head", "protocol", "chunk_slot"}, *ax_cn[] = {"layer", "protocol", "chunk_slot"};
+        ah5_data(hf, "rel_change_chunk", relc, 4, (int[]){L, G, 2, KB}, ax_ch,
+                 "relative accuracy change by the knocked-out layer's chunk slot of t_K (learned boundaries)", "%");
+        ah5_data(hf, "chunk_n", cn, 3, (int[]){L, 2, KB}, ax_cn, "prompts of each chunk slot of t_K, per layer", NULL);
+        free(slots), free(cn);
+    }
     if (mc->layer_attention[0]) {
         double *lk = malloc(sizeof(double) * L);
         if (lk) {
@@ -1166,7 +1248,8 @@ done:
     free(cacc), free(acc), free(rel), free(relp), free(relm), free(meanacc), free(map), free(offd), free(phase_of);
     free(ph), free(clean_phase), free(lay), free(kvh), free(calib), free(probe_path);
     free(kacc), free(krel), free(krelm), free(kmacc), free(kmask);
-    free(relm_lo), free(relm_hi), free(krelm_lo), free(krelm_hi), free(clean_hits), free(ko_hits);
+    free(relm_lo), free(relm_hi), free(krelm_lo), free(krelm_hi), free(clean_hits), free(ko_hits), free(relc);
+    chunk_phase_free(&clean_chunk), chunk_phase_free(&ko_chunk);   /* (zeroed ones too) */
     for (int i = 0; i < N_KINDS; i++) free(krelp[i]);
     return rc;
 }

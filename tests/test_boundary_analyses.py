@@ -165,6 +165,21 @@ check(f"across phases t mod {S} ({NOTE}" in log, "the run's log: the validation 
 rc, out = tu.run(["--eval", ck, "--probe", probe, "--knockout", "0:0", "--out", f"{d}/ko.h5"])
 check(rc == 0 and f"relative change by phase t_K mod {S} ({NOTE}" in out,
       "--knockout of a learned model: the fold by t_K mod S says it is the position", out[-600:])
+# ... and folds by the knocked-out layer's chunk slot of t_K: [L, G, 2, W + 1] changes, the slot counts
+# of each layer the same as --eval's chunk-phase counts of the same probe
+kg = None
+if rc == 0:
+    with h5py.File(f"{d}/ko.h5", "r") as f:
+        g = f[sorted(k for k in f if k.startswith("knockout"))[-1]]
+        kg = {k: np.asarray(g[k][()]) for k in ("rel_change_chunk", "chunk_n") if k in g}
+ok = kg is not None and set(kg) == {"rel_change_chunk", "chunk_n"}
+if ok:
+    L_ = kg["chunk_n"].shape[0]
+    ok = (kg["rel_change_chunk"].shape[0] == L_ and kg["rel_change_chunk"].shape[2:] == (2, W + 1)
+          and kg["chunk_n"].shape == (L_, 2, W + 1) and np.array_equal(kg["chunk_n"][:, 0, :], tot[0, :L_, :]))
+check(ok and "relative change by the knocked-out layer's chunk slot of t_K" in out,
+      "--knockout of a learned model: by the knocked-out layer's chunk slot, with the slots' n (= --eval's counts)",
+      f"{ {k: v.shape for k, v in (kg or {}).items()} } {out[-400:]}")
 rc, out = tu.run(["--score", ck, "--input", sorted(os.path.join(data, n) for n in os.listdir(data) if n.startswith("val_"))[0],
                   "--out", f"{d}/score.h5"])
 check(rc == 0 and NOTE in out, "--score of a learned model: the fold by t mod S says it is the position", out[-600:])

@@ -166,9 +166,9 @@ int main(void) {
     const int n_pe = probe_set_count(pe);
     unsigned char *clean_hits = malloc((size_t)n_pe), *ko_hits = malloc((size_t)n_pe);
     ko.mode = KO_OFF;
-    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, clean_hits, &r, err);
+    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, NULL, clean_hits, &r, err);
     ko.mode = KO_REPLACE, ko.layer = 0, ko.kv_head = 1;
-    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, ko_hits, &r, err);
+    probe_evaluate_hits(&m, pe, LEN, 3, knockout_before_batch, &ko, NULL, NULL, ko_hits, &r, err);
     int all1 = 1, all0 = 1;
     for (int i = 0; i < n_pe; i++) all1 &= clean_hits[i] == 1, all0 &= ko_hits[i] == 0;
     double lo, hi;
@@ -241,7 +241,7 @@ int main(void) {
         check(t == 8 && c == 5, "needle: a prompt scores only when every value token is right", "%ld/%ld, expected 5/8", c, t);
         unsigned char hits[8];
         memset(hits, 7, sizeof hits);
-        probe_evaluate_hits(&plain, pn, NLEN, 4, NULL, NULL, NULL, hits, &r, err);
+        probe_evaluate_hits(&plain, pn, NLEN, 4, NULL, NULL, NULL, NULL, hits, &r, err);
         char got[9];
         for (int i = 0; i < 8; i++) got[i] = hits[i] == 1 ? '1' : hits[i] == 0 ? '0' : '?';
         got[8] = 0;

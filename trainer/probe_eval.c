@@ -249,8 +249,11 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
 }
 
 int probe_evaluate_hits(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeBatchFn before_batch, void *ctx,
-                        const char *progress, unsigned char *hits, ProbeResult *res, char *err) {
-    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, before_batch, ctx, progress, 0, NULL, hits, res, err);
+                        const char *progress, ChunkPhaseCounts *chunk, unsigned char *hits, ProbeResult *res, char *err) {
+    if (chunk && (!model_has_boundaries(m) || chunk->protocols != PROBE_N_PROTOCOLS))
+        return set_err(err, "probe_evaluate_hits: chunk-phase counts need a model with learned chunk boundaries "
+                            "and %d protocols", PROBE_N_PROTOCOLS);
+    return probe_evaluate_rows(m, ps, T, micro_batch, 0, 1, before_batch, ctx, progress, 0, chunk, hits, res, err);
 }
 
 int probe_evaluate(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeResult *res, char *err) {

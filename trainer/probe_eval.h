@@ -81,10 +81,12 @@ int probe_evaluate_ex(struct Model *m, const ProbeSet *ps, int T, int micro_batc
                       ProbeBatchFn before_batch, void *ctx, const char *progress, ProbeResult *res, char *err);
 
 /* probe_evaluate_ex in one process that also writes each prompt's outcome: hits [prompts] (caller's
- * array), hits[i] = 1 when prompt i was right, 0 otherwise (the interventions' bootstrap intervals,
- * trainer/probe_bootstrap.h). */
+ * array, or NULL), hits[i] = 1 when prompt i was right, 0 otherwise (the interventions' bootstrap
+ * intervals, trainer/probe_bootstrap.h), and, when chunk is not NULL (a model with learned
+ * boundaries), counts every prompt by the chunk phase of its key in each layer as
+ * probe_evaluate_chunked. */
 int probe_evaluate_hits(struct Model *m, const ProbeSet *ps, int T, int micro_batch, ProbeBatchFn before_batch, void *ctx,
-                        const char *progress, unsigned char *hits, ProbeResult *res, char *err);
+                        const char *progress, ChunkPhaseCounts *chunk, unsigned char *hits, ProbeResult *res, char *err);
 
 /* Tests and benchmarks only: probe_evaluate with every prompt padded to T with token 0 (the
  * evaluation before prompts ran at their own length), to compare against. */
