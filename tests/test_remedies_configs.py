@@ -57,8 +57,8 @@ def main():
         bad = [f"[{s}] {k} = {cp.get(s, k, fallback=None)!r}, expected {v!r}" for (s, k), v in want.items()
                if cp.get(s, k, fallback=None) != v]
         for sec, key in (("model", "d_model"), ("model", "n_layers"), ("model", "window"), ("model", "stride"),
-                         ("data", "seq_len"), ("train", "steps"), ("train", "batch_tokens"), ("train", "lr")):
-            if cp.get(sec, key) != paper.get(sec, key):
+                         ("data", "seq_len"), ("data", "train"), ("data", "val"), ("data", "tokenizer"), ("train", "steps"), ("train", "batch_tokens"), ("train", "lr")):
+            if cp.get(sec, key, fallback=None) != paper.get(sec, key, fallback=None):
                 bad.append(f"[{sec}] {key} differs from configs/paper/w8s8_kv8.ini")
         check(not bad, f"{name}: keys as its name says, paper shape and budget", "; ".join(bad))
     minis = [os.path.join(ROOT, "configs", "mini", n + ".ini") for n in ("w8s8_shared", "w8s8_staggered", "w8s8_coverage")]
