@@ -20,6 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 from pycheck import check, finish, skip  # noqa: E402
+from docspans import command_spans  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(__file__), ".."))
 HELP_TIMEOUT = 20          # seconds; a help that takes longer is doing something else
@@ -85,17 +86,11 @@ def documented_options(root, docs):
     """(doc, line, program, option) for every option in a command of a code block or a backtick span."""
     found = []
     for doc in docs:
-        in_block = False
-        for no, line in enumerate(open(os.path.join(root, doc)).read().splitlines(), 1):
-            if line.lstrip().startswith("```"):
-                in_block = not in_block
-                continue
-            spans = [line.split(" #")[0]] if in_block else re.findall(r"`([^`]+)`", line)
-            for span in spans:
-                for m in CMD.finditer(span):
-                    prog = m.group(1)
-                    for opt in OPTION.findall(m.group(2)):
-                        found.append((doc, no, prog, opt))
+        for no, span in command_spans(root, doc, comment=" #"):
+            for m in CMD.finditer(span):
+                prog = m.group(1)
+                for opt in OPTION.findall(m.group(2)):
+                    found.append((doc, no, prog, opt))
     return found
 
 

@@ -27,6 +27,10 @@ that can no longer fail is caught."""
 import glob
 import os
 import re
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from docspans import command_spans  # noqa: E402
 import shutil
 import sys
 
@@ -269,19 +273,13 @@ def make_target_problems(root):
     have = make_targets(root)
     bad = []
     for rel in sorted(doc_files(root)):
-        in_block = False
-        for no, line in enumerate(open(os.path.join(root, rel)).read().splitlines(), 1):
-            if line.lstrip().startswith("```"):
-                in_block = not in_block
-                continue
-            spans = [line.split("#")[0]] if in_block else re.findall(r"`([^`]+)`", line)
-            for span in spans:
-                for m in MAKE_CMD.finditer(span.strip()):
-                    words = [w for w in m.group(1).split() if not w.startswith("-") and "=" not in w]
-                    if not words or words[0].startswith(("build/", "$")) or words[0] in have:
-                        continue
-                    if re.fullmatch(r"[a-z][\w.-]*", words[0]):
-                        bad.append(f"{rel}:{no}: make {words[0]}")
+        for no, span in command_spans(root, rel):
+            for m in MAKE_CMD.finditer(span.strip()):
+                words = [w for w in m.group(1).split() if not w.startswith("-") and "=" not in w]
+                if not words or words[0].startswith(("build/", "$")) or words[0] in have:
+                    continue
+                if re.fullmatch(r"[a-z][\w.-]*", words[0]):
+                    bad.append(f"{rel}:{no}: make {words[0]}")
     return bad
 
 

@@ -198,26 +198,29 @@ __device__ __forceinline__ void load_key_tile(bf16 *Ks, bf16 *Vs, const AttnShap
  * would add exact zeros to the accumulators: the same bits with fewer products. At the paper's
  * W8/S8 with a 16-token window a warp's 16 queries see at most 2 of the 8 raw 16-key blocks its
  * tile walks (docs/gpu.md: ~23% of the attention products). */
-/* out [16, 64] (row stride LDS_F) = a [16, DP] @ b [64, DP]^T: a points at the warp's 16 rows,
- * b at a 64-row tile, both row-major with row stride LDB; column blocks outside `live` are not
- * written. */
+/* Column block n (16 columns) of a [16, DP] @ b [64, DP]^T into out [16, 16] (row stride LDS_F): a
+ * points at the warp's 16 rows, b at a 64-row tile, both row-major with row stride LDB. */
+template <int DP, int LDB>
+__device__ __forceinline__ void warp_mm_nt_block(float *out, const bf16 *a, const bf16 *b, int n) {
+    FragC acc;
+    wmma::fill_fragment(acc, 0.0f);
+    #pragma unroll
+    for (int kk = 0; kk < DP / 16; kk++) {
+        FragA fa;
+        FragBc fb;
+        wmma::load_matrix_sync(fa, a + kk * 16, LDB);
+        wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
+        wmma::mma_sync(acc, fa, fb, acc);
+    }
+    wmma::store_matrix_sync(out, acc, LDS_F, wmma::mem_row_major);
+}
+
+/* out [16, 64] = a [16, DP] @ b [64, DP]^T, the column blocks in `live` only (others not written). */
 template <int DP, int LDB>
 __device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16 *b, unsigned live) {
     #pragma unroll
-    for (int n = 0; n < 4; n++) {
-        if (!(live >> n & 1u)) continue;
-        FragC acc;
-        wmma::fill_fragment(acc, 0.0f);
-        #pragma unroll
-        for (int kk = 0; kk < DP / 16; kk++) {
-            FragA fa;
-            FragBc fb;
-            wmma::load_matrix_sync(fa, a + kk * 16, LDB);
-            wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(out + n * 16, acc, LDS_F, wmma::mem_row_major);
-    }
+    for (int n = 0; n < 4; n++)
+        if (live >> n & 1u) warp_mm_nt_block<DP, LDB>(out + n * 16, a, b, n);
 }
 
 /* Columns [32 half, 32 half + 32) of warp_mm_nt's product (its blocks n = 2 half, 2 half + 1
@@ -226,21 +229,8 @@ __device__ __forceinline__ void warp_mm_nt(float *out, const bf16 *a, const bf16
 template <int DP, int LDB>
 __device__ __forceinline__ void warp_mm_nt_half(float *out, const bf16 *a, const bf16 *b, int half, unsigned live) {
     #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        const int n = 2 * half + i;
-        if (!(live >> n & 1u)) continue;
-        FragC acc;
-        wmma::fill_fragment(acc, 0.0f);
-        #pragma unroll
-        for (int kk = 0; kk < DP / 16; kk++) {
-            FragA fa;
-            FragBc fb;
-            wmma::load_matrix_sync(fa, a + kk * 16, LDB);
-            wmma::load_matrix_sync(fb, b + n * 16 * LDB + kk * 16, LDB);
-            wmma::mma_sync(acc, fa, fb, acc);
-        }
-        wmma::store_matrix_sync(out + i * 16, acc, LDS_F, wmma::mem_row_major);
-    }
+    for (int i = 0; i < 2; i++)
+        if (live >> (2 * half + i) & 1u) warp_mm_nt_block<DP, LDB>(out + i * 16, a, b, 2 * half + i);
 }
 
 /* The same product with the k loop outside: each A fragment (the warp's 16 rows of a) is loaded

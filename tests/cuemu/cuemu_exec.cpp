@@ -335,20 +335,17 @@ void run_grid(const char *name, const void *fn, dim3 grid, dim3 block, size_t sm
 }
 }  // namespace cuemu
 
-/* warp-level mma_sync calls so far in the kernels whose name starts with name */
-extern "C" long cuemu_mma_count(const char *name) {
+/* the sum of the counts of the kernels whose name starts with prefix */
+static long count_by_prefix(const std::map<std::string, long> &counts, const char *prefix) {
     long n = 0;
-    size_t len = strlen(name);
-    for (const auto &e : cuemu::g_mmas)
-        if (e.first.compare(0, len, name) == 0) n += e.second;
+    size_t len = strlen(prefix);
+    for (const auto &e : counts)
+        if (e.first.compare(0, len, prefix) == 0) n += e.second;
     return n;
 }
 
+/* warp-level mma_sync calls so far in the kernels whose name starts with name */
+extern "C" long cuemu_mma_count(const char *name) { return count_by_prefix(cuemu::g_mmas, name); }
+
 /* launches so far of the kernels whose name starts with name */
-extern "C" long cuemu_launch_count(const char *name) {
-    long n = 0;
-    size_t len = strlen(name);
-    for (const auto &e : cuemu::g_launches)
-        if (e.first.compare(0, len, name) == 0) n += e.second;
-    return n;
-}
+extern "C" long cuemu_launch_count(const char *name) { return count_by_prefix(cuemu::g_launches, name); }
