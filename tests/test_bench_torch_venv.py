@@ -16,7 +16,9 @@ d = os.path.join(ROOT, "build", "scratch", "test_bench_torch_venv")
 shutil.rmtree(d, ignore_errors=True)
 os.makedirs(d)
 bare = os.path.join(d, "bare")          # a venv without torch: what an interrupted install leaves
-subprocess.run([sys.executable, "-m", "venv", bare], check=True)
+# (--without-pip: Debian's python3 has no ensurepip without python3-venv; the install below fails either
+# way, at pip's index or at the missing pip, and the tool must say so)
+subprocess.run([sys.executable, "-m", "venv", "--without-pip", bare], check=True)
 py = os.path.join(bare, "bin", "python3")
 env = dict(os.environ, PIP_NO_INDEX="1", PIP_FIND_LINKS=d, PIP_DISABLE_PIP_VERSION_CHECK="1")
 env.pop("PHASELAB_BENCH_TORCH_VENV", None)
